@@ -1,0 +1,36 @@
+"""`refinery` console script: one entry point, one sub-command per job."""
+from __future__ import annotations
+
+import sys
+from typing import Optional, Sequence
+
+USAGE = """usage: refinery COMMAND [options]
+
+commands:
+  run     WARC files -> clean text Parquet shards + drop ledger + report.json
+          (`refinery run --help` lists every option)
+"""
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command == "run":
+        from pipeline.config import ConfigError
+        from pipeline.run import run
+
+        try:
+            run(rest)
+        except (ConfigError, FileNotFoundError, ValueError) as exc:
+            print(f"refinery run: error: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    print(f"refinery: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

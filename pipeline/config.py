@@ -1,0 +1,109 @@
+"""One typed run configuration: defaults <- YAML file <- command-line flags.
+
+The stage configs (`WarcConfig`, `ExtractConfig`, `LangIdConfig`) live next to
+their stages; this module only assembles them and checks the YAML against them,
+so a misspelt key is an error instead of a silently ignored setting.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+import yaml
+
+from stages.extract import ExtractConfig
+from stages.langid import LangIdConfig
+from stages.warc import WarcConfig
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    inputs: Tuple[str, ...] = ()        # WARC globs (local paths or any Beam filesystem: gs://, s3://)
+    output: str = ""                    # output folder: data/, ledger/, report.json
+    source: str = "web"                 # value of the `source` column for these inputs
+    overwrite: bool = False             # replace an earlier run's outputs in `output`
+    num_shards: int = 0                 # 0 lets the runner choose
+    warc: WarcConfig = field(default_factory=WarcConfig)
+    extract: ExtractConfig = field(default_factory=ExtractConfig)
+    langid: LangIdConfig = field(default_factory=LangIdConfig)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _build(cls, values: Mapping[str, Any], where: str):
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {type(values).__name__}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in values.items():
+        if key not in known:
+            raise ConfigError(f"unknown setting {where + '.' if where else ''}{key}; "
+                              f"known: {', '.join(sorted(known))}")
+        kwargs[key] = _coerce(hints[key], value, f"{where + '.' if where else ''}{key}")
+    return cls(**kwargs)
+
+
+def _coerce(hint, value, where: str):
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value or {}, where)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:  # Optional[X]
+        if value is None:
+            return None
+        hint = next(a for a in args if a is not type(None))
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return tuple(value)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true/false, got {value!r}")
+        return value
+    if hint in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return hint(value)
+    if hint is str and not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def load_config(yaml_path: Optional[str] = None, overrides: Optional[Mapping[str, Any]] = None) -> RunConfig:
+    """Defaults, then the YAML file, then `overrides` given as dotted keys ("langid.threshold")."""
+    values: Dict[str, Any] = {}
+    if yaml_path:
+        with open(yaml_path, encoding="utf-8") as fh:
+            values = yaml.safe_load(fh) or {}
+        if not isinstance(values, dict):
+            raise ConfigError(f"{yaml_path}: the top level must be a mapping")
+    for dotted, value in (overrides or {}).items():
+        node = values
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    config = _build(RunConfig, values, "")
+    _check(config)
+    return config
+
+
+def _check(config: RunConfig) -> None:
+    if not 0.0 <= config.langid.threshold <= 1.0:
+        raise ConfigError(f"langid.threshold must be in [0, 1], got {config.langid.threshold}")
+    if config.extract.timeout_s is not None and config.extract.timeout_s <= 0:
+        raise ConfigError("extract.timeout_s must be positive (or null for no limit)")
+    if config.extract.max_html_bytes <= 0 or config.warc.max_record_bytes <= 0:
+        raise ConfigError("size caps must be positive")
+    if config.num_shards < 0:
+        raise ConfigError("num_shards must be >= 0")

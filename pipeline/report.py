@@ -1,0 +1,113 @@
+"""The run report: a funnel per stage and reason, checked against the files actually written.
+
+Counts come from two independent places: Beam counters (what the workers saw)
+and the Parquet footers / ledger rows (what reached storage). The conservation
+check compares them: documents read == rows in shards + rows in the ledger.
+"""
+from __future__ import annotations
+
+import collections
+import json
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
+
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import MetricsFilter
+
+from pipeline.transforms import NAMESPACE
+
+
+class ConservationError(RuntimeError):
+    """Documents were lost or invented: read != kept + ledger."""
+
+
+def counters(result) -> Dict[str, int]:
+    """Beam counters of this run, committed values where the runner has them."""
+    out: Dict[str, int] = {}
+    for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
+        value = c.committed if c.committed is not None else c.attempted
+        out[c.key.metric.name] = out.get(c.key.metric.name, 0) + int(value or 0)
+    return out
+
+
+def list_files(pattern: str) -> List[str]:
+    match = FileSystems.match([pattern])[0]
+    return sorted(m.path for m in match.metadata_list)
+
+
+def parquet_row_counts(paths: Sequence[str]) -> Dict[str, int]:
+    rows = {}
+    for path in paths:
+        with FileSystems.open(path) as fh:
+            rows[path] = pq.ParquetFile(fh).metadata.num_rows
+    return rows
+
+
+def column_counts(paths: Sequence[str], columns: Sequence[str]) -> collections.Counter:
+    """Count distinct tuples of `columns` over Parquet files, reading only those columns."""
+    counts: collections.Counter = collections.Counter()
+    for path in paths:
+        with FileSystems.open(path) as fh:
+            table = pq.read_table(fh, columns=list(columns))
+        counts.update(zip(*(table.column(c).to_pylist() for c in columns)))
+    return counts
+
+
+def build_report(*, stages: Sequence[str], beam_counters: Mapping[str, int], shard_rows: Mapping[str, int],
+                 ledger_rows: Mapping[str, int], ledger_reasons: Mapping[Tuple[str, str], int],
+                 languages: Mapping[str, int], config: Mapping[str, Any], runner: str,
+                 elapsed_s: float) -> Dict[str, Any]:
+    read = beam_counters.get(f"{stages[0]}.in", 0)
+    kept, ledgered = sum(shard_rows.values()), sum(ledger_rows.values())
+    funnel = []
+    for stage in stages:
+        dropped = {reason: n for (s, reason), n in sorted(ledger_reasons.items()) if s == stage}
+        counted = {k.split(".drop.", 1)[1]: v for k, v in beam_counters.items() if k.startswith(f"{stage}.drop.")}
+        funnel.append({
+            "stage": stage,
+            "in": beam_counters.get(f"{stage}.in", 0),
+            "kept": beam_counters.get(f"{stage}.kept", 0),
+            "dropped": sum(dropped.values()),
+            "dropped_by_reason": dropped,
+            "counters_agree_with_ledger": counted == dropped,
+        })
+    records = {k.split(".record.", 1)[1]: v for k, v in beam_counters.items() if ".record." in k}
+    return {
+        "documents_read": read,
+        "warc_records_by_type": dict(sorted(records.items())),
+        "funnel": funnel,
+        "kept": kept,
+        "ledger": ledgered,
+        "conservation": {
+            "read": read, "kept": kept, "ledger": ledgered,
+            "holds": read == kept + ledgered and all(f["counters_agree_with_ledger"] for f in funnel),
+        },
+        "languages": dict(sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "shards": [{"path": p, "rows": n} for p, n in sorted(shard_rows.items())],
+        "ledger_files": [{"path": p, "rows": n} for p, n in sorted(ledger_rows.items())],
+        "runner": runner,
+        "elapsed_s": round(elapsed_s, 2),
+        "config": dict(config),
+    }
+
+
+def write_json(path: str, payload: Mapping[str, Any]) -> None:
+    data = json.dumps(payload, indent=2, ensure_ascii=False, default=str).encode("utf-8")
+    with FileSystems.create(path) as fh:
+        fh.write(data)
+
+
+def format_funnel(report: Mapping[str, Any]) -> str:
+    lines = [f"{'stage':<10}{'in':>8}{'kept':>8}{'dropped':>9}  reasons"]
+    for f in report["funnel"]:
+        reasons = ", ".join(f"{r} {n}" for r, n in sorted(f["dropped_by_reason"].items(), key=lambda kv: -kv[1]))
+        lines.append(f"{f['stage']:<10}{f['in']:>8}{f['kept']:>8}{f['dropped']:>9}  {reasons}")
+    c = report["conservation"]
+    mark = "holds" if c["holds"] else "BROKEN"
+    lines.append(f"conservation {mark}: read {c['read']} = kept {c['kept']} + ledger {c['ledger']}")
+    if report["warc_records_by_type"]:
+        lines.append("WARC records: " + ", ".join(f"{t} {n}" for t, n in report["warc_records_by_type"].items()))
+    if report["languages"]:
+        top = list(report["languages"].items())[:12]
+        lines.append("languages kept: " + ", ".join(f"{lang} {n}" for lang, n in top))
+    return "\n".join(lines)

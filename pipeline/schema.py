@@ -1,0 +1,78 @@
+"""The output schemas, defined once: document shards and the drop ledger.
+
+Plain Parquet types only (strings, numbers, one struct), so pyarrow, DuckDB and
+Hugging Face `datasets` read the shards without extra code.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import pyarrow as pa
+
+from stages.record import Document, Drop
+
+SCHEMA_VERSION = "1"
+
+# WARC facts kept for every document (all nullable: header-less archives lack some).
+METADATA_FIELDS = [
+    pa.field("warc_record_id", pa.string()),
+    pa.field("warc_date", pa.string()),        # as written in the WARC (ISO 8601), null if absent/"null"
+    pa.field("warc_filename", pa.string()),
+    pa.field("warc_offset", pa.int64()),       # byte offset of the (compressed) record in its file
+    pa.field("warc_truncated", pa.string()),   # WARC-Truncated reason ("length", ...) if the crawler cut the payload
+    pa.field("http_status", pa.int32()),       # null for archives that store no HTTP header block
+    pa.field("content_type", pa.string()),
+    pa.field("charset", pa.string()),          # Python codec the page was decoded with
+    pa.field("charset_source", pa.string()),   # bom | http | warc | meta | utf-8 | detected | replace
+]
+METADATA_TYPE = pa.struct(METADATA_FIELDS)
+
+DOCUMENT_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("url", pa.string()),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("lang", pa.string()),
+        pa.field("lang_score", pa.float32()),
+        pa.field("metadata", METADATA_TYPE),
+    ],
+    metadata={"refinery.schema": f"documents/{SCHEMA_VERSION}"},
+)
+
+LEDGER_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("url", pa.string()),
+        pa.field("stage", pa.string(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("detail", pa.string()),
+    ],
+    metadata={"refinery.schema": f"ledger/{SCHEMA_VERSION}"},
+)
+
+_METADATA_NAMES = [f.name for f in METADATA_FIELDS]
+
+
+def document_row(doc: Document) -> Dict[str, Any]:
+    return {
+        "id": doc.id,
+        "source": doc.source,
+        "url": doc.url or None,
+        "text": doc.text,
+        "lang": doc.lang,
+        "lang_score": doc.lang_score,
+        "metadata": {name: doc.metadata.get(name) for name in _METADATA_NAMES},
+    }
+
+
+def ledger_row(drop: Drop) -> Dict[str, Any]:
+    return {
+        "id": drop.id,
+        "source": drop.source,
+        "url": drop.url or None,
+        "stage": drop.stage,
+        "reason": str(drop.reason),
+        "detail": drop.detail or None,
+    }

@@ -1,0 +1,141 @@
+"""Beam wiring of the stages. No cleaning logic lives here: only reading, routing and counting.
+
+Counters (namespace `refinery`), read back into the report:
+  warc.record.<type>   every WARC record seen, by WARC-Type
+  <stage>.in           documents entering a stage (warc.in: response records + unreadable file tails)
+  <stage>.kept         documents leaving a stage towards the output
+  <stage>.drop.<reason> documents sent to the ledger
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Iterable, Sequence
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.metrics import Metrics
+
+from stages.record import Document, Drop, DropReason
+from stages.warc import STAGE as WARC_STAGE, WarcConfig, read_warc
+
+NAMESPACE = "refinery"
+LEDGER = "ledger"
+DOCUMENTS = "documents"
+
+
+def _count(name: str, n: int = 1) -> None:
+    Metrics.counter(NAMESPACE, name).inc(n)
+
+
+class _Progress:
+    """A progress line on stderr every `every_s` seconds, per worker (local runs show it live)."""
+
+    def __init__(self, label: str, every_s: float = 10.0):
+        self.label, self.every_s = label, every_s
+        self.start = self.last = time.monotonic()
+        self.done = 0
+
+    def tick(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            rate = self.done / (now - self.start)
+            print(f"[refinery] {self.label}: {self.done} documents ({rate:.1f}/s on this worker)",
+                  file=sys.stderr, flush=True)
+
+
+class ReadWarcFn(beam.DoFn):
+    """One WARC file in, its response records out as Documents (or ledger Drops)."""
+
+    def __init__(self, source: str, config: WarcConfig):
+        self._source, self._config = source, config
+
+    def process(self, readable_file: fileio.ReadableFile) -> Iterable:
+        path = readable_file.metadata.path
+        # Let warcio see the raw bytes: it reads per-record gzip members itself.
+        with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+            for result in read_warc(stream, source=self._source, filename=path, config=self._config, count=self._count):
+                _count(f"{WARC_STAGE}.in")
+                if isinstance(result, Drop):
+                    _count(f"{WARC_STAGE}.drop.{result.reason}")
+                    yield beam.pvalue.TaggedOutput(LEDGER, result)
+                else:
+                    _count(f"{WARC_STAGE}.kept")
+                    yield result
+
+    @staticmethod
+    def _count(name: str) -> None:
+        _count(f"{WARC_STAGE}.{name}")
+
+
+class RunStage(beam.DoFn):
+    """Runs one stage on each document: kept documents go on, drops go to the ledger output.
+
+    A stage that raises does not fail the job: the document is ledgered with reason
+    `error` and the exception type, and the rest of the bundle goes on.
+    """
+
+    def __init__(self, stage, progress: bool = False):
+        self._stage = stage
+        self._progress_enabled = progress
+        self._progress = None
+
+    def setup(self) -> None:
+        self._stage.setup()
+        if self._progress_enabled:
+            self._progress = _Progress(self._stage.name)
+
+    def process(self, doc: Document) -> Iterable:
+        name = self._stage.name
+        _count(f"{name}.in")
+        try:
+            result = self._stage(doc)
+        except Exception as exc:
+            result = doc.drop(name, DropReason.ERROR, f"{type(exc).__name__}: {exc}"[:500])
+        if self._progress is not None:
+            self._progress.tick()
+        if isinstance(result, Drop):
+            _count(f"{name}.drop.{result.reason}")
+            yield beam.pvalue.TaggedOutput(LEDGER, result)
+        else:
+            _count(f"{name}.kept")
+            yield result
+
+    def teardown(self) -> None:
+        self._stage.teardown()
+
+
+class ReadWarc(beam.PTransform):
+    """File patterns -> (documents, ledger). Files are matched and read on workers, never in the driver."""
+
+    def __init__(self, patterns: Sequence[str], source: str, config: WarcConfig):
+        super().__init__()
+        self._patterns, self._source, self._config = list(patterns), source, config
+
+    def expand(self, pbegin):
+        results = (
+            pbegin
+            | "Patterns" >> beam.Create(self._patterns)
+            | "Match" >> fileio.MatchAll()
+            | "Open" >> fileio.ReadMatches()
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "Read" >> beam.ParDo(ReadWarcFn(self._source, self._config)).with_outputs(LEDGER, main=DOCUMENTS)
+        )
+        # One WARC file holds thousands of pages: spread them before the expensive stages.
+        documents = results[DOCUMENTS] | "SpreadDocuments" >> beam.Reshuffle()
+        return documents, results[LEDGER]
+
+
+class ApplyStage(beam.PTransform):
+    """documents -> (kept documents, ledger drops) for one stage."""
+
+    def __init__(self, stage, progress: bool = False):
+        super().__init__()
+        self._stage, self._progress = stage, progress
+
+    def expand(self, documents):
+        results = documents | beam.ParDo(RunStage(self._stage, self._progress)).with_outputs(LEDGER, main=DOCUMENTS)
+        return results[DOCUMENTS], results[LEDGER]

@@ -1,0 +1,31 @@
+"""Refinery: WARC -> clean pretraining text (Apache Beam) -> small-GPT training (torchrun)."""
+from setuptools import find_packages, setup
+
+setup(
+    name="refinery",
+    version="0.1.0",
+    description="Open pipeline from raw web crawls to clean pretraining data, and training on it",
+    python_requires=">=3.10",
+    packages=find_packages(include=["pipeline", "pipeline.*", "stages", "stages.*", "training", "training.*"]),
+    # Models travel as package data so Beam workers on a cluster find them (--setup_file).
+    package_data={"stages.models": ["*.ftz", "*.bin", "README.md"]},
+    include_package_data=True,
+    install_requires=[
+        "apache-beam>=2.77,<3",
+        "pyarrow>=15,<26",            # Beam 2.77 caps pyarrow below 26
+        "trafilatura>=2.3,<3",
+        "warcio>=1.8,<2",
+        "charset-normalizer>=3.3,<4",
+        # The archived `fasttext` wheel breaks predict() under numpy 2; this maintained
+        # drop-in imports as `fasttext` and keeps train_supervised.
+        "fasttext-community>=0.11.9,<0.12",
+        "numpy>=1.26",
+        "datasketch>=1.6,<3",
+        "pyyaml>=6",
+        "torch>=2.4,<2.15",           # the Makefile installs the local CPU build 2.13.0 first
+    ],
+    extras_require={
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "duckdb>=1.0", "datasets>=3.0"],
+    },
+    entry_points={"console_scripts": ["refinery=pipeline.cli:main"]},
+)

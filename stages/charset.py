@@ -1,0 +1,107 @@
+"""Turn a page's bytes into text without ever raising.
+
+Order follows the HTML standard's encoding sniffing, simplified: a byte-order
+mark wins, then the charset the server declared (HTTP header, or the WARC
+header for archives that store no HTTP block), then a <meta> declaration in the
+first bytes, then UTF-8, then statistical detection (charset_normalizer), and
+finally UTF-8 with replacement characters. Each candidate must decode strictly;
+a wrong label (common on the real web) falls through to the next one.
+"""
+from __future__ import annotations
+
+import codecs
+import re
+from typing import Iterable, Optional, Tuple
+
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF32_LE, "utf-32"),  # before UTF-16 LE: its BOM starts the same way
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+# WHATWG aliases: browsers decode these labels with a superset encoding, and so must we,
+# or pages labelled latin-1 that use curly quotes (0x93/0x94) decode wrongly.
+_SUPERSETS = {
+    "iso-8859-1": "cp1252", "latin-1": "cp1252", "latin1": "cp1252", "us-ascii": "cp1252",
+    "ascii": "cp1252", "iso-8859-9": "cp1254", "gb2312": "gb18030", "gbk": "gb18030",
+    "x-gbk": "gb18030", "euc-cn": "gb18030", "shift_jis": "cp932", "x-sjis": "cp932",
+    "ks_c_5601-1987": "cp949", "euc-kr": "cp949", "tis-620": "cp874", "iso-8859-11": "cp874",
+    "big5": "big5hkscs",
+}
+_META_CHARSET = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*["']?\s*([a-zA-Z0-9_.:\-]{1,40})""", re.I)
+_CHARSET_PARAM = re.compile(r"""charset\s*=\s*["']?\s*([a-zA-Z0-9_.:\-]{1,40})""", re.I)
+_DETECT_BYTES = 64 * 1024  # detection cost grows with input; the head of a page is enough
+
+
+def charset_from_content_type(content_type: Optional[str]) -> Optional[str]:
+    if not content_type:
+        return None
+    m = _CHARSET_PARAM.search(content_type)
+    return m.group(1) if m else None
+
+
+def _codec(label: Optional[str]) -> Optional[str]:
+    """Python codec name for a web charset label, or None if unknown or not a text codec."""
+    if not label:
+        return None
+    label = label.strip().lower()
+    label = _SUPERSETS.get(label, label)
+    try:
+        info = codecs.lookup(label)
+    except LookupError:
+        return None
+    # utf-16/32 without a BOM are almost always mislabelled UTF-8 on the web (WHATWG says the same)
+    if info.name in ("utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"):
+        return "utf-8"
+    return info.name
+
+
+def _strict(data: bytes, codec: str) -> Optional[str]:
+    try:
+        text = data.decode(codec)
+    except (UnicodeDecodeError, LookupError):
+        return None
+    return text
+
+
+def decode_html(data: bytes, declared: Iterable[Tuple[str, Optional[str]]] = ()) -> Tuple[str, str, str]:
+    """Decode page bytes. Returns (text, codec used, where the charset came from).
+
+    `declared` is a sequence of (source, label) pairs in priority order, e.g.
+    [("http", "iso-8859-1"), ("warc", None)]. Never raises.
+    """
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            text = _strict(data, codec)
+            if text is not None:
+                return text, codec, "bom"
+    candidates = [(source, _codec(label)) for source, label in declared]
+    m = _META_CHARSET.search(data[:4096])
+    candidates.append(("meta", _codec(m.group(1).decode("ascii")) if m else None))
+    candidates.append(("utf-8", "utf-8"))
+    tried = set()
+    for source, codec in candidates:
+        if not codec or codec in tried:
+            continue
+        tried.add(codec)
+        text = _strict(data, codec)
+        if text is not None:
+            return text, codec, source
+    detected = _detect(data)
+    if detected and detected not in tried:
+        text = _strict(data, detected)
+        if text is not None:
+            return text, detected, "detected"
+    # cp1252 cannot fail on the bytes it defines; latin-1 cannot fail at all, but
+    # replacement characters keep the damage visible instead of inventing letters.
+    return data.decode("utf-8", errors="replace"), "utf-8", "replace"
+
+
+def _detect(data: bytes) -> Optional[str]:
+    try:
+        from charset_normalizer import from_bytes
+    except ImportError:  # optional: trafilatura depends on it, so it is normally there
+        return None
+    best = from_bytes(data[:_DETECT_BYTES]).best()
+    return _codec(best.encoding) if best is not None else None

@@ -1,0 +1,167 @@
+"""Main-text extraction with trafilatura, bounded in size and time.
+
+trafilatura has no time limit of its own and a pathological page can run for
+minutes, so by default extraction runs in a child process that is killed and
+replaced when one page takes too long (a thread cannot be stopped, and SIGALRM
+only works on the main thread, which Beam workers do not give us). The child is
+started with "spawn": Beam workers run gRPC threads, and forking a threaded
+process can deadlock.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import resource
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple
+
+from stages.record import Document, DropReason, StageResult
+
+STAGE = "extract"
+_STARTUP_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class ExtractConfig:
+    # FineWeb's settings (datatrove Trafilatura): precision over recall, no comments, no images.
+    favor_precision: bool = True
+    include_comments: bool = False
+    include_tables: bool = True
+    # trafilatura's `deduplicate` keeps a process-wide cache of seen paragraphs, so a page's
+    # text would depend on which pages the same worker saw before: off, for reproducibility.
+    deduplicate: bool = False
+    # Per-page time limit in seconds; None runs in-process with no limit (tests, benchmarks).
+    # datatrove uses 1 s; we allow 5 s because shared machines stall, and a spurious timeout
+    # would make output depend on machine load.
+    timeout_s: Optional[float] = 5.0
+    # Decoded HTML larger than this is not parsed: cost grows with size, and real article
+    # pages are far smaller (the benchmark WARC averages 140 KB; Common Crawl caps at 1-5 MiB).
+    max_html_bytes: int = 5 * 1024 * 1024
+    # Address-space cap for the extraction child, so one page cannot exhaust the worker's RAM.
+    worker_memory_mb: int = 4096
+
+    def trafilatura_options(self) -> Dict[str, Any]:
+        return dict(favor_precision=self.favor_precision, include_comments=self.include_comments,
+                    include_tables=self.include_tables, include_images=False,
+                    deduplicate=self.deduplicate)
+
+
+def extract_text(html: str, url: Optional[str], options: Dict[str, Any]) -> Optional[str]:
+    """The extraction itself, no limits: trafilatura's main text or None."""
+    import trafilatura  # imported here so the parent process of a worker need not load it
+
+    return trafilatura.extract(html, url=url or None, **options)
+
+
+class Extractor:
+    """Stage: html -> text. Call `setup()` before use and `teardown()` after (Beam does both)."""
+
+    name = STAGE
+
+    def __init__(self, config: ExtractConfig = ExtractConfig()):
+        self.config = config
+        self._worker: Optional[_ExtractionWorker] = None
+
+    def setup(self) -> None:
+        if self.config.timeout_s is not None and self._worker is None:
+            self._worker = _ExtractionWorker(self.config.trafilatura_options(), self.config.worker_memory_mb)
+
+    def teardown(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def __call__(self, doc: Document) -> StageResult:
+        html = doc.html or ""
+        # A character is 1-4 UTF-8 bytes: only encode (a copy) when the page could be over the cap.
+        size = len(html.encode("utf-8", "surrogatepass")) if len(html) * 4 > self.config.max_html_bytes else len(html)
+        if size > self.config.max_html_bytes:
+            return doc.drop(STAGE, DropReason.TOO_LARGE, f"{size} bytes of HTML > {self.config.max_html_bytes}")
+        if not html.strip():
+            return doc.drop(STAGE, DropReason.NO_TEXT, "empty page")
+        if self._worker is None:
+            if self.config.timeout_s is not None:
+                self.setup()
+            else:
+                return self._finish(doc, extract_text(html, doc.url, self.config.trafilatura_options()), None)
+        text, error = self._worker.extract(html, doc.url, self.config.timeout_s)
+        return self._finish(doc, text, error)
+
+    @staticmethod
+    def _finish(doc: Document, text: Optional[str], error: Optional[Tuple[DropReason, str]]) -> StageResult:
+        if error is not None:
+            return doc.drop(STAGE, *error)
+        if not text or not text.strip():
+            return doc.drop(STAGE, DropReason.NO_TEXT, "no main text found")
+        return doc.replace(text=text.strip(), html=None)
+
+    def __getstate__(self):  # Beam pickles stages; a live child process does not travel
+        return {"config": self.config, "_worker": None}
+
+
+class _ExtractionWorker:
+    """A child process running `extract_text`, replaced whenever it times out or dies."""
+
+    def __init__(self, options: Dict[str, Any], memory_mb: int):
+        self._options = options
+        self._memory_mb = memory_mb
+        self._ctx = multiprocessing.get_context("spawn")
+        self._proc = None
+        self._conn = None
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(target=_worker_main, args=(child, self._options, self._memory_mb),
+                                 name="refinery-extract", daemon=True)
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        # Wait for the child's imports, so start-up never counts against a page's time limit.
+        if not parent.poll(_STARTUP_TIMEOUT_S) or parent.recv() != ("ready", None):
+            self.close()
+            raise RuntimeError(f"extraction worker did not start within {_STARTUP_TIMEOUT_S} s")
+
+    def extract(self, html: str, url: str, timeout_s: float) -> Tuple[Optional[str], Optional[Tuple[DropReason, str]]]:
+        if self._proc is None or not self._proc.is_alive():
+            self._start()
+        try:
+            self._conn.send((html, url))
+            if not self._conn.poll(timeout_s):
+                self.close()
+                return None, (DropReason.EXTRACT_TIMEOUT, f"no result after {timeout_s:g} s")
+            status, value = self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError) as exc:  # the child died (e.g. out of memory)
+            code = self._proc.exitcode if self._proc is not None else None
+            self.close()
+            return None, (DropReason.EXTRACT_ERROR, f"extraction worker died (exit {code}): {type(exc).__name__}")
+        if status == "ok":
+            return value, None
+        return None, (DropReason.EXTRACT_ERROR, value)
+
+    def close(self) -> None:
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join(timeout=5)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc, self._conn = None, None
+
+
+def _worker_main(conn, options: Dict[str, Any], memory_mb: int) -> None:
+    if memory_mb:
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    # Pay trafilatura's import once, before the first page's clock starts.
+    import trafilatura  # noqa: F401
+    conn.send(("ready", None))
+    while True:
+        try:
+            html, url = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            conn.send(("ok", extract_text(html, url, options)))
+        except MemoryError:
+            conn.send(("error", "MemoryError: page needs more than the worker memory cap"))
+        except Exception as exc:  # lxml and trafilatura raise many types on broken markup
+            conn.send(("error", f"{type(exc).__name__}: {exc}"[:300]))

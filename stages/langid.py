@@ -1,0 +1,91 @@
+"""Language identification with fastText's lid.176 (or any fastText LID model, e.g. GlotLID).
+
+The bundled model is `stages/models/lid.176.ftz` (see stages/models/README.md for its
+origin and CC BY-SA 3.0 licence), found through importlib.resources so it travels
+with the package to Beam workers.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import resources
+from typing import FrozenSet, Optional, Tuple
+
+from stages.record import Document, DropReason, StageResult
+
+STAGE = "langid"
+BUNDLED_MODEL = "lid.176.ftz"
+
+
+@dataclass(frozen=True)
+class LangIdConfig:
+    model: Optional[str] = None          # path to a fastText LID model; None = bundled lid.176.ftz
+    threshold: float = 0.65              # FineWeb keeps pages whose top language scores >= 0.65
+    languages: Optional[Tuple[str, ...]] = None  # keep only these ISO codes; None = any language
+
+
+def bundled_model_path() -> str:
+    return str(resources.files("stages.models").joinpath(BUNDLED_MODEL))
+
+
+def resolve_model_path(path: Optional[str]) -> str:
+    """The model file to load, or a FileNotFoundError that says what was looked for."""
+    path = path or bundled_model_path()
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"language-ID model not found: {path!r}. Pass --lid-model PATH to a fastText LID model "
+            "(lid.176.bin, lid.176.ftz or GlotLID's model.bin); nothing is downloaded at run time.")
+    return path
+
+
+def load_model(path: Optional[str]):
+    """Load a fastText model, turning fastText's bare errors into one that names the file."""
+    import fasttext
+
+    path = resolve_model_path(path)
+    try:
+        return fasttext.load_model(path)
+    except Exception as exc:
+        raise ValueError(f"cannot load fastText model {path!r}: {exc}") from exc
+
+
+def _label_to_code(label: str) -> str:
+    return label.replace("__label__", "", 1)  # lid.176: "en"; GlotLID: "eng_Latn" (kept whole)
+
+
+class LanguageIdentifier:
+    """Stage: sets `lang`/`lang_score`; drops pages under the threshold or outside `languages`."""
+
+    name = STAGE
+
+    def __init__(self, config: LangIdConfig = LangIdConfig()):
+        self.config = config
+        self._languages: Optional[FrozenSet[str]] = frozenset(config.languages) if config.languages else None
+        self._model = None
+
+    def setup(self) -> None:
+        if self._model is None:
+            self._model = load_model(self.config.model)
+
+    def teardown(self) -> None:
+        self._model = None
+
+    def predict(self, text: str) -> Tuple[str, float]:
+        """(language code, probability) of the top label. fastText reads one line, so newlines become spaces."""
+        if self._model is None:
+            self.setup()
+        labels, probs = self._model.predict(" ".join(text.split()), k=1)
+        if not labels:
+            return "und", 0.0
+        return _label_to_code(labels[0]), min(float(probs[0]), 1.0)  # fastText can return 1.00001
+
+    def __call__(self, doc: Document) -> StageResult:
+        lang, score = self.predict(doc.text)
+        if score < self.config.threshold:
+            return doc.drop(STAGE, DropReason.LANG_BELOW_THRESHOLD, f"{lang}:{score:.3f}")
+        if self._languages is not None and lang not in self._languages:
+            return doc.drop(STAGE, DropReason.LANG_NOT_SELECTED, f"{lang}:{score:.3f}")
+        return doc.replace(lang=lang, lang_score=score)
+
+    def __getstate__(self):  # the loaded model stays on the worker that loaded it
+        return {"config": self.config, "_languages": self._languages, "_model": None}

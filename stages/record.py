@@ -1,0 +1,89 @@
+"""The one record that flows through every stage, and the one way a record leaves.
+
+A stage takes a `Document` and returns either a new `Document` (never the same
+object mutated: Beam forbids mutating inputs) or a `Drop` naming the stage, a
+reason from `DropReason`, and a human-readable detail.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Union
+
+
+class DropReason(str, enum.Enum):
+    """Every reason a document can leave the pipeline. One enum, so reasons do not drift."""
+
+    # warc: reading the container
+    NON_HTML = "non_html"                    # payload is not text/html or application/xhtml+xml
+    HTTP_STATUS = "http_status"              # not a 2xx response (redirect, error page)
+    TRUNCATED_RECORD = "truncated_record"    # the file ends before Content-Length bytes were read
+    EMPTY_PAYLOAD = "empty_payload"          # response with no body
+    BINARY_CONTENT = "binary_content"        # labelled as HTML but the bytes are not text
+    UNDECODABLE = "undecodable"              # the HTTP content/transfer encoding cannot be undone
+    READ_ERROR = "read_error"                # the WARC file itself is unreadable from this point on
+    # extract
+    TOO_LARGE = "too_large"                  # over the configured size cap
+    EXTRACT_TIMEOUT = "extract_timeout"      # extraction exceeded the per-document time limit
+    EXTRACT_ERROR = "extract_error"          # the extractor raised or its worker died
+    NO_TEXT = "no_text"                      # extraction found no main text
+    # langid
+    LANG_BELOW_THRESHOLD = "lang_below_threshold"  # top language score under the threshold
+    LANG_NOT_SELECTED = "lang_not_selected"        # confident, but not one of --languages
+    # any stage
+    ERROR = "error"                          # a stage raised; detail holds the exception type
+
+    def __str__(self) -> str:  # so f-strings and Parquet get "no_text", not "DropReason.NO_TEXT"
+        return self.value
+
+
+@dataclass(frozen=True)
+class Document:
+    """A web page on its way to becoming a training document.
+
+    `html` carries the decoded page from reading to extraction and is cleared
+    afterwards; `text` is the extracted main text. `metadata` holds WARC facts
+    (see `pipeline.schema.METADATA_FIELDS`) and is never mutated in place.
+    """
+
+    id: str
+    url: str
+    source: str
+    text: str = ""
+    html: Optional[str] = None
+    lang: Optional[str] = None
+    lang_score: Optional[float] = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> "Document":
+        return dataclasses.replace(self, **changes)
+
+    def drop(self, stage: str, reason: DropReason, detail: str = "") -> "Drop":
+        return Drop(id=self.id, url=self.url, source=self.source, stage=stage,
+                    reason=DropReason(reason), detail=detail)
+
+
+@dataclass(frozen=True)
+class Drop:
+    """A document that did not reach the output: one row of the drop ledger."""
+
+    id: str
+    url: str
+    source: str
+    stage: str
+    reason: DropReason
+    detail: str = ""
+
+
+StageResult = Union[Document, Drop]
+
+
+def stable_id(*parts: Optional[str]) -> str:
+    """A 128-bit hex id that depends only on its inputs, so reruns give the same ids."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        h.update((part or "").encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")  # separator: ("ab", "c") and ("a", "bc") must differ
+    return h.hexdigest()
