@@ -12,13 +12,12 @@ the page.
 from __future__ import annotations
 
 import hashlib
-import io
 import unicodedata
+import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Dict, Iterator, Optional, Tuple
 
 from warcio.archiveiterator import ArchiveIterator
-from warcio.bufferedreaders import BufferedReader, ChunkedDataReader, DecompressingBufferedReader
 
 from stages.charset import charset_from_content_type, decode_html
 from stages.record import Document, DropReason, StageResult, stable_id
@@ -45,7 +44,7 @@ def read_warc(stream: BinaryIO, *, source: str, filename: str = "", config: Warc
     report what was skipped. A file that breaks mid-way (corrupt gzip, garbage)
     yields one READ_ERROR drop for the rest of the file instead of raising.
     """
-    records = ArchiveIterator(stream, no_record_parse=True, arc2warc=True)
+    records = ArchiveIterator(stream, no_record_parse=True)
     while True:
         try:
             record = next(records)
@@ -56,7 +55,15 @@ def read_warc(stream: BinaryIO, *, source: str, filename: str = "", config: Warc
             offset = records.offset if hasattr(records, "offset") else -1
             yield _file_drop(filename, source, offset, f"{type(exc).__name__}: {exc}"[:500])
             return
-        rec_type = record.rec_type or "unknown"
+        if record.format != "warc":  # warcio reads any line-based text as a legacy ARC record
+            count("record.unreadable")
+            yield _file_drop(filename, source, records.offset, f"not a WARC record ({record.format} format)")
+            return
+        rec_type = record.rec_type
+        if not rec_type:  # malformed: we cannot tell whether it held a page, so ledger it
+            count("record.malformed")
+            yield _file_drop(filename, source, records.offset, "malformed record: no WARC-Type header")
+            continue
         count(f"record.{rec_type}")
         if rec_type != "response":
             continue
@@ -153,20 +160,57 @@ def _split_http(block: bytes) -> Tuple[Optional[int], Optional[Dict[str, str]], 
 
 
 def _decode_transfer(body: bytes, http_headers: Dict[str, str], limit: int) -> bytes:
-    """Undo chunked transfer and gzip/deflate/br content encodings (as wget stores them)."""
-    encoding = (http_headers.get("content-encoding") or "").lower() or None
-    if encoding not in BufferedReader.get_supported_decompressors():
-        encoding = None
+    """Undo chunked transfer and gzip/deflate/br content encodings (wget stores bodies as sent;
+    Common Crawl stores them decoded and renames the header). Raises ValueError when they cannot be undone."""
     if "chunked" in (http_headers.get("transfer-encoding") or "").lower():
-        reader = ChunkedDataReader(io.BytesIO(body), decomp_type=encoding)
-    elif encoding:
-        reader = DecompressingBufferedReader(io.BytesIO(body), decomp_type=encoding)
-    else:
-        return body
-    out = reader.read(limit + 1)  # a decompression bomb stops at the cap
+        body = _dechunk(body)
+    encoding = (http_headers.get("content-encoding") or "").strip().lower()
+    if encoding in ("gzip", "x-gzip") and body.startswith(b"\x1f\x8b"):
+        return _inflate(zlib.decompressobj(16 + zlib.MAX_WBITS), body, limit)
+    if encoding == "deflate" and body:
+        # "deflate" is zlib-wrapped per the RFC, raw deflate on many servers: try both
+        wbits = zlib.MAX_WBITS if (body[0] & 0x0F) == 8 and int.from_bytes(body[:2], "big") % 31 == 0 else -zlib.MAX_WBITS
+        return _inflate(zlib.decompressobj(wbits), body, limit)
+    if encoding == "br":
+        import brotli  # a dependency of apache-beam
+        try:
+            out = brotli.decompress(body)
+        except brotli.error as exc:
+            raise ValueError(f"brotli: {exc}") from exc
+        if len(out) > limit:
+            raise ValueError(f"decoded payload > {limit} bytes")
+        return out
+    return body  # identity, an unknown coding, or a body that was already decoded
+
+
+def _inflate(decompressor, body: bytes, limit: int) -> bytes:
+    try:
+        out = decompressor.decompress(body, limit + 1)  # a decompression bomb stops at the cap
+    except zlib.error as exc:
+        raise ValueError(f"zlib: {exc}") from exc
     if len(out) > limit:
         raise ValueError(f"decoded payload > {limit} bytes")
     return out
+
+
+def _dechunk(body: bytes) -> bytes:
+    out, pos = [], 0
+    while True:
+        eol = body.find(b"\r\n", pos)
+        if eol < 0:
+            raise ValueError("chunked body: missing chunk size line")
+        size_field = body[pos:eol].split(b";", 1)[0].strip()
+        try:
+            size = int(size_field, 16)
+        except ValueError:
+            raise ValueError(f"chunked body: bad chunk size {size_field[:20]!r}") from None
+        if size == 0:
+            return b"".join(out)
+        start = eol + 2
+        if start + size > len(body):
+            raise ValueError("chunked body: chunk runs past the end of the record")
+        out.append(body[start:start + size])
+        pos = start + size + 2  # skip the CRLF after the chunk
 
 
 def _looks_like_html(body: bytes) -> bool:

@@ -1,0 +1,109 @@
+"""Shared fixtures: paths to the bundled real data, and a WARC writer for crafted edge cases."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import pathlib
+import random
+
+import pytest
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+WARC_DIR = REPO / "data" / "warc"
+TEST_DATA = REPO / "tests" / "data"
+HTML_DIR = TEST_DATA / "html"
+SENTENCES_DIR = TEST_DATA / "multilingual" / "sentences"
+
+CC_EXCERPT = WARC_DIR / "resiliparse_CC-MAIN-2020-34_warcfile.warc.gz"
+CLIPPED = WARC_DIR / "resiliparse_clipped.warc.gz"
+WAYBACK = WARC_DIR / "copycat_wayback-topic-02.warc.gz"
+WARCIO_EXAMPLE = WARC_DIR / "warcio_example.warc.gz"
+
+
+@pytest.fixture(scope="session")
+def gold_pages():
+    """[(html, url, with_snippets, without_snippets)] for the bundled trafilatura pages."""
+    evaldata = json.loads((HTML_DIR / "evaldata.json").read_text(encoding="utf-8"))
+    pages = []
+    for url, entry in sorted(evaldata.items()):
+        html = (HTML_DIR / entry["file"]).read_bytes().decode("utf-8", errors="replace")
+        pages.append((html, None if url.startswith("hard::") else url, entry.get("with", []), entry.get("without", [])))
+    return pages
+
+
+def real_page_html(name: str = "boingboing.net.millenials.html") -> str:
+    return (HTML_DIR / name).read_text(encoding="utf-8", errors="replace")
+
+
+def many_paragraphs_html(n: int) -> str:
+    """Valid HTML that trafilatura handles in time superlinear in n (~10 s for n=100,000 here)."""
+    return "<html><body>" + "<p>The quick brown fox jumps over the lazy dog again.</p>" * n + "</body></html>"
+
+
+class WarcBuilder:
+    """Writes a real gzipped WARC with warcio: response records with whatever payload a test needs."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path = path
+        self._fh = open(path, "wb")
+        self._writer = WARCWriter(self._fh, gzip=True)
+
+    def response(self, url: str, body: bytes, *, content_type: str = "text/html; charset=utf-8",
+                 status: str = "200 OK", extra_http=()) -> "WarcBuilder":
+        http = StatusAndHeaders(status, [("Content-Type", content_type), *extra_http], protocol="HTTP/1.1")
+        record = self._writer.create_warc_record(url, "response", payload=io.BytesIO(body), http_headers=http)
+        self._writer.write_record(record)
+        return self
+
+    def close(self) -> pathlib.Path:
+        self._fh.close()
+        return self.path
+
+
+@pytest.fixture
+def warc_builder(tmp_path):
+    builders = []
+
+    def make(name: str = "crafted.warc.gz") -> WarcBuilder:
+        builders.append(WarcBuilder(tmp_path / name))
+        return builders[-1]
+
+    yield make
+    for b in builders:
+        if not b._fh.closed:
+            b._fh.close()
+
+
+def pathological_warc(path: pathlib.Path) -> dict:
+    """A WARC of hostile records, each with the (stage, reason) it must end in; returns {url: expected}."""
+    good = real_page_html().encode("utf-8")
+    rng = random.Random(0)
+    chunked_gzip = gzip.compress(good)
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(chunked_gzip[i:i + 4096]), chunked_gzip[i:i + 4096])
+                       for i in range(0, len(chunked_gzip), 4096)) + b"0\r\n\r\n"
+    b = WarcBuilder(path)
+    expected = {}
+
+    def add(url, body, expect, **kw):
+        b.response(url, body, **kw)
+        expected[url] = expect
+
+    add("http://t.example/good", good, None)
+    add("http://t.example/wget-chunked-gzip", chunked, None,
+        extra_http=[("Transfer-Encoding", "chunked"), ("Content-Encoding", "gzip")])
+    add("http://t.example/huge-20mb", b"<html><body>" + b"<p>word salad here.</p>" * 900_000 + b"</body></html>",
+        ("extract", "too_large"))
+    add("http://t.example/deeply-nested", b"<html><body>" + b"<div>" * 100_000 + b"deep text" + b"</div>" * 100_000
+        + b"</body></html>", ("extract", "no_text"))
+    add("http://t.example/binary", rng.randbytes(50_000), ("warc", "binary_content"))
+    add("http://t.example/empty", b"", ("warc", "empty_payload"))
+    add("http://t.example/image.png", rng.randbytes(1000), ("warc", "non_html"), content_type="image/png")
+    add("http://t.example/missing", b"<html><body>Not found</body></html>", ("warc", "http_status"),
+        status="404 Not Found")
+    add("http://t.example/bad-gzip", b"\x1f\x8b\x08\x00garbage that is not deflate", ("warc", "undecodable"),
+        extra_http=[("Content-Encoding", "gzip")])
+    b.close()
+    return expected

@@ -1,0 +1,88 @@
+"""Extraction on real pages with trafilatura's gold snippets, and its size and time limits."""
+import time
+
+import pytest
+
+from stages.extract import ExtractConfig, Extractor
+from stages.record import Document, Drop, DropReason
+from tests.conftest import many_paragraphs_html, real_page_html
+
+
+def doc(html, url="http://example.com/page"):
+    return Document(id="x", url=url, source="web", html=html)
+
+
+@pytest.fixture(scope="module")
+def extractor():
+    e = Extractor(ExtractConfig(timeout_s=30))
+    e.setup()
+    yield e
+    e.teardown()
+
+
+def test_gold_snippets_on_real_pages(extractor, gold_pages):
+    """trafilatura with FineWeb's settings: most `with` snippets found, most `without` snippets absent."""
+    found = expected = leaked = boilerplate = 0
+    for html, url, with_snippets, without_snippets in gold_pages:
+        result = extractor(doc(html, url or ""))
+        text = result.text if isinstance(result, Document) else ""
+        found += sum(s in text for s in with_snippets)
+        expected += len(with_snippets)
+        leaked += sum(s in text for s in without_snippets)
+        boilerplate += len(without_snippets)
+    assert expected > 40 and boilerplate > 40
+    assert found / expected >= 0.75, f"recall of gold snippets {found}/{expected}"
+    assert leaked / boilerplate <= 0.15, f"boilerplate leaked {leaked}/{boilerplate}"
+
+
+def test_result_is_a_new_record_with_html_cleared(extractor):
+    original = doc(real_page_html())
+    result = extractor(original)
+    assert isinstance(result, Document) and result is not original
+    assert result.html is None and len(result.text) > 500
+    assert original.html is not None and original.text == ""  # the input was not mutated
+
+
+def test_in_process_mode_gives_the_same_text(extractor):
+    page = doc(real_page_html("lemire.me.json.html"))
+    in_process = Extractor(ExtractConfig(timeout_s=None))
+    assert in_process(page).text == extractor(page).text
+
+
+def test_too_large_page_is_not_parsed():
+    e = Extractor(ExtractConfig(timeout_s=None, max_html_bytes=100_000))
+    started = time.monotonic()
+    result = e(doc(many_paragraphs_html(10_000)))  # ~0.6 MB; parsing it would take seconds
+    assert isinstance(result, Drop) and result.reason is DropReason.TOO_LARGE and result.stage == "extract"
+    assert time.monotonic() - started < 5
+    # multi-byte characters count as bytes, not characters
+    result = Extractor(ExtractConfig(timeout_s=None, max_html_bytes=1000))(doc("<p>" + "ü" * 600 + "</p>"))
+    assert isinstance(result, Drop) and result.reason is DropReason.TOO_LARGE
+
+
+def test_slow_page_times_out_and_the_worker_is_replaced():
+    e = Extractor(ExtractConfig(timeout_s=0.5))
+    e.setup()
+    try:
+        slow = e(doc(many_paragraphs_html(50_000)))  # trafilatura needs seconds for this page
+        assert isinstance(slow, Drop) and slow.reason is DropReason.EXTRACT_TIMEOUT
+        # the killed worker was replaced: the next page is extracted normally
+        e.config = ExtractConfig(timeout_s=30)
+        after = e(doc(real_page_html()))
+        assert isinstance(after, Document) and len(after.text) > 500
+    finally:
+        e.teardown()
+
+
+def test_empty_and_textless_pages(extractor):
+    assert extractor(doc("   ")).reason is DropReason.NO_TEXT
+    nested = "<html><body>" + "<div>" * 100_000 + "deep" + "</div>" * 100_000 + "</body></html>"
+    result = extractor(doc(nested))
+    assert isinstance(result, Drop) and result.reason in (DropReason.NO_TEXT, DropReason.EXTRACT_ERROR)
+
+
+def test_stage_pickles_without_its_worker(extractor):
+    import pickle
+
+    clone = pickle.loads(pickle.dumps(extractor))
+    assert clone._worker is None and clone.config == extractor.config

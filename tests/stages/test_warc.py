@@ -1,0 +1,136 @@
+"""WARC reading on the real bundled files and on crafted hostile records."""
+import collections
+import gzip
+import io
+
+import pytest
+
+from stages.record import Document, Drop, DropReason
+from stages.warc import WarcConfig, read_warc
+from tests.conftest import CC_EXCERPT, CLIPPED, WARCIO_EXAMPLE, WAYBACK, WARC_DIR, pathological_warc
+
+
+def read_all(path, **kw):
+    counts = collections.Counter()
+    with open(path, "rb") as fh:
+        results = list(read_warc(fh, source="web", filename=str(path), count=lambda n: counts.update([n]), **kw))
+    return results, counts
+
+
+def test_common_crawl_excerpt_yields_every_response_and_counts_other_records():
+    results, counts = read_all(CC_EXCERPT)
+    assert counts == {"record.warcinfo": 1, "record.request": 17, "record.response": 16, "record.metadata": 16}
+    docs = [r for r in results if isinstance(r, Document)]
+    assert len(results) == 16 and len(docs) == 16
+    assert len({d.id for d in docs}) == 16
+    for d in docs:
+        assert d.html and "<" in d.html
+        assert d.metadata["http_status"] == 200
+        assert d.metadata["content_type"] in ("text/html", "application/xhtml+xml")
+        assert d.metadata["warc_record_id"].startswith("<urn:uuid:")
+    # GB2312/GBK-era Chinese pages decode as Chinese, not mojibake
+    chinese = [d for d in docs if d.metadata["charset"] == "gb18030"]
+    assert chinese and all(sum("\u4e00" <= ch <= "\u9fff" for ch in d.html) > 100 for d in chinese)
+
+
+def test_ids_are_stable_across_reads():
+    first = [r.id for r in read_all(CC_EXCERPT)[0]]
+    assert first == [r.id for r in read_all(CC_EXCERPT)[0]]
+
+
+def test_truncated_record_goes_to_ledger_with_byte_counts():
+    results, counts = read_all(CLIPPED)
+    assert counts == {"record.response": 1}
+    (drop,) = results
+    assert isinstance(drop, Drop)
+    assert drop.stage == "warc" and drop.reason is DropReason.TRUNCATED_RECORD
+    assert "of 88275 bytes" in drop.detail
+    assert drop.url.startswith("http://www.houstonpress.com/")
+
+
+def test_wayback_records_without_http_block_null_date_and_mixed_charsets():
+    results, counts = read_all(WAYBACK)
+    assert counts == {"record.warcinfo": 1, "record.response": 128}
+    docs = [r for r in results if isinstance(r, Document)]
+    assert len(docs) == 128
+    assert all(d.metadata["warc_date"] is None for d in docs)           # "WARC-Date: null"
+    assert all(d.metadata["http_status"] is None for d in docs)         # no HTTP header block
+    assert len({d.id for d in docs}) == 128
+    charsets = collections.Counter(d.metadata["charset"] for d in docs)
+    assert {"utf-8", "cp1252", "cp1250"} <= set(charsets)
+    assert collections.Counter(d.metadata["charset_source"] for d in docs)["warc"] >= 120
+    # warcio's own parser takes this page's "<!DOCTYPE HTML PUBLIC ..." line for an HTTP status line and
+    # silently eats the page head; ours keeps the block whole.
+    jean = next(d for d in docs if d.url.endswith("calhotels.us:80/nevada/jean.html"))
+    assert jean.html.startswith('<!DOCTYPE HTML PUBLIC "-//W3C//DTD HTML 4.01 Transitional//EN"')
+
+
+def test_revisit_request_and_warcinfo_records_are_counted_not_emitted():
+    results, counts = read_all(WARCIO_EXAMPLE)
+    assert counts == {"record.warcinfo": 2, "record.request": 2, "record.response": 1, "record.revisit": 1}
+    assert len(results) == 1 and isinstance(results[0], Document)
+
+
+def test_every_bundled_file_reads_without_raising():
+    total = 0
+    for path in sorted(WARC_DIR.glob("*.warc.gz")):
+        results, counts = read_all(path)
+        assert len(results) == counts["record.response"]
+        total += len(results)
+    assert total == 185
+
+
+def test_hostile_records_end_in_the_expected_reason(tmp_path):
+    expected = pathological_warc(tmp_path / "hostile.warc.gz")
+    results, _ = read_all(tmp_path / "hostile.warc.gz")
+    by_url = {r.url: r for r in results}
+    assert set(by_url) == set(expected)
+    for url, expect in expected.items():
+        r = by_url[url]
+        if expect is not None and expect[0] == "warc":
+            assert isinstance(r, Drop) and (r.stage, str(r.reason)) == expect, url
+        else:
+            assert isinstance(r, Document), (url, r)
+    # wget stores chunked + gzip bodies as sent: they must come out as the page itself
+    assert by_url["http://t.example/wget-chunked-gzip"].html == by_url["http://t.example/good"].html
+
+
+def test_record_over_the_memory_cap_is_not_read(tmp_path):
+    expected = pathological_warc(tmp_path / "hostile.warc.gz")
+    results, _ = read_all(tmp_path / "hostile.warc.gz", config=WarcConfig(max_record_bytes=1_000_000))
+    huge = next(r for r in results if r.url.endswith("huge-20mb"))
+    assert isinstance(huge, Drop) and huge.reason is DropReason.TOO_LARGE and huge.stage == "warc"
+    assert len(results) == len(expected)
+
+
+@pytest.mark.parametrize("garbage", [b"this is not a WARC file at all\n" * 10, gzip.compress(b"WARC/1.0\r\nnonsense")])
+def test_unreadable_file_is_one_ledger_entry_not_a_crash(garbage):
+    results = list(read_warc(io.BytesIO(garbage), source="web", filename="bad.warc.gz"))
+    assert len(results) == 1
+    assert isinstance(results[0], Drop) and results[0].reason is DropReason.READ_ERROR
+    assert "bad.warc.gz@" in results[0].detail
+
+
+def test_garbage_after_good_records_keeps_the_good_ones():
+    data = CC_EXCERPT.read_bytes() + b"\x00\x01garbage tail" * 100
+    results = list(read_warc(io.BytesIO(data), source="web", filename="tail.warc.gz"))
+    docs = [r for r in results if isinstance(r, Document)]
+    assert len(docs) == 16
+    assert [r.reason for r in results if isinstance(r, Drop)] == [DropReason.READ_ERROR]
+
+
+def _raw_record(url: str, body: bytes, date: str = "null") -> bytes:
+    head = (f"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n"
+            f"Content-Type: text/html; charset=utf-8\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    return head + body + b"\r\n\r\n"
+
+
+def test_records_without_record_id_get_distinct_stable_ids():
+    page = b"<html><body><p>first capture</p></body></html>"
+    data = _raw_record("http://a.example/", page) + _raw_record("http://a.example/", page.replace(b"first", b"second"))
+    first = list(read_warc(io.BytesIO(data), source="web"))
+    again = list(read_warc(io.BytesIO(data), source="web"))
+    assert [type(r) for r in first] == [Document, Document]
+    assert first[0].id != first[1].id
+    assert [r.id for r in first] == [r.id for r in again]
+    assert first[0].metadata["warc_record_id"] is None and first[0].metadata["warc_date"] is None
