@@ -1,0 +1,42 @@
+import pytest
+
+from pipeline.config import ConfigError, RunConfig, load_config
+from pipeline.run import build_parser, config_from_args
+from tests.conftest import REPO
+
+
+def test_default_yaml_equals_built_in_defaults():
+    assert load_config(str(REPO / "configs" / "default.yaml")) == RunConfig()
+
+
+def test_flags_override_yaml(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("langid:\n  threshold: 0.5\n  languages: [en]\nextract:\n  timeout_s: 2\n")
+    args = build_parser().parse_args(["--input", "x", "--output", "o", "--config", str(cfg),
+                                      "--languages", "de,fr", "--extract-timeout", "none"])
+    config = config_from_args(args)
+    assert config.langid.threshold == 0.5           # from YAML
+    assert config.langid.languages == ("de", "fr")  # flag wins
+    assert config.extract.timeout_s is None
+    assert config.inputs == ("x",)
+
+
+@pytest.mark.parametrize("yaml_text, message", [
+    ("langid:\n  treshold: 0.5\n", "unknown setting langid.treshold"),
+    ("langid:\n  threshold: high\n", "expected a number"),
+    ("langid:\n  threshold: 1.5\n", r"threshold must be in \[0, 1\]"),
+    ("extract:\n  timeout_s: -1\n", "timeout_s must be positive"),
+    ("- a list\n", "top level must be a mapping"),
+])
+def test_bad_config_is_a_clear_error(tmp_path, yaml_text, message):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(yaml_text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(str(cfg))
+
+
+def test_missing_input_or_output_is_an_error():
+    with pytest.raises(ConfigError, match="no input"):
+        config_from_args(build_parser().parse_args(["--output", "o"]))
+    with pytest.raises(ConfigError, match="no output"):
+        config_from_args(build_parser().parse_args(["--input", "x"]))

@@ -1,0 +1,139 @@
+"""The whole job under Beam's FnApiRunner on the bundled real WARC files."""
+import collections
+import json
+
+import duckdb
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.config import ConfigError
+from pipeline.run import run
+from pipeline.schema import DOCUMENT_SCHEMA, LEDGER_SCHEMA
+from stages.warc import read_warc
+from tests.conftest import CC_EXCERPT, WARC_DIR, pathological_warc
+
+WARC_GLOB = str(WARC_DIR / "*.warc.gz")
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    report = run(["--input", WARC_GLOB, "--output", str(out), "--quiet"])
+    return out, report
+
+
+def read_dir(path):
+    return pq.read_table(str(path))
+
+
+def test_shards_have_the_declared_schema_and_text(demo_run):
+    out, _ = demo_run
+    for shard in sorted((out / "data").glob("part-*.parquet")):
+        assert pq.read_schema(shard).equals(DOCUMENT_SCHEMA, check_metadata=True)
+    table = read_dir(out / "data")
+    assert table.num_rows > 150
+    assert all(t.strip() for t in table.column("text").to_pylist())
+    assert len(set(table.column("id").to_pylist())) == table.num_rows
+    assert min(table.column("lang_score").to_pylist()) >= 0.65
+    ledger_files = sorted((out / "ledger").glob("part-*.parquet"))
+    assert ledger_files and all(pq.read_schema(f).equals(LEDGER_SCHEMA, check_metadata=True) for f in ledger_files)
+
+
+def test_common_crawl_languages_are_found(demo_run):
+    out, _ = demo_run
+    rows = read_dir(out / "data").to_pylist()
+    cc = collections.Counter(r["lang"] for r in rows if r["metadata"]["warc_filename"].endswith(CC_EXCERPT.name))
+    assert {"zh", "de", "ru", "en", "nl"} <= set(cc), cc
+    assert cc["zh"] >= 8
+
+
+def test_every_document_read_is_in_the_output_or_the_ledger_exactly_once(demo_run):
+    out, report = demo_run
+    kept_ids = read_dir(out / "data").column("id").to_pylist()
+    ledger = read_dir(out / "ledger").to_pylist()
+    read_ids = []
+    for path in sorted(WARC_DIR.glob("*.warc.gz")):
+        with open(path, "rb") as fh:
+            read_ids += [r.id for r in read_warc(fh, source="web")]
+    assert collections.Counter(kept_ids + [r["id"] for r in ledger]) == collections.Counter(read_ids)
+    c = report["conservation"]
+    assert c["holds"] and c["read"] == len(read_ids) == c["kept"] + c["ledger"]
+    assert all(r["stage"] and r["reason"] for r in ledger)
+
+
+def test_funnel_adds_up_stage_by_stage(demo_run):
+    out, report = demo_run
+    assert json.loads((out / "report.json").read_text()) == json.loads(json.dumps(report, default=str))
+    funnel = report["funnel"]
+    assert [f["stage"] for f in funnel] == ["warc", "extract", "langid"]
+    for f in funnel:
+        assert f["in"] == f["kept"] + f["dropped"], f
+        assert f["counters_agree_with_ledger"], f
+    for before, after in zip(funnel, funnel[1:]):
+        assert after["in"] == before["kept"]
+    assert funnel[-1]["kept"] == report["kept"]
+    assert report["warc_records_by_type"]["response"] == 185
+    assert report["warc_records_by_type"]["revisit"] == 1
+
+
+def test_quirky_records_are_handled(demo_run):
+    out, _ = demo_run
+    ledger = {r["url"]: r for r in read_dir(out / "ledger").to_pylist()}
+    clipped = ledger["http://www.houstonpress.com/music/a-humble-chance-the-rapper-leads-a-spiritual-awakening-at-revention-8866723"]
+    assert (clipped["stage"], clipped["reason"]) == ("warc", "truncated_record")
+    rows = read_dir(out / "data").to_pylist()
+    wayback = [r for r in rows if r["metadata"]["warc_filename"].endswith("copycat_wayback-topic-02.warc.gz")]
+    assert len(wayback) > 100
+    assert all(r["metadata"]["http_status"] is None and r["metadata"]["warc_date"] is None for r in wayback)
+    assert {"cp1252", "cp1250", "utf-8"} <= {r["metadata"]["charset"] for r in wayback}
+
+
+def test_readers_of_the_field_open_the_shards(demo_run):
+    out, report = demo_run
+    glob = str(out / "data" / "*.parquet")
+    assert pads.dataset(str(out / "data"), format="parquet").count_rows() == report["kept"]
+    langs = dict(duckdb.sql(f"SELECT lang, count(*) FROM '{glob}' GROUP BY lang").fetchall())
+    assert langs == report["languages"]
+    assert duckdb.sql(f"SELECT count(*) FROM '{glob}' WHERE metadata.charset IS NULL").fetchall() == [(0,)]
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.load_dataset("parquet", data_files=glob, split="train", cache_dir=str(out / "hf-cache"))
+    assert ds.num_rows == report["kept"] and set(ds.column_names) == set(DOCUMENT_SCHEMA.names)
+
+
+def test_rerun_refuses_to_mix_outputs_and_overwrite_is_deterministic(demo_run):
+    out, report = demo_run
+    with pytest.raises(ConfigError, match="already holds a run's outputs"):
+        run(["--input", WARC_GLOB, "--output", str(out), "--quiet"])
+    before = sorted(read_dir(out / "data").column("id").to_pylist())
+    again = run(["--input", WARC_GLOB, "--output", str(out), "--quiet", "--overwrite"])
+    assert sorted(read_dir(out / "data").column("id").to_pylist()) == before
+    assert again["funnel"] == report["funnel"]
+
+
+def test_hostile_input_ends_in_the_ledger_and_the_job_finishes(tmp_path):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    expected = pathological_warc(inputs / "hostile.warc.gz")
+    (inputs / "not-a-warc.warc.gz").write_bytes(b"\x00\x01\x02 definitely not a WARC file" * 100)
+    out = tmp_path / "out"
+    report = run(["--input", str(inputs / "*.warc.gz"), "--output", str(out), "--quiet"])
+    ledger = read_dir(out / "ledger").to_pylist()
+    by_url = {r["url"]: (r["stage"], r["reason"]) for r in ledger if r["url"]}
+    for url, expect in expected.items():
+        if expect is not None:
+            assert by_url.get(url) == expect, url
+    kept_urls = set(read_dir(out / "data").column("url").to_pylist())
+    assert {"http://t.example/good", "http://t.example/wget-chunked-gzip"} <= kept_urls
+    read_errors = [r for r in ledger if r["reason"] == "read_error"]
+    assert len(read_errors) == 1 and "not-a-warc.warc.gz" in read_errors[0]["detail"]
+    assert report["conservation"]["holds"]
+
+
+def test_no_matching_input_or_missing_model_fails_before_the_job(tmp_path):
+    with pytest.raises(ConfigError, match="matches no files"):
+        run(["--input", str(tmp_path / "nothing-*.warc.gz"), "--output", str(tmp_path / "o"), "--quiet"])
+    with pytest.raises(FileNotFoundError, match="language-ID model not found"):
+        run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--quiet",
+             "--lid-model", str(tmp_path / "missing.bin")])
+    assert not (tmp_path / "o" / "data").exists()
