@@ -1,0 +1,38 @@
+"""The installed console script, as a user runs it."""
+import pathlib
+import shutil
+import subprocess
+import sys
+
+from tests.conftest import CC_EXCERPT
+
+# The script next to this interpreter (the venv's), else whatever is on PATH: it must exist after install.
+_beside = pathlib.Path(sys.executable).parent / "refinery"
+REFINERY = str(_beside) if _beside.exists() else shutil.which("refinery")
+
+
+def test_console_script_is_installed():
+    assert REFINERY, "the `refinery` console script is missing: pip install -e ."
+
+
+def test_run_help_explains_every_option():
+    out = subprocess.run([REFINERY, "run", "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0
+    for flag in ("--input", "--output", "--config", "--languages", "--lang-threshold", "--lid-model",
+                 "--extract-timeout", "--max-html-bytes", "--num-shards", "--overwrite", "--runner"):
+        assert flag in out.stdout, flag
+
+
+def test_bad_input_is_a_one_line_error_not_a_traceback(tmp_path):
+    out = subprocess.run([REFINERY, "run", "--input", str(tmp_path / "none*.warc.gz"), "--output", str(tmp_path / "o")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "matches no files" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_run_prints_the_funnel(tmp_path):
+    out = subprocess.run([REFINERY, "run", "--input", str(CC_EXCERPT), "--output", str(tmp_path / "o")],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "conservation holds: read 16 = kept" in out.stdout
+    assert "languages kept:" in out.stdout and (tmp_path / "o" / "report.json").exists()
