@@ -21,10 +21,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if command == "run":
         from pipeline.config import ConfigError
         from pipeline.run import run
+        from stages.record import StageEnvironmentError
 
         try:
             run(rest)
-        except (ConfigError, FileNotFoundError, ValueError) as exc:
+        except (ConfigError, FileNotFoundError, ValueError, StageEnvironmentError) as exc:
             print(f"refinery run: error: {exc}", file=sys.stderr)
             return 2
         return 0

@@ -23,6 +23,7 @@ from pipeline.schema import DOCUMENT_SCHEMA, LEDGER_SCHEMA, document_row, ledger
 from pipeline.transforms import ApplyStage, ReadWarc
 from stages.extract import Extractor
 from stages.langid import LanguageIdentifier, load_model
+from stages.warc import STAGE as WARC_STAGE
 
 DEFAULT_RUNNER = "FnApiRunner"  # in-process; DirectRunner first tries to download Prism
 DATA_DIR, LEDGER_DIR, REPORT_FILE = "data", "ledger", "report.json"
@@ -105,10 +106,19 @@ def prepare_output(output: str, overwrite: bool) -> None:
         os.makedirs(output, exist_ok=True)
 
 
+def make_stages(config: RunConfig) -> list:
+    """The stages after reading, in order. (stage, show progress lines)"""
+    return [(Extractor(config.extract), True), (LanguageIdentifier(config.langid), False)]
+
+
+def stage_names(config: RunConfig) -> List[str]:
+    return [WARC_STAGE] + [stage.name for stage, _ in make_stages(config)]
+
+
 def build_pipeline(p: beam.Pipeline, config: RunConfig) -> None:
     documents, read_drops = p | "ReadWarc" >> ReadWarc(config.inputs, config.source, config.warc)
     ledgers = [read_drops]
-    for stage, progress in ((Extractor(config.extract), True), (LanguageIdentifier(config.langid), False)):
+    for stage, progress in make_stages(config):
         documents, drops = documents | f"Stage_{stage.name}" >> ApplyStage(stage, progress=progress)
         ledgers.append(drops)
     _ = (documents
@@ -124,15 +134,14 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig) -> None:
              file_name_suffix=".parquet", num_shards=config.num_shards))
 
 
-STAGES = ("warc", "extract", "langid")
-
-
 def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """Run the job; returns the report. Raises ConfigError on bad settings, ConservationError on lost documents."""
     args, beam_args = build_parser().parse_known_args(list(sys.argv[1:] if argv is None else argv))
     config = config_from_args(args)
     files = check_inputs(config.inputs)
-    load_model(config.langid.model)  # a missing or corrupt model fails here, not on every worker
+    # A missing model or a broken extractor install fails here, before any worker starts.
+    load_model(config.langid.model)
+    Extractor(config.extract).check()
     prepare_output(config.output, config.overwrite)
 
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
@@ -153,7 +162,7 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     shards = reporting.list_files(FileSystems.join(config.output, DATA_DIR, "part-*.parquet"))
     ledger_files = reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet"))
     report = reporting.build_report(
-        stages=STAGES,
+        stages=stage_names(config),
         beam_counters=reporting.counters(result),
         shard_rows=reporting.parquet_row_counts(shards),
         ledger_rows=reporting.parquet_row_counts(ledger_files),
@@ -166,6 +175,9 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         print(f"shards: {FileSystems.join(config.output, DATA_DIR)} ({len(shards)} file(s)); "
               f"ledger: {FileSystems.join(config.output, LEDGER_DIR)}; "
               f"report: {FileSystems.join(config.output, REPORT_FILE)}; {elapsed:.1f} s")
-    if not report["conservation"]["holds"]:
+    if report["conservation"]["holds"] is None:
+        print("[refinery] warning: this runner reported no metrics, so conservation could not be checked "
+              "against an independent count", file=sys.stderr)
+    elif not report["conservation"]["holds"]:
         raise reporting.ConservationError(f"documents lost or double-counted: {report['conservation']}")
     return report

@@ -17,7 +17,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.metrics import Metrics
 
-from stages.record import Document, Drop, DropReason
+from stages.record import Document, Drop, DropReason, StageEnvironmentError
 from stages.warc import STAGE as WARC_STAGE, WarcConfig, read_warc
 
 NAMESPACE = "refinery"
@@ -27,6 +27,15 @@ DOCUMENTS = "documents"
 
 def _count(name: str, n: int = 1) -> None:
     Metrics.counter(NAMESPACE, name).inc(n)
+
+
+def _route(stage: str, result):
+    """Count one stage result and send it on: a Document to the main output, a Drop to the ledger."""
+    if isinstance(result, Drop):
+        _count(f"{stage}.drop.{result.reason}")
+        return beam.pvalue.TaggedOutput(LEDGER, result)
+    _count(f"{stage}.kept")
+    return result
 
 
 class _Progress:
@@ -59,12 +68,7 @@ class ReadWarcFn(beam.DoFn):
         with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
             for result in read_warc(stream, source=self._source, filename=path, config=self._config, count=self._count):
                 _count(f"{WARC_STAGE}.in")
-                if isinstance(result, Drop):
-                    _count(f"{WARC_STAGE}.drop.{result.reason}")
-                    yield beam.pvalue.TaggedOutput(LEDGER, result)
-                else:
-                    _count(f"{WARC_STAGE}.kept")
-                    yield result
+                yield _route(WARC_STAGE, result)
 
     @staticmethod
     def _count(name: str) -> None:
@@ -93,16 +97,13 @@ class RunStage(beam.DoFn):
         _count(f"{name}.in")
         try:
             result = self._stage(doc)
+        except StageEnvironmentError:
+            raise  # every document would fail alike: fail the job with the real cause
         except Exception as exc:
             result = doc.drop(name, DropReason.ERROR, f"{type(exc).__name__}: {exc}"[:500])
         if self._progress is not None:
             self._progress.tick()
-        if isinstance(result, Drop):
-            _count(f"{name}.drop.{result.reason}")
-            yield beam.pvalue.TaggedOutput(LEDGER, result)
-        else:
-            _count(f"{name}.kept")
-            yield result
+        yield _route(name, result)
 
     def teardown(self) -> None:
         self._stage.teardown()

@@ -14,7 +14,7 @@ import resource
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from stages.record import Document, DropReason, StageResult
+from stages.record import Document, DropReason, StageEnvironmentError, StageResult
 
 STAGE = "extract"
 _STARTUP_TIMEOUT_S = 120
@@ -62,8 +62,18 @@ class Extractor:
         self._worker: Optional[_ExtractionWorker] = None
 
     def setup(self) -> None:
+        """Start the extraction child now, so a broken installation fails here, not page by page."""
         if self.config.timeout_s is not None and self._worker is None:
             self._worker = _ExtractionWorker(self.config.trafilatura_options(), self.config.worker_memory_mb)
+            self._worker.start()
+
+    def check(self) -> None:
+        """Extract one tiny page in this process: raises StageEnvironmentError if trafilatura is unusable."""
+        try:
+            extract_text("<html><body><p>Refinery installation check.</p></body></html>", None,
+                         self.config.trafilatura_options())
+        except Exception as exc:
+            raise StageEnvironmentError(f"trafilatura cannot run here: {type(exc).__name__}: {exc}") from exc
 
     def teardown(self) -> None:
         if self._worker is not None:
@@ -108,7 +118,7 @@ class _ExtractionWorker:
         self._proc = None
         self._conn = None
 
-    def _start(self) -> None:
+    def start(self) -> None:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker_main, args=(child, self._options, self._memory_mb),
                                  name="refinery-extract", daemon=True)
@@ -116,13 +126,17 @@ class _ExtractionWorker:
         child.close()
         self._proc, self._conn = proc, parent
         # Wait for the child's imports, so start-up never counts against a page's time limit.
-        if not parent.poll(_STARTUP_TIMEOUT_S) or parent.recv() != ("ready", None):
+        try:
+            message = parent.recv() if parent.poll(_STARTUP_TIMEOUT_S) else ("failed", f"no answer in {_STARTUP_TIMEOUT_S} s")
+        except (EOFError, OSError) as exc:
+            message = ("failed", f"child exited ({type(exc).__name__})")
+        if message != ("ready", None):
             self.close()
-            raise RuntimeError(f"extraction worker did not start within {_STARTUP_TIMEOUT_S} s")
+            raise StageEnvironmentError(f"extraction worker did not start: {message[1]}")
 
     def extract(self, html: str, url: str, timeout_s: float) -> Tuple[Optional[str], Optional[Tuple[DropReason, str]]]:
         if self._proc is None or not self._proc.is_alive():
-            self._start()
+            self.start()
         try:
             self._conn.send((html, url))
             if not self._conn.poll(timeout_s):
@@ -152,7 +166,11 @@ def _worker_main(conn, options: Dict[str, Any], memory_mb: int) -> None:
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     # Pay trafilatura's import once, before the first page's clock starts.
-    import trafilatura  # noqa: F401
+    try:
+        import trafilatura  # noqa: F401
+    except Exception as exc:  # e.g. ImportError of an optional lxml part: tell the parent why
+        conn.send(("failed", f"import trafilatura: {type(exc).__name__}: {exc}"))
+        return
     conn.send(("ready", None))
     while True:
         try:

@@ -80,6 +80,14 @@ class Drop:
 StageResult = Union[Document, Drop]
 
 
+class StageEnvironmentError(RuntimeError):
+    """A failure that is not the document's fault (a model or library that cannot load).
+
+    The pipeline ledgers ordinary exceptions per document and goes on; this one fails the
+    job, since every document would fail the same way.
+    """
+
+
 def stable_id(*parts: Optional[str]) -> str:
     """A 128-bit hex id that depends only on its inputs, so reruns give the same ids."""
     h = hashlib.blake2b(digest_size=16)

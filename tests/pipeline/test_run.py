@@ -137,3 +137,10 @@ def test_no_matching_input_or_missing_model_fails_before_the_job(tmp_path):
         run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--quiet",
              "--lid-model", str(tmp_path / "missing.bin")])
     assert not (tmp_path / "o" / "data").exists()
+
+
+def test_broken_extractor_fails_the_job_instead_of_ledgering_everything(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("extract:\n  worker_memory_mb: 1\n")  # the extraction child cannot even start
+    with pytest.raises(Exception, match="extraction worker did not start"):
+        run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--quiet", "--config", str(cfg)])

@@ -86,3 +86,12 @@ def test_stage_pickles_without_its_worker(extractor):
 
     clone = pickle.loads(pickle.dumps(extractor))
     assert clone._worker is None and clone.config == extractor.config
+
+
+def test_worker_that_cannot_start_is_an_environment_error_not_a_ledger_entry():
+    # 1 MB of address space is too little to import anything: every page would fail, so setup raises.
+    from stages.record import StageEnvironmentError
+
+    e = Extractor(ExtractConfig(timeout_s=5, worker_memory_mb=1))
+    with pytest.raises(StageEnvironmentError, match="extraction worker did not start"):
+        e.setup()

@@ -1,0 +1,39 @@
+"""The conservation check itself: it must fail when a document goes missing."""
+from pipeline.report import build_report, format_funnel
+
+STAGES = ["warc", "extract", "langid"]
+COUNTERS = {"warc.in": 10, "warc.kept": 9, "warc.drop.non_html": 1, "extract.in": 9, "extract.kept": 8,
+            "extract.drop.no_text": 1, "langid.in": 8, "langid.kept": 7, "langid.drop.lang_below_threshold": 1,
+            "warc.record.response": 10, "warc.record.request": 10}
+LEDGER = {("warc", "non_html"): 1, ("extract", "no_text"): 1, ("langid", "lang_below_threshold"): 1}
+
+
+def report(counters=COUNTERS, kept=7, ledger=LEDGER):
+    return build_report(stages=STAGES, beam_counters=counters, shard_rows={"s0": kept},
+                        ledger_rows={"l0": sum(ledger.values())}, ledger_reasons=ledger, languages={"en": kept},
+                        config={}, runner="FnApiRunner", elapsed_s=1.0)
+
+
+def test_consistent_run_holds():
+    r = report()
+    assert r["conservation"] == {"read": 10, "kept": 7, "ledger": 3, "holds": True}
+    assert "conservation holds: read 10 = kept 7 + ledger 3" in format_funnel(r)
+    assert r["warc_records_by_type"] == {"request": 10, "response": 10}
+
+
+def test_a_lost_document_breaks_conservation():
+    r = report(kept=6)
+    assert r["conservation"]["holds"] is False
+    assert "BROKEN" in format_funnel(r)
+
+
+def test_ledger_rows_that_disagree_with_counters_break_it():
+    r = report(ledger={("warc", "non_html"): 1, ("extract", "no_text"): 2}, kept=7)
+    assert r["conservation"]["holds"] is False
+    assert r["funnel"][1]["counters_agree_with_ledger"] is False
+
+
+def test_runner_without_metrics_is_reported_as_unchecked():
+    r = report(counters=None)
+    assert r["conservation"]["holds"] is None and r["metrics_available"] is False
+    assert "not checked" in format_funnel(r)
