@@ -32,6 +32,32 @@ class DropReason(str, enum.Enum):
     # langid
     LANG_BELOW_THRESHOLD = "lang_below_threshold"  # top language score under the threshold
     LANG_NOT_SELECTED = "lang_not_selected"        # confident, but not one of --languages
+    # gopher_quality (one reason per rule; detail gives the measured value and the threshold)
+    GOPHER_TOO_FEW_WORDS = "gopher_too_few_words"
+    GOPHER_TOO_MANY_WORDS = "gopher_too_many_words"
+    GOPHER_MEAN_WORD_LENGTH = "gopher_mean_word_length"
+    GOPHER_SYMBOL_RATIO = "gopher_symbol_ratio"      # '#' or ellipses per word
+    GOPHER_BULLET_LINES = "gopher_bullet_lines"
+    GOPHER_ELLIPSIS_LINES = "gopher_ellipsis_lines"
+    GOPHER_ALPHA_WORDS = "gopher_alpha_words"        # too few words containing a letter
+    GOPHER_STOP_WORDS = "gopher_stop_words"          # too few stop words of the page's language
+    # gopher_repetition
+    DUP_LINE_FRACTION = "dup_line_fraction"
+    DUP_LINE_CHARS = "dup_line_chars"
+    DUP_PARA_FRACTION = "dup_para_fraction"
+    DUP_PARA_CHARS = "dup_para_chars"
+    TOP_NGRAM_CHARS = "top_ngram_chars"              # detail: n and share
+    DUP_NGRAM_CHARS = "dup_ngram_chars"              # detail: n and share
+    # c4
+    C4_LOREM_IPSUM = "c4_lorem_ipsum"
+    C4_CURLY_BRACKET = "c4_curly_bracket"
+    C4_TOO_FEW_SENTENCES = "c4_too_few_sentences"    # after removing lines that fail the line rules
+    C4_TOO_LONG = "c4_too_long"
+    # fineweb
+    FINEWEB_LINE_PUNCT = "fineweb_line_punct"        # too few lines end in terminal punctuation
+    FINEWEB_SHORT_LINES = "fineweb_short_lines"
+    FINEWEB_DUP_LINE_CHARS = "fineweb_dup_line_chars"
+    FINEWEB_NEWLINE_RATIO = "fineweb_newline_ratio"  # newlines per word: lists, not prose
     # any stage
     ERROR = "error"                          # a stage raised; detail holds the exception type
 

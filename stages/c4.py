@@ -1,0 +1,75 @@
+"""C4's page cleaning (Raffel et al. 2020), as TFDS `c4_utils.clean_page` implements it. Off by default.
+
+It edits the text (drops lines) as well as filtering pages. Sentences are counted by
+terminal punctuation, as the C4 paper describes ("a simple count of end marks"), instead
+of TFDS's NLTK punkt model, which would have to be downloaded at run time.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from stages.record import Document, DropReason, StageResult
+
+_CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")
+_END_MARKS = (".", "?", "!", '"')
+_SENTENCE_END = re.compile(r"[.!?]+(?:[\"')\]]*)(?=\s|$)")
+_POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
+
+
+@dataclass(frozen=True)
+class C4Config:
+    enabled: bool = False
+    # TFDS c4_utils.py values (the C4 paper's prose says 3 words/line and 5 sentences;
+    # the code that built C4 uses these):
+    min_words_per_line: int = 5
+    min_sentences: int = 3
+    max_word_length: int = 1000
+    max_page_chars: Optional[int] = 190_000   # TFDS is_valid_length, applied before line cleaning
+    remove_citations: bool = True
+    remove_javascript_lines: bool = True
+    remove_policy_lines: bool = True
+
+
+class C4Filter:
+    name = "c4"
+
+    def __init__(self, config: C4Config = C4Config()):
+        self.config = config
+
+    def setup(self) -> None:
+        pass
+
+    def teardown(self) -> None:
+        pass
+
+    def __call__(self, doc: Document) -> StageResult:
+        c = self.config
+        if c.max_page_chars is not None and len(doc.text) > c.max_page_chars:
+            return doc.drop(self.name, DropReason.C4_TOO_LONG, f"{len(doc.text)} > {c.max_page_chars} characters")
+        kept, sentences = [], 0
+        for line in doc.text.splitlines():
+            line = line.strip()
+            if any(len(word) > c.max_word_length for word in line.split()):
+                continue
+            if c.remove_citations:
+                line = _CITATION.sub("", line)
+            if not line.endswith(_END_MARKS) or line.endswith("..."):
+                continue
+            if len(line.split()) < c.min_words_per_line:
+                continue
+            lower = line.lower()
+            if "lorem ipsum" in lower:
+                return doc.drop(self.name, DropReason.C4_LOREM_IPSUM)
+            if c.remove_javascript_lines and "javascript" in lower:
+                continue
+            if "{" in line:  # probably code
+                return doc.drop(self.name, DropReason.C4_CURLY_BRACKET, line[:80])
+            if c.remove_policy_lines and any(p in lower for p in _POLICY):
+                continue
+            sentences += max(len(_SENTENCE_END.findall(line)), 1)
+            kept.append(line)
+        if sentences < c.min_sentences:
+            return doc.drop(self.name, DropReason.C4_TOO_FEW_SENTENCES, f"{sentences} < {c.min_sentences}")
+        return doc.replace(text="\n".join(kept))

@@ -1,0 +1,52 @@
+"""FineWeb's own quality rules (Penedo et al. 2024; datatrove FineWebQualityFilter). Off by default."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from stages.gopher import duplicate_units
+from stages.record import Document, DropReason, StageResult
+from stages.text import TERMINAL_PUNCTUATION, split_words
+
+
+@dataclass(frozen=True)
+class FineWebConfig:
+    enabled: bool = False
+    min_line_punct: Optional[float] = 0.12        # share of lines ending in terminal punctuation
+    max_short_lines: Optional[float] = 0.67       # share of lines of <= short_line_chars characters
+    short_line_chars: int = 30
+    max_dup_line_chars: Optional[float] = 0.01    # characters in repeated lines / all characters
+    max_newline_ratio: Optional[float] = 0.3      # newlines per word
+
+
+class FineWebFilter:
+    name = "fineweb"
+
+    def __init__(self, config: FineWebConfig = FineWebConfig()):
+        self.config = config
+
+    def setup(self) -> None:
+        pass
+
+    def teardown(self) -> None:
+        pass
+
+    def __call__(self, doc: Document) -> StageResult:
+        c, text = self.config, doc.text
+        lines = [line for line in text.split("\n") if line.strip()]
+        if not lines:
+            return doc.drop(self.name, DropReason.NO_TEXT, "no non-empty lines")
+        punct = sum(line.rstrip().endswith(TERMINAL_PUNCTUATION) for line in lines) / len(lines)
+        if c.min_line_punct is not None and punct < c.min_line_punct:
+            return doc.drop(self.name, DropReason.FINEWEB_LINE_PUNCT, f"{punct:.3f} < {c.min_line_punct}")
+        short = sum(len(line) <= c.short_line_chars for line in lines) / len(lines)
+        if c.max_short_lines is not None and short > c.max_short_lines:
+            return doc.drop(self.name, DropReason.FINEWEB_SHORT_LINES, f"{short:.3f} > {c.max_short_lines}")
+        dup_chars = duplicate_units(lines)[1] / max(len(text.replace("\n", "")), 1)
+        if c.max_dup_line_chars is not None and dup_chars > c.max_dup_line_chars:
+            return doc.drop(self.name, DropReason.FINEWEB_DUP_LINE_CHARS, f"{dup_chars:.3f} > {c.max_dup_line_chars}")
+        words = split_words(text, doc.lang)
+        ratio = text.count("\n") / max(len(words), 1)
+        if c.max_newline_ratio is not None and ratio > c.max_newline_ratio:
+            return doc.drop(self.name, DropReason.FINEWEB_NEWLINE_RATIO, f"{ratio:.3f} > {c.max_newline_ratio}")
+        return doc

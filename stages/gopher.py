@@ -1,0 +1,219 @@
+"""Gopher quality and repetition rules (Rae et al. 2021, "Scaling Language Models", appendix A),
+at the thresholds FineWeb uses (datatrove GopherQualityFilter / GopherRepetitionFilter).
+
+Any threshold set to None disables that rule. Rules that only make sense for some scripts
+are skipped where they do not apply, and the skip is counted (`count("skip....")`).
+"""
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from stages.record import Document, DropReason, StageResult
+from stages.text import NO_SPACE_LANGS, is_punctuation, normalized_words, split_paragraphs, split_words, stop_words
+
+
+def _no_count(name: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class GopherQualityConfig:
+    enabled: bool = True
+    min_words: Optional[int] = 50
+    max_words: Optional[int] = 100_000
+    min_mean_word_length: Optional[float] = 3
+    max_mean_word_length: Optional[float] = 10
+    max_hash_ratio: Optional[float] = 0.1        # "#" per word
+    max_ellipsis_ratio: Optional[float] = 0.1    # "..." or "…" per word
+    max_bullet_lines: Optional[float] = 0.9      # share of lines starting with a bullet
+    max_ellipsis_lines: Optional[float] = 0.3    # share of lines ending with an ellipsis
+    min_alpha_words: Optional[float] = 0.8       # share of words with at least one letter
+    min_stop_words: Optional[int] = 2            # stop-word occurrences (per-language lists, stages/text.py)
+
+
+class GopherQuality:
+    name = "gopher_quality"
+
+    def __init__(self, config: GopherQualityConfig = GopherQualityConfig()):
+        self.config = config
+        self.count: Callable[[str], None] = _no_count
+
+    def setup(self) -> None:
+        pass
+
+    def teardown(self) -> None:
+        pass
+
+    def __call__(self, doc: Document) -> StageResult:
+        reason = self.check(doc.text, doc.lang)
+        return doc if reason is None else doc.drop(self.name, *reason)
+
+    def check(self, text: str, lang: Optional[str]) -> Optional[Tuple[DropReason, str]]:
+        c = self.config
+        words = split_words(text, lang)
+        content_words = [w for w in words if not is_punctuation(w)]  # Gopher: symbols are not words
+        n = len(content_words)
+        if c.min_words is not None and n < c.min_words:
+            return DropReason.GOPHER_TOO_FEW_WORDS, f"{n} < {c.min_words}"
+        if c.max_words is not None and n > c.max_words:
+            return DropReason.GOPHER_TOO_MANY_WORDS, f"{n} > {c.max_words}"
+        n = max(n, 1)
+        if lang in NO_SPACE_LANGS:
+            self.count(f"skip.mean_word_length.{lang}")  # words of 1-2 characters are normal there
+        else:
+            mean = sum(len(w) for w in content_words) / n
+            if c.min_mean_word_length is not None and mean < c.min_mean_word_length:
+                return DropReason.GOPHER_MEAN_WORD_LENGTH, f"{mean:.2f} < {c.min_mean_word_length}"
+            if c.max_mean_word_length is not None and mean > c.max_mean_word_length:
+                return DropReason.GOPHER_MEAN_WORD_LENGTH, f"{mean:.2f} > {c.max_mean_word_length}"
+        if c.max_hash_ratio is not None and text.count("#") / n > c.max_hash_ratio:
+            return DropReason.GOPHER_SYMBOL_RATIO, f"'#' per word {text.count('#') / n:.3f} > {c.max_hash_ratio}"
+        ellipses = text.count("...") + text.count("…")
+        if c.max_ellipsis_ratio is not None and ellipses / n > c.max_ellipsis_ratio:
+            return DropReason.GOPHER_SYMBOL_RATIO, f"ellipsis per word {ellipses / n:.3f} > {c.max_ellipsis_ratio}"
+        lines = [line for line in text.splitlines() if line.strip()] or [""]
+        bullets = sum(line.lstrip().startswith(("•", "-", "*", "·", "‣", "◦")) for line in lines) / len(lines)
+        if c.max_bullet_lines is not None and bullets > c.max_bullet_lines:
+            return DropReason.GOPHER_BULLET_LINES, f"{bullets:.2f} > {c.max_bullet_lines}"
+        trailing = sum(line.rstrip().endswith(("...", "…")) for line in lines) / len(lines)
+        if c.max_ellipsis_lines is not None and trailing > c.max_ellipsis_lines:
+            return DropReason.GOPHER_ELLIPSIS_LINES, f"{trailing:.2f} > {c.max_ellipsis_lines}"
+        alpha = sum(any(ch.isalpha() for ch in w) for w in content_words) / n
+        if c.min_alpha_words is not None and alpha < c.min_alpha_words:
+            return DropReason.GOPHER_ALPHA_WORDS, f"{alpha:.2f} < {c.min_alpha_words}"
+        if c.min_stop_words is not None:
+            vocabulary = stop_words(lang)
+            if vocabulary is None:
+                self.count(f"skip.stop_words.{lang}")  # no list for this language: rule not applied
+            else:
+                found = sum(w in vocabulary for w in normalized_words(text, lang))
+                if found < c.min_stop_words:
+                    return DropReason.GOPHER_STOP_WORDS, f"{found} {lang} stop words < {c.min_stop_words}"
+        return None
+
+
+@dataclass(frozen=True)
+class GopherRepetitionConfig:
+    enabled: bool = True
+    max_dup_line_fraction: Optional[float] = 0.30
+    max_dup_line_chars: Optional[float] = 0.20
+    max_dup_para_fraction: Optional[float] = 0.30
+    max_dup_para_chars: Optional[float] = 0.20
+    # n -> max share of characters in the most frequent n-gram
+    max_top_ngram_chars: Tuple[Tuple[int, float], ...] = ((2, 0.20), (3, 0.18), (4, 0.16))
+    # n -> max share of characters inside n-grams that occur more than once
+    max_dup_ngram_chars: Tuple[Tuple[int, float], ...] = (
+        (5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+
+
+class GopherRepetition:
+    """Repetition statistics, with one definition of "characters" throughout.
+
+    Lines and paragraphs: a duplicate is every copy after the first (its characters are
+    counted against all characters of the text's lines/paragraphs). N-grams: over
+    normalized words; characters are word characters (no whitespace), for both the
+    numerator and the denominator. The top n-gram's share is its word characters times
+    its count; the duplicated n-gram share counts each word position at most once, over
+    every occurrence of a repeated n-gram, first included (Gopher's definition). One
+    widely used implementation joins n-grams with spaces for one statistic and without
+    for the other, and divides by the raw text length: its ratios are not comparable.
+    """
+
+    name = "gopher_repetition"
+
+    def __init__(self, config: GopherRepetitionConfig = GopherRepetitionConfig()):
+        self.config = config
+
+    def setup(self) -> None:
+        pass
+
+    def teardown(self) -> None:
+        pass
+
+    def __call__(self, doc: Document) -> StageResult:
+        reason = self.check(doc.text, doc.lang)
+        return doc if reason is None else doc.drop(self.name, *reason)
+
+    def check(self, text: str, lang: Optional[str]) -> Optional[Tuple[DropReason, str]]:
+        c = self.config
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        for units, max_fraction, max_chars, reasons in (
+            (lines, c.max_dup_line_fraction, c.max_dup_line_chars,
+             (DropReason.DUP_LINE_FRACTION, DropReason.DUP_LINE_CHARS)),
+            ([p.strip() for p in split_paragraphs(text)], c.max_dup_para_fraction, c.max_dup_para_chars,
+             (DropReason.DUP_PARA_FRACTION, DropReason.DUP_PARA_CHARS)),
+        ):
+            if not units:
+                continue
+            dup_count, dup_chars = duplicate_units(units)
+            fraction, chars = dup_count / len(units), dup_chars / max(sum(map(len, units)), 1)
+            if max_fraction is not None and fraction > max_fraction:
+                return reasons[0], f"{fraction:.2f} > {max_fraction}"
+            if max_chars is not None and chars > max_chars:
+                return reasons[1], f"{chars:.2f} > {max_chars}"
+        words = normalized_words(text, lang)
+        total = sum(map(len, words))
+        if not total:
+            return None
+        for n, limit in c.max_top_ngram_chars:
+            share = top_ngram_chars(words, n) / total
+            if share > limit:
+                return DropReason.TOP_NGRAM_CHARS, f"n={n}: {share:.3f} > {limit}"
+        for n, limit in c.max_dup_ngram_chars:
+            share = duplicated_ngram_chars(words, n) / total
+            if share > limit:
+                return DropReason.DUP_NGRAM_CHARS, f"n={n}: {share:.3f} > {limit}"
+        return None
+
+
+def duplicate_units(units: Sequence[str]) -> Tuple[int, int]:
+    """(number, characters) of units that repeat an earlier unit."""
+    seen, count, chars = set(), 0, 0
+    for unit in units:
+        if unit in seen:
+            count += 1
+            chars += len(unit)
+        else:
+            seen.add(unit)
+    return count, chars
+
+
+def _ngrams(words: Sequence[str], n: int):
+    return zip(*(words[i:] for i in range(n)))
+
+
+def top_ngram_chars(words: Sequence[str], n: int) -> int:
+    """Word characters covered by the most frequent n-gram (its length times its count)."""
+    if len(words) < n:
+        return 0
+    counts = collections.Counter(_ngrams(words, n))
+    best, freq = max(counts.items(), key=lambda kv: (kv[1], sum(map(len, kv[0]))))
+    return min(sum(map(len, best)) * freq, sum(map(len, words))) if freq > 1 else 0
+
+
+def duplicated_ngram_chars(words: Sequence[str], n: int) -> int:
+    """Word characters at positions covered by any n-gram that occurs at least twice. O(len(words) * n)."""
+    if len(words) < n:
+        return 0
+    grams = list(_ngrams(words, n))
+    counts = collections.Counter(grams)
+    covered: List[bool] = [False] * len(words)
+    # Positions covered so far, as the end of the last marked run: each position is marked once.
+    marked_until = 0
+    for start, gram in enumerate(grams):
+        if counts[gram] > 1:
+            for i in range(max(start, marked_until), start + n):
+                covered[i] = True
+            marked_until = start + n
+    return sum(len(w) for w, is_covered in zip(words, covered) if is_covered)
+
+
+def repetition_stats(text: str, lang: Optional[str] = None) -> Dict[str, float]:
+    """All repetition ratios of a text (for reports and tuning)."""
+    words = normalized_words(text, lang)
+    total = max(sum(map(len, words)), 1)
+    stats = {f"top_{n}gram": top_ngram_chars(words, n) / total for n in (2, 3, 4)}
+    stats.update({f"dup_{n}gram": duplicated_ngram_chars(words, n) / total for n in range(5, 11)})
+    return stats

@@ -1,0 +1,112 @@
+"""Words, lines and stop words, shared by the quality and repetition rules.
+
+Word segmentation: whitespace for languages that write spaces; ICU's dictionary-based
+word break iterator (PyICU) for those that do not (zh, ja, th, ...), because a
+whitespace split turns a whole Chinese paragraph into one "word" and every
+word-count rule then drops it.
+"""
+from __future__ import annotations
+
+import string
+import unicodedata
+from typing import FrozenSet, List, Optional
+
+# Languages written without spaces between words: segment them with ICU.
+NO_SPACE_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "yue", "wuu"})
+
+# Terminal punctuation across scripts (FineWeb and C4 rules look for it at line ends).
+TERMINAL_PUNCTUATION = (".", "!", "?", '"', "'", "”", "»", "。", "！", "？", "…", "؟", "।", "۔", "｡")
+
+_PUNCT = frozenset(string.punctuation) | frozenset("«»„“”‘’‚‹›–—…·•、。，！？；：（）【】《》「」『』〈〉")
+
+# Stop words: Gopher's rule needs >= 2 of {the, be, to, of, and, that, have, with} in English.
+# For other languages we use eight of their most frequent function words, so that the same
+# rule means the same thing ("reads like running prose") instead of "is English".
+STOP_WORDS = {
+    "en": ("the", "be", "to", "of", "and", "that", "have", "with"),
+    "de": ("der", "die", "das", "und", "ist", "nicht", "mit", "zu"),
+    "fr": ("le", "la", "de", "et", "les", "des", "est", "que"),
+    "es": ("de", "la", "que", "el", "en", "y", "los", "se"),
+    "it": ("di", "che", "il", "la", "e", "per", "un", "non"),
+    "pt": ("de", "que", "o", "a", "e", "do", "da", "em"),
+    "nl": ("de", "het", "een", "en", "van", "is", "dat", "niet"),
+    "sv": ("och", "att", "det", "som", "en", "på", "är", "av"),
+    "da": ("og", "at", "det", "en", "den", "til", "er", "som"),
+    "no": ("og", "i", "det", "på", "som", "er", "en", "til"),
+    "pl": ("i", "w", "nie", "na", "się", "z", "że", "to"),
+    "cs": ("a", "se", "na", "je", "v", "že", "to", "s"),
+    "ru": ("и", "в", "не", "на", "что", "с", "по", "это"),
+    "uk": ("і", "в", "не", "на", "що", "з", "та", "до"),
+    "tr": ("bir", "ve", "bu", "da", "de", "için", "ile", "çok"),
+    "fi": ("ja", "on", "ei", "se", "että", "oli", "hän", "mutta"),
+    "hu": ("a", "az", "és", "hogy", "nem", "is", "egy", "van"),
+    "ro": ("și", "de", "în", "a", "la", "cu", "că", "nu"),
+    "ca": ("de", "la", "i", "que", "el", "a", "les", "en"),
+    "id": ("yang", "dan", "di", "itu", "dengan", "untuk", "ini", "dari"),
+    "vi": ("của", "và", "là", "có", "các", "không", "được", "cho"),
+    "el": ("και", "το", "να", "η", "της", "του", "στο", "με"),
+    "ar": ("في", "من", "على", "أن", "إلى", "التي", "عن", "ما"),
+    "zh": ("的", "是", "了", "在", "和", "有", "我", "这"),
+    "ja": ("の", "に", "は", "を", "た", "が", "で", "て"),
+    "th": ("ที่", "และ", "การ", "ใน", "มี", "ของ", "ได้", "เป็น"),
+}
+
+
+def stop_words(lang: Optional[str]) -> Optional[FrozenSet[str]]:
+    words = STOP_WORDS.get(lang or "")
+    return frozenset(words) if words else None
+
+
+def is_punctuation(token: str) -> bool:
+    return all(ch in _PUNCT or unicodedata.category(ch).startswith("P") for ch in token)
+
+
+def strip_punctuation(token: str) -> str:
+    return token.strip("".join(_PUNCT))
+
+
+def split_words(text: str, lang: Optional[str] = None) -> List[str]:
+    """Words as a reader would count them: whitespace tokens, or ICU segments for no-space scripts."""
+    if lang in NO_SPACE_LANGS:
+        return _icu_words(text, lang)
+    return text.split()
+
+
+def normalized_words(text: str, lang: Optional[str] = None) -> List[str]:
+    """Lower-cased words without surrounding punctuation; punctuation-only tokens removed."""
+    out = []
+    for w in split_words(text, lang):
+        w = strip_punctuation(w).lower()
+        if w and not is_punctuation(w):
+            out.append(w)
+    return out
+
+
+def split_paragraphs(text: str) -> List[str]:
+    """Paragraphs are separated by blank lines (trafilatura writes one paragraph a line, so also lines)."""
+    paragraphs, current = [], []
+    for line in text.splitlines():
+        if line.strip():
+            current.append(line)
+        elif current:
+            paragraphs.append("\n".join(current))
+            current = []
+    if current:
+        paragraphs.append("\n".join(current))
+    return paragraphs
+
+
+def _icu_words(text: str, lang: str) -> List[str]:
+    import icu  # PyICU (pyicu-wheels): bundles ICU's dictionaries for CJK and South-East Asian scripts
+
+    # A new iterator per call: it holds per-text state, and Beam may run DoFns on several threads.
+    breaker = icu.BreakIterator.createWordInstance(icu.Locale(lang))
+    # ICU offsets count UTF-16 code units, not Python characters: slice ICU's own string
+    utext = icu.UnicodeString(text)
+    breaker.setText(utext)
+    words, start = [], breaker.first()
+    for end in breaker:
+        if breaker.getRuleStatus() != 0:  # 0 = UBRK_WORD_NONE: spaces and punctuation
+            words.append(str(utext[start:end]))
+        start = end
+    return words
