@@ -13,8 +13,12 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 import yaml
 
+from stages.c4 import C4Config
 from stages.extract import ExtractConfig
+from stages.fineweb import FineWebConfig
+from stages.gopher import GopherQualityConfig, GopherRepetitionConfig
 from stages.langid import LangIdConfig
+from stages.pii import KINDS as PII_KINDS, PiiConfig
 from stages.warc import WarcConfig
 
 
@@ -32,6 +36,11 @@ class RunConfig:
     warc: WarcConfig = field(default_factory=WarcConfig)
     extract: ExtractConfig = field(default_factory=ExtractConfig)
     langid: LangIdConfig = field(default_factory=LangIdConfig)
+    gopher_repetition: GopherRepetitionConfig = field(default_factory=GopherRepetitionConfig)
+    gopher_quality: GopherQualityConfig = field(default_factory=GopherQualityConfig)
+    c4: C4Config = field(default_factory=C4Config)
+    fineweb: FineWebConfig = field(default_factory=FineWebConfig)
+    pii: PiiConfig = field(default_factory=PiiConfig)
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
@@ -107,3 +116,6 @@ def _check(config: RunConfig) -> None:
         raise ConfigError("size caps must be positive")
     if config.num_shards < 0:
         raise ConfigError("num_shards must be >= 0")
+    unknown = set(config.pii.kinds) - set(PII_KINDS)
+    if unknown:
+        raise ConfigError(f"pii.kinds: unknown {sorted(unknown)}; known: {', '.join(PII_KINDS)}")

@@ -70,6 +70,7 @@ def build_report(*, stages: Sequence[str], beam_counters: Optional[Mapping[str, 
     for stage in stages:
         dropped = {reason: n for (s, reason), n in sorted(ledger_reasons.items()) if s == stage}
         counted = {k.split(".drop.", 1)[1]: v for k, v in beam_counters.items() if k.startswith(f"{stage}.drop.")}
+        notes = {k.split(".note.", 1)[1]: v for k, v in beam_counters.items() if k.startswith(f"{stage}.note.")}
         funnel.append({
             "stage": stage,
             "in": beam_counters.get(f"{stage}.in", 0),
@@ -77,6 +78,7 @@ def build_report(*, stages: Sequence[str], beam_counters: Optional[Mapping[str, 
             "dropped": sum(dropped.values()),
             "dropped_by_reason": dropped,
             "counters_agree_with_ledger": counted == dropped if metrics_available else None,
+            "notes": dict(sorted(notes.items())),
         })
     records = {k.split(".record.", 1)[1]: v for k, v in beam_counters.items() if ".record." in k}
     return {
@@ -107,10 +109,12 @@ def write_json(path: str, payload: Mapping[str, Any]) -> None:
 
 
 def format_funnel(report: Mapping[str, Any]) -> str:
-    lines = [f"{'stage':<10}{'in':>8}{'kept':>8}{'dropped':>9}  reasons"]
+    lines = [f"{'stage':<18}{'in':>8}{'kept':>8}{'dropped':>9}  reasons"]
     for f in report["funnel"]:
         reasons = ", ".join(f"{r} {n}" for r, n in sorted(f["dropped_by_reason"].items(), key=lambda kv: -kv[1]))
-        lines.append(f"{f['stage']:<10}{f['in']:>8}{f['kept']:>8}{f['dropped']:>9}  {reasons}")
+        lines.append(f"{f['stage']:<18}{f['in']:>8}{f['kept']:>8}{f['dropped']:>9}  {reasons}")
+        if f.get("notes"):
+            lines.append(f"{'':<18}  notes: " + ", ".join(f"{k} {v}" for k, v in f["notes"].items()))
     c = report["conservation"]
     mark = {True: "holds", False: "BROKEN", None: "not checked (runner reported no metrics)"}[c["holds"]]
     lines.append(f"conservation {mark}: read {c['read']} = kept {c['kept']} + ledger {c['ledger']}")

@@ -21,7 +21,11 @@ from pipeline import report as reporting
 from pipeline.config import ConfigError, RunConfig, load_config
 from pipeline.schema import DOCUMENT_SCHEMA, LEDGER_SCHEMA, document_row, ledger_row
 from pipeline.transforms import ApplyStage, ReadWarc
+from stages.c4 import C4Filter
 from stages.extract import Extractor
+from stages.fineweb import FineWebFilter
+from stages.gopher import GopherQuality, GopherRepetition
+from stages.pii import PiiRemover
 from stages.langid import LanguageIdentifier, load_model
 from stages.warc import STAGE as WARC_STAGE
 
@@ -107,8 +111,12 @@ def prepare_output(output: str, overwrite: bool) -> None:
 
 
 def make_stages(config: RunConfig) -> list:
-    """The stages after reading, in order. (stage, show progress lines)"""
-    return [(Extractor(config.extract), True), (LanguageIdentifier(config.langid), False)]
+    """The stages after reading, in order, as (stage, show progress lines). FineWeb's filter order."""
+    stages = [(Extractor(config.extract), True), (LanguageIdentifier(config.langid), False)]
+    optional = [(config.gopher_repetition, GopherRepetition), (config.gopher_quality, GopherQuality),
+                (config.c4, C4Filter), (config.fineweb, FineWebFilter), (config.pii, PiiRemover)]
+    stages += [(make(cfg), False) for cfg, make in optional if cfg.enabled]
+    return stages
 
 
 def stage_names(config: RunConfig) -> List[str]:

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from stages.record import Document, Drop
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -27,6 +27,10 @@ METADATA_FIELDS = [
 ]
 METADATA_TYPE = pa.struct(METADATA_FIELDS)
 
+# Placeholders inserted by the PII stage, per kind (null when the stage is off).
+PII_KINDS = ("EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "IBAN")
+PII_COUNTS_TYPE = pa.struct([pa.field(kind.lower(), pa.int32()) for kind in PII_KINDS])
+
 DOCUMENT_SCHEMA = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),
@@ -35,6 +39,7 @@ DOCUMENT_SCHEMA = pa.schema(
         pa.field("text", pa.string(), nullable=False),
         pa.field("lang", pa.string()),
         pa.field("lang_score", pa.float32()),
+        pa.field("pii_counts", PII_COUNTS_TYPE),
         pa.field("metadata", METADATA_TYPE),
     ],
     metadata={"refinery.schema": f"documents/{SCHEMA_VERSION}"},
@@ -63,6 +68,7 @@ def document_row(doc: Document) -> Dict[str, Any]:
         "text": doc.text,
         "lang": doc.lang,
         "lang_score": doc.lang_score,
+        "pii_counts": None if doc.pii_counts is None else {k.lower(): doc.pii_counts.get(k, 0) for k in PII_KINDS},
         "metadata": {name: doc.metadata.get(name) for name in _METADATA_NAMES},
     }
 

@@ -5,6 +5,7 @@ Counters (namespace `refinery`), read back into the report:
   <stage>.in           documents entering a stage (warc.in: response records + unreadable file tails)
   <stage>.kept         documents leaving a stage towards the output
   <stage>.drop.<reason> documents sent to the ledger
+  <stage>.note.<name>  anything else a stage counts (e.g. a rule skipped for a language)
 """
 from __future__ import annotations
 
@@ -89,6 +90,9 @@ class RunStage(beam.DoFn):
 
     def setup(self) -> None:
         self._stage.setup()
+        if hasattr(self._stage, "count"):  # stages report rule skips etc. as `<stage>.note.<name>`
+            prefix = f"{self._stage.name}.note."
+            self._stage.count = lambda name, n=1: _count(prefix + name, n)
         if self._progress_enabled:
             self._progress = _Progress(self._stage.name)
 

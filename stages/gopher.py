@@ -14,7 +14,7 @@ from stages.record import Document, DropReason, StageResult
 from stages.text import NO_SPACE_LANGS, is_punctuation, normalized_words, split_paragraphs, split_words, stop_words
 
 
-def _no_count(name: str) -> None:
+def _no_count(name: str, n: int = 1) -> None:
     pass
 
 
@@ -38,7 +38,7 @@ class GopherQuality:
 
     def __init__(self, config: GopherQualityConfig = GopherQualityConfig()):
         self.config = config
-        self.count: Callable[[str], None] = _no_count
+        self.count: Callable[..., None] = _no_count
 
     def setup(self) -> None:
         pass

@@ -38,15 +38,17 @@ _PATTERNS = {
     CARD: _compile(r"\d(?:[ \-]?\d){12,18}"),
     PHONE: _compile(
         r"\+\d{1,3}(?:[ .\-]?\(0?\d{1,4}\))?(?:[ .\-/]?\d{1,5}){1,5}"  # international: +49 30 1234567
-        r"|\(\d{3}\) ?\d{3}[ .\-]\d{4}"                                   # NANP: (212) 555-0147
-        r"|\d{3}[.\-]\d{3}[.\-]\d{4}"                                     # NANP: 212-555-0147
-        r"|0\d{1,4}(?:[ /\-]\d{2,8}){1,4}"                                # national trunk 0: 030 1234567
+        r"|(?:1[ .\-])?\(\d{3}\) ?\d{3}[ .\-]\d{4}"                         # NANP: (212) 555-0147
+        r"|(?:1[ .\-])?\d{3}[.\-]\d{3}[.\-]\d{4}"                           # NANP: 1-212-555-0147
+        r"|0\d{1,4}(?:[ /\-]\d{2,8}){1,4}(?:-\d{1,4})?"                    # national trunk 0: 030 1234567, 0711-2050-0
     ),
 }
 
 # Image names like "logo@2x.png" look like addresses; these "TLDs" are file extensions.
 _FILE_TLDS = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "ico", "js", "css"})
-_VERSION_BEFORE = re.compile(r"\b(?:version|ver\.?|v|release|build|firmware|rev\.?|update)\s*$", re.I)
+_VERSION_BEFORE = re.compile(
+    r"\b(?:version|ver\.?|v|release|build|firmware|rev\.?|update|kernel|linux|windows|android|ios|macos|chrome|"
+    r"firefox|python|java|node|php|ruby|perl|gcc|openssl|nginx|apache|mysql|postgresql)\s*$", re.I)
 _NOT_PHONE_BEFORE = re.compile(r"(?:\b|^)(?:isbn(?:-1[03])?|issn|doi|order|invoice|ticket|ref\.?|id|no\.?|nr\.?|#)\s*:?\s*$", re.I)
 # IBAN lengths per country (ISO 13616 registry; the common ones)
 _IBAN_LENGTHS = {
@@ -103,6 +105,7 @@ class PiiRemover:
 
     def __init__(self, config: PiiConfig = PiiConfig()):
         self.config = config
+        self.count: Callable[..., None] = lambda name, n=1: None
 
     def setup(self) -> None:
         pass
@@ -112,6 +115,9 @@ class PiiRemover:
 
     def __call__(self, doc: Document) -> StageResult:
         text, counts = redact(doc.text, self.config.kinds)
+        for kind, n in counts.items():
+            if n:
+                self.count(f"replaced.{kind}", n)
         return doc.replace(text=text, pii_counts=counts)
 
 
@@ -247,12 +253,11 @@ def _phone(text: str, start: int, end: int) -> Optional[Tuple[int, int]]:
     digits = _digits(raw)
     if raw.startswith("+"):
         ok = 8 <= len(digits) <= 15                      # E.164: at most 15 digits
-    elif raw.startswith("("):
-        ok = len(digits) == 10 and digits[0] in "23456789" and digits[3] in "23456789"
     elif raw[0] == "0":
         ok = 9 <= len(digits) <= 12 and _plausible_national(raw)
-    else:
-        ok = len(digits) == 10 and digits[0] in "23456789" and digits[3] in "23456789"
+    else:  # NANP, optionally with the country code 1: area code and exchange start with 2-9
+        nanp = digits[1:] if len(digits) == 11 and digits[0] == "1" else digits
+        ok = len(nanp) == 10 and nanp[0] in "23456789" and nanp[3] in "23456789"
     if not ok or _NOT_PHONE_BEFORE.search(text[max(0, start - 16):start]):
         return None
     return start, end

@@ -81,6 +81,7 @@ class Document:
     html: Optional[str] = None
     lang: Optional[str] = None
     lang_score: Optional[float] = None
+    pii_counts: Optional[Mapping[str, int]] = None   # placeholders inserted per PII kind (None: PII stage off)
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> "Document":

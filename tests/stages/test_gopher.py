@@ -1,0 +1,158 @@
+"""Gopher rules at both sides of each threshold, the n-gram character definitions, and real text."""
+import pytest
+
+from stages.gopher import (GopherQuality, GopherQualityConfig, GopherRepetition, GopherRepetitionConfig,
+                           duplicated_ngram_chars, top_ngram_chars)
+from stages.record import Document, Drop, DropReason
+from tests.conftest import SENTENCES_DIR
+
+EN = (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()
+DE = (SENTENCES_DIR / "de.txt").read_text(encoding="utf-8").splitlines()
+ZH = (SENTENCES_DIR / "zh.txt").read_text(encoding="utf-8").splitlines()
+
+
+def doc(text, lang="en"):
+    return Document(id="t", url="u", source="web", text=text, lang=lang)
+
+
+def prose(lines=EN, n=12, start=0):
+    return "\n".join(lines[start:start + n])
+
+
+def quality(text, lang="en", **cfg):
+    return GopherQuality(GopherQualityConfig(**cfg)).check(text, lang)
+
+
+def reason(result):
+    return None if result is None else result[0]
+
+
+def test_real_prose_passes_both_filters():
+    for lines, lang in ((EN, "en"), (DE, "de"), (ZH, "zh")):
+        text = prose(lines, 20)
+        assert quality(text, lang) is None, lang
+        assert GopherRepetition().check(text, lang) is None, lang
+
+
+def test_word_count_bounds():
+    words = " ".join(" ".join(EN).split()[:60])
+    assert quality(" ".join(words.split()[:49]) + " the of", min_words=52) == (DropReason.GOPHER_TOO_FEW_WORDS, "51 < 52")
+    assert quality(words, min_words=50) is None
+    assert reason(quality(words, max_words=40)) is DropReason.GOPHER_TOO_MANY_WORDS
+    assert quality(words, min_words=None, max_words=None) is None  # None disables a rule
+    # punctuation-only tokens are not words
+    assert reason(quality(" ".join(words.split()[:45]) + " - - - - - - - -")) is DropReason.GOPHER_TOO_FEW_WORDS
+
+
+def test_mean_word_length():
+    short = " ".join(["a an to of it is at"] * 12) + " the and"
+    assert "< 3" in quality(short)[1]
+    long_words = " ".join(["incomprehensibilities"] * 60) + " the and"
+    assert reason(quality(long_words)) is DropReason.GOPHER_MEAN_WORD_LENGTH
+    assert quality(prose()) is None
+
+
+def test_symbol_ratios_and_line_shapes():
+    text = prose(n=10)
+    n_words = len(text.split())
+    hashes = text + " " + "#" * int(n_words * 0.12)
+    assert reason(quality(hashes)) is DropReason.GOPHER_SYMBOL_RATIO
+    assert quality(text + " " + "#" * int(n_words * 0.05)) is None
+    bullets = "\n".join("- " + line for line in EN[:12])
+    assert reason(quality(bullets)) is DropReason.GOPHER_BULLET_LINES
+    assert quality("\n".join("- " + line for line in EN[:9]) + "\n" + EN[10]) is None  # 90% is allowed
+    ellipses = "\n".join(line + " ..." for line in EN[:12])
+    assert reason(quality(ellipses, max_ellipsis_ratio=None)) is DropReason.GOPHER_ELLIPSIS_LINES
+
+
+def test_alphabetic_words_and_stop_words():
+    numbers = prose(n=3) + " " + " ".join(str(i) for i in range(200))
+    assert reason(quality(numbers)) is DropReason.GOPHER_ALPHA_WORDS
+    no_stop = " ".join(w for w in " ".join(EN[:20]).split() if w.lower() not in {"the", "be", "to", "of", "and", "that", "have", "with"})
+    assert reason(quality(no_stop)) is DropReason.GOPHER_STOP_WORDS
+
+
+def test_german_is_judged_by_german_stop_words():
+    german = prose(DE, 15)
+    assert quality(german, "de") is None
+    # with the English list the same page would be dropped: the bias this project avoids
+    assert reason(quality(german, "en")) is DropReason.GOPHER_STOP_WORDS
+
+
+def test_language_without_a_list_skips_the_rule_and_counts_it():
+    seen = []
+    stage = GopherQuality()
+    stage.count = lambda name, n=1: seen.append(name)
+    text = prose(n=12)
+    assert stage.check(text, "xx") is None
+    assert seen == ["skip.stop_words.xx"]
+
+
+def test_chinese_is_counted_in_words_not_characters_or_lines():
+    text = prose(ZH, 12)
+    assert len(text.split()) < 50  # a whitespace split sees a handful of "words"
+    assert quality(text, "zh") is None
+
+
+def test_ngram_character_definitions_by_hand():
+    words = ["a", "bb", "a", "bb", "ccc"]
+    # top 2-gram ("a","bb") occurs twice: (1 + 2) * 2 = 6 of 9 word characters
+    assert top_ngram_chars(words, 2) == 6
+    assert top_ngram_chars(["x", "y", "z"], 2) == 0  # nothing repeats
+    # duplicated 2-grams cover positions 0-3 (both occurrences, first included): 1+2+1+2 = 6
+    assert duplicated_ngram_chars(words, 2) == 6
+    # overlapping repeats are counted once per position: "a a a a" has 2-gram (a,a) three times
+    assert duplicated_ngram_chars(["a"] * 4, 2) == 4
+    assert duplicated_ngram_chars(words, 3) == 0
+
+
+def repetition(text, **cfg):
+    return GopherRepetition(GopherRepetitionConfig(**cfg)).check(text, "en")
+
+
+def test_duplicate_lines_and_paragraphs():
+    lines_only = dict(max_top_ngram_chars=(), max_dup_ngram_chars=())  # repeated lines also repeat n-grams
+    lines = EN[:10]
+    assert repetition("\n".join(lines + lines[:2]), **lines_only) is None                # 2/12 = 0.17
+    assert reason(repetition("\n".join(lines + lines[:5]), **lines_only)) is DropReason.DUP_LINE_FRACTION  # 5/15
+    long_line = " ".join(EN[20:40])
+    dup_chars = "\n".join(lines + [long_line, long_line])
+    assert reason(repetition(dup_chars, **lines_only)) is DropReason.DUP_LINE_CHARS
+    paragraphs = "\n\n".join(["\n".join(EN[i:i + 2]) for i in range(0, 12, 2)] * 2)
+    assert reason(repetition(paragraphs, max_dup_line_fraction=None, max_dup_line_chars=None,
+                             **lines_only)) is DropReason.DUP_PARA_FRACTION
+
+
+def test_ngram_rules():
+    spam = prose(n=6) + " " + "buy cheap pills " * 40
+    result = repetition(spam, max_dup_line_fraction=None, max_dup_line_chars=None)
+    assert reason(result) is DropReason.TOP_NGRAM_CHARS and result[1].startswith("n=2")
+    # one long repeated passage inside otherwise distinct text trips the duplicated 5..10-gram rule
+    passage = " ".join(EN[50:53])
+    text = prose(n=10) + "\n" + passage + " and then " + passage
+    assert reason(repetition(text)) is DropReason.DUP_NGRAM_CHARS
+    assert repetition(prose(n=10) + "\n" + passage) is None
+
+
+def test_stages_return_new_records():
+    d = doc(prose(n=2))
+    out = GopherQuality()(d)
+    assert isinstance(out, Drop) and out.stage == "gopher_quality" and d.text == prose(n=2)
+    kept = GopherRepetition()(doc(prose()))
+    assert isinstance(kept, Document)
+
+
+FAILING = {
+    "min_words": (prose(n=2), DropReason.GOPHER_TOO_FEW_WORDS),
+    "min_mean_word_length": (" ".join(["a an to of it is at"] * 12) + " the and", DropReason.GOPHER_MEAN_WORD_LENGTH),
+    "max_hash_ratio": (prose(n=10) + " " + "#" * 60, DropReason.GOPHER_SYMBOL_RATIO),
+    "max_bullet_lines": ("\n".join("- " + line for line in EN[:12]), DropReason.GOPHER_BULLET_LINES),
+    "min_alpha_words": (prose(n=3) + " " + " ".join(str(i) for i in range(200)), DropReason.GOPHER_ALPHA_WORDS),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(FAILING))
+def test_a_threshold_set_to_none_disables_its_rule(rule):
+    text, expected = FAILING[rule]
+    assert reason(quality(text)) is expected
+    assert reason(quality(text, **{rule: None})) is not expected
