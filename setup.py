@@ -23,6 +23,8 @@ setup(
         "numpy>=1.26",
         "datasketch>=1.6,<3",
         "pyyaml>=6",
+        "google-re2>=1.1",            # PII patterns: linear-time matching on hostile text
+        "pyicu-wheels>=2.15",         # ICU word segmentation for zh/ja/th (bundles ICU's dictionaries)
         "torch>=2.4,<2.15",           # the Makefile installs the local CPU build 2.13.0 first
     ],
     extras_require={

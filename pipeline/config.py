@@ -74,7 +74,11 @@ def _coerce(hint, value, where: str):
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where}: expected a list, got {value!r}")
-        return tuple(value)
+        if len(args) == 2 and args[1] is Ellipsis:  # Tuple[X, ...]
+            return tuple(_coerce(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if args and len(args) != len(value):
+            raise ConfigError(f"{where}: expected {len(args)} items, got {value!r}")
+        return tuple(_coerce(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value))) if args else tuple(value)
     if hint is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true/false, got {value!r}")

@@ -32,7 +32,7 @@ def test_shards_have_the_declared_schema_and_text(demo_run):
     for shard in sorted((out / "data").glob("part-*.parquet")):
         assert pq.read_schema(shard).equals(DOCUMENT_SCHEMA, check_metadata=True)
     table = read_dir(out / "data")
-    assert table.num_rows > 150
+    assert table.num_rows > 100
     assert all(t.strip() for t in table.column("text").to_pylist())
     assert len(set(table.column("id").to_pylist())) == table.num_rows
     assert min(table.column("lang_score").to_pylist()) >= 0.65
@@ -40,12 +40,16 @@ def test_shards_have_the_declared_schema_and_text(demo_run):
     assert ledger_files and all(pq.read_schema(f).equals(LEDGER_SCHEMA, check_metadata=True) for f in ledger_files)
 
 
-def test_common_crawl_languages_are_found(demo_run):
-    out, _ = demo_run
-    rows = read_dir(out / "data").to_pylist()
-    cc = collections.Counter(r["lang"] for r in rows if r["metadata"]["warc_filename"].endswith(CC_EXCERPT.name))
+def test_common_crawl_languages_are_found(tmp_path):
+    # quality filters off: this checks what language ID assigns (several zh/de pages are spam the filters drop)
+    cfg = tmp_path / "no-filters.yaml"
+    cfg.write_text("gopher_quality: {enabled: false}\ngopher_repetition: {enabled: false}\npii: {enabled: false}\n")
+    run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--quiet", "--config", str(cfg)])
+    rows = read_dir(tmp_path / "o" / "data").to_pylist()
+    cc = collections.Counter(r["lang"] for r in rows)
     assert {"zh", "de", "ru", "en", "nl"} <= set(cc), cc
     assert cc["zh"] >= 8
+    assert all(r["pii_counts"] is None for r in rows)  # stage off: null, not zero
 
 
 def test_every_document_read_is_in_the_output_or_the_ledger_exactly_once(demo_run):
@@ -66,7 +70,7 @@ def test_funnel_adds_up_stage_by_stage(demo_run):
     out, report = demo_run
     assert json.loads((out / "report.json").read_text()) == json.loads(json.dumps(report, default=str))
     funnel = report["funnel"]
-    assert [f["stage"] for f in funnel] == ["warc", "extract", "langid"]
+    assert [f["stage"] for f in funnel] == ["warc", "extract", "langid", "gopher_repetition", "gopher_quality", "pii"]
     for f in funnel:
         assert f["in"] == f["kept"] + f["dropped"], f
         assert f["counters_agree_with_ledger"], f
@@ -84,7 +88,7 @@ def test_quirky_records_are_handled(demo_run):
     assert (clipped["stage"], clipped["reason"]) == ("warc", "truncated_record")
     rows = read_dir(out / "data").to_pylist()
     wayback = [r for r in rows if r["metadata"]["warc_filename"].endswith("copycat_wayback-topic-02.warc.gz")]
-    assert len(wayback) > 100
+    assert len(wayback) > 80  # of 128; the rest are ledgered by language ID and the Gopher rules
     assert all(r["metadata"]["http_status"] is None and r["metadata"]["warc_date"] is None for r in wayback)
     assert {"cp1252", "cp1250", "utf-8"} <= {r["metadata"]["charset"] for r in wayback}
 

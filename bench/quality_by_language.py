@@ -1,0 +1,62 @@
+"""Share of pages the Gopher filters drop, per language, with our per-language rules and with
+English-only rules (what an English-shaped pipeline does to German pages).
+
+    .venv/bin/python bench/quality_by_language.py [WARC]   (default: ../shared/data/warc/bench_trafilatura_pages.warc.gz)
+
+Runs the stages directly (no Beam): read -> extract (in-process) -> langid -> Gopher repetition -> Gopher quality.
+"""
+import collections
+import json
+import sys
+import time
+
+from stages.extract import ExtractConfig, Extractor
+from stages.gopher import GopherQuality, GopherRepetition
+from stages.langid import LanguageIdentifier
+from stages.record import Document
+from stages.warc import read_warc
+
+DEFAULT = "../shared/data/warc/bench_trafilatura_pages.warc.gz"
+
+
+def main(path: str) -> dict:
+    extractor, lid = Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()
+    repetition, quality = GopherRepetition(), GopherQuality()
+    per_lang = collections.defaultdict(collections.Counter)
+    started = time.monotonic()
+    with open(path, "rb") as fh:
+        for doc in read_warc(fh, source="bench"):
+            if not isinstance(doc, Document):
+                continue
+            doc = extractor(doc)
+            if not isinstance(doc, Document):
+                continue
+            doc = lid(doc)
+            if not isinstance(doc, Document):
+                continue
+            c = per_lang[doc.lang]
+            c["pages"] += 1
+            rep = repetition.check(doc.text, doc.lang)
+            ours = rep or quality.check(doc.text, doc.lang)
+            english_rules = rep or quality.check(doc.text, "en")  # English stop words, whitespace words
+            c["dropped"] += ours is not None
+            c["dropped_english_rules"] += english_rules is not None
+            if ours is not None:
+                c[f"reason:{ours[0]}"] += 1
+            if english_rules is not None:
+                c[f"english_reason:{english_rules[0]}"] += 1
+    result = {"input": path, "seconds": round(time.monotonic() - started, 1), "languages": {}}
+    for lang, c in sorted(per_lang.items(), key=lambda kv: -kv[1]["pages"]):
+        result["languages"][lang] = {
+            "pages": c["pages"],
+            "dropped_share": round(c["dropped"] / c["pages"], 3),
+            "dropped_share_english_rules": round(c["dropped_english_rules"] / c["pages"], 3),
+            "reasons": {k.split(":", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("reason:")},
+            "reasons_english_rules": {k.split(":", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("english_reason:")},
+        }
+    return result
+
+
+if __name__ == "__main__":
+    out = main(sys.argv[1] if len(sys.argv) > 1 else DEFAULT)
+    print(json.dumps(out, indent=1, ensure_ascii=False))

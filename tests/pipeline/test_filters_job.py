@@ -1,0 +1,56 @@
+"""The Beam job with every filter on (C4 and FineWeb switched on by config), on pages built from real sentences."""
+import html
+
+import pyarrow.parquet as pq
+
+from pipeline.run import run
+from tests.conftest import SENTENCES_DIR, WarcBuilder
+
+EN = (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()
+DE = (SENTENCES_DIR / "de.txt").read_text(encoding="utf-8").splitlines()
+
+
+def page(paragraphs, title="A page"):
+    body = "".join(f"<p>{html.escape(p)}</p>\n" for p in paragraphs)
+    return (f"<html><head><title>{title}</title></head><body><article><h1>{title}</h1>\n{body}"
+            f"</article></body></html>").encode("utf-8")
+
+
+def test_each_rule_family_leaves_its_reason_in_the_ledger(tmp_path):
+    prose = [line for line in EN if line.endswith(".") and len(line.split()) >= 8]
+    pages = {
+        "http://t.example/good": prose[:20] + ["For tickets write to anna.schmidt@posteo.de or call +49 30 12345678 today."],
+        "http://t.example/german": [line for line in DE if line.endswith(".")][:20],
+        "http://t.example/repeated": prose[20:28] + prose[20:26],
+        "http://t.example/short": [line for line in prose if len(line.split()) <= 12][:3],  # < 50 words
+        "http://t.example/lorem": prose[40:55] + ["Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod."],
+        "http://t.example/one-dup-line": prose[60:80] + [min(prose[60:80], key=len)],
+    }
+    warc = WarcBuilder(tmp_path / "pages.warc.gz")
+    for url, paragraphs in pages.items():
+        warc.response(url, page(paragraphs, title=url.rsplit("/", 1)[1]))
+    warc.close()
+    cfg = tmp_path / "all-filters.yaml"
+    cfg.write_text("c4: {enabled: true}\nfineweb: {enabled: true}\n")
+    report = run(["--input", str(tmp_path / "pages.warc.gz"), "--output", str(tmp_path / "out"), "--quiet",
+                  "--config", str(cfg)])
+
+    ledger = {r["url"]: (r["stage"], r["reason"]) for r in pq.read_table(str(tmp_path / "out" / "ledger")).to_pylist()}
+    assert ledger == {
+        "http://t.example/repeated": ("gopher_repetition", "dup_line_fraction"),
+        "http://t.example/short": ("gopher_quality", "gopher_too_few_words"),
+        "http://t.example/lorem": ("c4", "c4_lorem_ipsum"),
+        "http://t.example/one-dup-line": ("fineweb", "fineweb_dup_line_chars"),
+    }
+    kept = {r["url"]: r for r in pq.read_table(str(tmp_path / "out" / "data")).to_pylist()}
+    assert set(kept) == {"http://t.example/good", "http://t.example/german"}
+    good = kept["http://t.example/good"]
+    assert "<EMAIL>" in good["text"] and "<PHONE>" in good["text"] and "posteo" not in good["text"]
+    assert good["pii_counts"] == {"email": 1, "ip_address": 0, "phone": 1, "credit_card": 0, "iban": 0}
+    assert kept["http://t.example/german"]["lang"] == "de"
+
+    stages = [f["stage"] for f in report["funnel"]]
+    assert stages == ["warc", "extract", "langid", "gopher_repetition", "gopher_quality", "c4", "fineweb", "pii"]
+    assert report["conservation"]["holds"]
+    pii = next(f for f in report["funnel"] if f["stage"] == "pii")
+    assert pii["notes"] == {"replaced.EMAIL": 1, "replaced.PHONE": 1}
