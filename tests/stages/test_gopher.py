@@ -156,3 +156,21 @@ def test_a_threshold_set_to_none_disables_its_rule(rule):
     text, expected = FAILING[rule]
     assert reason(quality(text)) is expected
     assert reason(quality(text, **{rule: None})) is not expected
+
+
+def test_real_article_pages_pass(gold_pages):
+    """trafilatura's evaluation pages are editorial articles (de, en, fr): the filters should keep them."""
+    from stages.extract import ExtractConfig, Extractor
+    from stages.langid import LanguageIdentifier
+
+    extractor, lid = Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()
+    outcomes = []
+    for html, url, _, _ in gold_pages:
+        page = lid(extractor(Document(id="p", url=url or "", source="web", html=html)))
+        if isinstance(page, Document):
+            outcomes.append((page.lang, GopherRepetition().check(page.text, page.lang)
+                             or GopherQuality().check(page.text, page.lang)))
+    assert len(outcomes) >= 18 and {"de", "en", "fr"} <= {lang for lang, _ in outcomes}
+    dropped = [(lang, r) for lang, r in outcomes if r is not None]
+    assert len(dropped) <= 3, dropped
+    assert not any(r[0] is DropReason.GOPHER_STOP_WORDS for _, r in dropped)
