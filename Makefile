@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_OUT ?= out/demo
 
-.PHONY: install demo test clean
+.PHONY: install demo test clean quality-model
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest
+
+# Rebuilds the bundled quality classifier from real pages (needs ../shared/data; see the script's docstring).
+quality-model: install
+	$(BIN)/python scripts/build_quality_model.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache *.egg-info

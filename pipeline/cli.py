@@ -7,8 +7,9 @@ from typing import Optional, Sequence
 USAGE = """usage: refinery COMMAND [options]
 
 commands:
-  run     WARC files -> clean text Parquet shards + drop ledger + report.json
-          (`refinery run --help` lists every option)
+  run            WARC files -> clean text Parquet shards + drop ledger + report.json
+                 (`refinery run --help` lists every option)
+  train-quality  train the fastText quality classifier used for `quality_score`
 """
 
 
@@ -29,6 +30,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"refinery run: error: {exc}", file=sys.stderr)
             return 2
         return 0
+    if command == "train-quality":
+        from pipeline.train_quality_cli import main as train_quality
+
+        return train_quality(rest)
     print(f"refinery: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

@@ -19,6 +19,7 @@ from stages.fineweb import FineWebConfig
 from stages.gopher import GopherQualityConfig, GopherRepetitionConfig
 from stages.langid import LangIdConfig
 from stages.pii import KINDS as PII_KINDS, PiiConfig
+from stages.quality import QualityConfig
 from stages.warc import WarcConfig
 
 
@@ -40,6 +41,7 @@ class RunConfig:
     gopher_quality: GopherQualityConfig = field(default_factory=GopherQualityConfig)
     c4: C4Config = field(default_factory=C4Config)
     fineweb: FineWebConfig = field(default_factory=FineWebConfig)
+    quality: QualityConfig = field(default_factory=QualityConfig)
     pii: PiiConfig = field(default_factory=PiiConfig)
 
     def to_dict(self) -> Dict[str, Any]:
@@ -120,6 +122,8 @@ def _check(config: RunConfig) -> None:
         raise ConfigError("size caps must be positive")
     if config.num_shards < 0:
         raise ConfigError("num_shards must be >= 0")
+    if config.quality.threshold is not None and not 0.0 <= config.quality.threshold <= 1.0:
+        raise ConfigError(f"quality.threshold must be in [0, 1] or null, got {config.quality.threshold}")
     unknown = set(config.pii.kinds) - set(PII_KINDS)
     if unknown:
         raise ConfigError(f"pii.kinds: unknown {sorted(unknown)}; known: {', '.join(PII_KINDS)}")

@@ -26,6 +26,7 @@ from stages.extract import Extractor
 from stages.fineweb import FineWebFilter
 from stages.gopher import GopherQuality, GopherRepetition
 from stages.pii import PiiRemover
+from stages.quality import QualityScorer, load_model as load_quality_model
 from stages.langid import LanguageIdentifier, load_model
 from stages.warc import STAGE as WARC_STAGE
 
@@ -55,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fastText language-ID model (lid.176.bin/.ftz or GlotLID); default: the bundled lid.176.ftz")
     p.add_argument("--extract-timeout", metavar="SECONDS",
                    help="per-page extraction time limit (default 5); 'none' extracts in-process without a limit")
+    p.add_argument("--quality-model", metavar="PATH",
+                   help="fastText quality classifier (from `refinery train-quality`); default: the bundled one")
+    p.add_argument("--quality-threshold", type=float, metavar="P",
+                   help="drop documents whose quality score is below P (default: score only, drop nothing)")
     p.add_argument("--max-html-bytes", type=int, metavar="N", help="pages larger than this are ledgered as too_large")
     p.add_argument("--num-shards", type=int, metavar="N", help="number of output shards (default: runner decides)")
     p.add_argument("--overwrite", action="store_true", default=None,
@@ -67,7 +72,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     overrides: Dict[str, Any] = {}
     simple = {"input": "inputs", "output": "output", "source": "source", "languages": "langid.languages",
               "lang_threshold": "langid.threshold", "lid_model": "langid.model",
-              "max_html_bytes": "extract.max_html_bytes", "num_shards": "num_shards", "overwrite": "overwrite"}
+              "max_html_bytes": "extract.max_html_bytes", "quality_model": "quality.model",
+              "quality_threshold": "quality.threshold", "num_shards": "num_shards", "overwrite": "overwrite"}
     for attr, key in simple.items():
         value = getattr(args, attr)
         if value is not None:
@@ -114,7 +120,8 @@ def make_stages(config: RunConfig) -> list:
     """The stages after reading, in order, as (stage, show progress lines). FineWeb's filter order."""
     stages = [(Extractor(config.extract), True), (LanguageIdentifier(config.langid), False)]
     optional = [(config.gopher_repetition, GopherRepetition), (config.gopher_quality, GopherQuality),
-                (config.c4, C4Filter), (config.fineweb, FineWebFilter), (config.pii, PiiRemover)]
+                (config.c4, C4Filter), (config.fineweb, FineWebFilter), (config.quality, QualityScorer),
+                (config.pii, PiiRemover)]
     stages += [(make(cfg), False) for cfg, make in optional if cfg.enabled]
     return stages
 
@@ -149,6 +156,8 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     files = check_inputs(config.inputs)
     # A missing model or a broken extractor install fails here, before any worker starts.
     load_model(config.langid.model)
+    if config.quality.enabled:
+        load_quality_model(config.quality.model)
     Extractor(config.extract).check()
     prepare_output(config.output, config.overwrite)
 

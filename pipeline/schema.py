@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from stages.record import Document, Drop
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -39,6 +39,7 @@ DOCUMENT_SCHEMA = pa.schema(
         pa.field("text", pa.string(), nullable=False),
         pa.field("lang", pa.string()),
         pa.field("lang_score", pa.float32()),
+        pa.field("quality_score", pa.float32()),
         pa.field("pii_counts", PII_COUNTS_TYPE),
         pa.field("metadata", METADATA_TYPE),
     ],
@@ -68,6 +69,7 @@ def document_row(doc: Document) -> Dict[str, Any]:
         "text": doc.text,
         "lang": doc.lang,
         "lang_score": doc.lang_score,
+        "quality_score": doc.quality_score,
         "pii_counts": None if doc.pii_counts is None else {k.lower(): doc.pii_counts.get(k, 0) for k in PII_KINDS},
         "metadata": {name: doc.metadata.get(name) for name in _METADATA_NAMES},
     }

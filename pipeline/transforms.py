@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Iterable, Sequence
+from typing import Iterable, List, Sequence
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -97,20 +97,38 @@ class RunStage(beam.DoFn):
             self._progress = _Progress(self._stage.name)
 
     def process(self, doc: Document) -> Iterable:
-        name = self._stage.name
-        _count(f"{name}.in")
+        _count(f"{self._stage.name}.in")
+        yield _route(self._stage.name, self._run_one(doc))
+
+    def _run_one(self, doc: Document):
         try:
             result = self._stage(doc)
         except StageEnvironmentError:
             raise  # every document would fail alike: fail the job with the real cause
         except Exception as exc:
-            result = doc.drop(name, DropReason.ERROR, f"{type(exc).__name__}: {exc}"[:500])
+            result = doc.drop(self._stage.name, DropReason.ERROR, f"{type(exc).__name__}: {exc}"[:500])
         if self._progress is not None:
             self._progress.tick()
-        yield _route(name, result)
+        return result
 
     def teardown(self) -> None:
         self._stage.teardown()
+
+
+class RunStageOnBatches(RunStage):
+    """For stages with `process_batch` (model inference): one call per batch of documents."""
+
+    def process(self, batch: List[Document]) -> Iterable:
+        name = self._stage.name
+        _count(f"{name}.in", len(batch))
+        try:
+            results = self._stage.process_batch(batch)
+        except StageEnvironmentError:
+            raise
+        except Exception:  # find the document that fails, ledger it, keep the others
+            results = [self._run_one(doc) for doc in batch]
+        for result in results:
+            yield _route(name, result)
 
 
 class ReadWarc(beam.PTransform):
@@ -142,5 +160,10 @@ class ApplyStage(beam.PTransform):
         self._stage, self._progress = stage, progress
 
     def expand(self, documents):
-        results = documents | beam.ParDo(RunStage(self._stage, self._progress)).with_outputs(LEDGER, main=DOCUMENTS)
+        if hasattr(self._stage, "process_batch"):
+            documents = documents | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=256)
+            fn = RunStageOnBatches(self._stage, self._progress)
+        else:
+            fn = RunStage(self._stage, self._progress)
+        results = documents | "Run" >> beam.ParDo(fn).with_outputs(LEDGER, main=DOCUMENTS)
         return results[DOCUMENTS], results[LEDGER]

@@ -58,6 +58,8 @@ class DropReason(str, enum.Enum):
     FINEWEB_SHORT_LINES = "fineweb_short_lines"
     FINEWEB_DUP_LINE_CHARS = "fineweb_dup_line_chars"
     FINEWEB_NEWLINE_RATIO = "fineweb_newline_ratio"  # newlines per word: lists, not prose
+    # quality
+    QUALITY_BELOW_THRESHOLD = "quality_below_threshold"
     # any stage
     ERROR = "error"                          # a stage raised; detail holds the exception type
 
@@ -81,6 +83,7 @@ class Document:
     html: Optional[str] = None
     lang: Optional[str] = None
     lang_score: Optional[float] = None
+    quality_score: Optional[float] = None            # P(high quality) from the quality classifier
     pii_counts: Optional[Mapping[str, int]] = None   # placeholders inserted per PII kind (None: PII stage off)
     metadata: Mapping[str, Any] = field(default_factory=dict)
 

@@ -36,3 +36,24 @@ def test_run_prints_the_funnel(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "conservation holds: read 16 = kept" in out.stdout
     assert "languages kept:" in out.stdout and (tmp_path / "o" / "report.json").exists()
+
+
+def test_train_quality_command(tmp_path):
+    import json
+
+    from tests.conftest import SENTENCES_DIR
+
+    negatives = tmp_path / "neg.jsonl"
+    negatives.write_text("".join(json.dumps({"body": line}) + "\n"
+                                 for line in (SENTENCES_DIR / "de.txt").read_text(encoding="utf-8").splitlines()))
+    model = tmp_path / "model.ftz"
+    out = subprocess.run([REFINERY, "train-quality", "--positive", str(SENTENCES_DIR / "en.txt"),
+                          "--negative", str(negatives), "--text-field", "body", "--output", str(model),
+                          "--epochs", "5", "--dim", "8"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "held-out: precision" in out.stdout and model.exists()
+    card = json.loads((tmp_path / "model.ftz.card.json").read_text())
+    assert card["sizes"]["positive_train"] + card["sizes"]["positive_test"] == 100
+    bad = subprocess.run([REFINERY, "train-quality", "--positive", str(tmp_path / "missing.txt"),
+                          "--negative", str(negatives), "--output", str(model)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "error" in bad.stderr and "Traceback" not in bad.stderr

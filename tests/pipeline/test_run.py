@@ -36,6 +36,8 @@ def test_shards_have_the_declared_schema_and_text(demo_run):
     assert all(t.strip() for t in table.column("text").to_pylist())
     assert len(set(table.column("id").to_pylist())) == table.num_rows
     assert min(table.column("lang_score").to_pylist()) >= 0.65
+    scores = table.column("quality_score").to_pylist()
+    assert all(s is not None and 0.0 <= s <= 1.0 for s in scores) and len(set(scores)) > 10
     ledger_files = sorted((out / "ledger").glob("part-*.parquet"))
     assert ledger_files and all(pq.read_schema(f).equals(LEDGER_SCHEMA, check_metadata=True) for f in ledger_files)
 
@@ -70,7 +72,8 @@ def test_funnel_adds_up_stage_by_stage(demo_run):
     out, report = demo_run
     assert json.loads((out / "report.json").read_text()) == json.loads(json.dumps(report, default=str))
     funnel = report["funnel"]
-    assert [f["stage"] for f in funnel] == ["warc", "extract", "langid", "gopher_repetition", "gopher_quality", "pii"]
+    assert [f["stage"] for f in funnel] == ["warc", "extract", "langid", "gopher_repetition", "gopher_quality",
+                                            "quality", "pii"]
     for f in funnel:
         assert f["in"] == f["kept"] + f["dropped"], f
         assert f["counters_agree_with_ledger"], f
@@ -140,7 +143,24 @@ def test_no_matching_input_or_missing_model_fails_before_the_job(tmp_path):
     with pytest.raises(FileNotFoundError, match="language-ID model not found"):
         run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--quiet",
              "--lid-model", str(tmp_path / "missing.bin")])
+    with pytest.raises(FileNotFoundError, match="quality model not found"):
+        run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--quiet",
+             "--quality-model", str(tmp_path / "missing.bin")])
+    (tmp_path / "corrupt.bin").write_bytes(b"\x00" * 64)
+    with pytest.raises(ValueError, match="cannot load fastText model"):
+        run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--quiet",
+             "--quality-model", str(tmp_path / "corrupt.bin")])
     assert not (tmp_path / "o" / "data").exists()
+
+
+def test_quality_threshold_sends_low_scores_to_the_ledger(tmp_path):
+    report = run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--quiet", "--quality-threshold", "0.999"])
+    ledger = read_dir(tmp_path / "o" / "ledger").to_pylist()
+    low = [r for r in ledger if r["stage"] == "quality"]
+    assert low and all(r["reason"] == "quality_below_threshold" for r in low)
+    kept = read_dir(tmp_path / "o" / "data").column("quality_score").to_pylist()
+    assert all(s >= 0.999 for s in kept)
+    assert report["conservation"]["holds"]
 
 
 def test_broken_extractor_fails_the_job_instead_of_ledgering_everything(tmp_path):

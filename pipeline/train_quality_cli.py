@@ -1,0 +1,60 @@
+"""`refinery train-quality`: train the fastText quality classifier from labeled files."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import List, Optional, Sequence
+
+from stages.quality_train import TrainConfig, read_texts, train
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = TrainConfig()
+    p = argparse.ArgumentParser(
+        prog="refinery train-quality",
+        description="Train a fastText classifier (__label__hq / __label__lq) whose P(hq) becomes `quality_score`. "
+                    "Prints held-out precision/recall/F1 and writes MODEL plus MODEL.card.json.")
+    p.add_argument("--positive", nargs="+", required=True, metavar="FILE",
+                   help="high-quality documents: .jsonl[.gz], .parquet, or plain text (one document per line)")
+    p.add_argument("--negative", nargs="+", required=True, metavar="FILE", help="low-quality documents, same formats")
+    p.add_argument("--output", required=True, metavar="MODEL", help="model path (.ftz when quantized, else .bin)")
+    p.add_argument("--text-field", default="text", help="field holding the text in JSONL/Parquet (default: text)")
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--ngrams", type=int, default=d.word_ngrams, help=f"word n-grams (default {d.word_ngrams}, as DCLM)")
+    p.add_argument("--dim", type=int, default=d.dim)
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--test-fraction", type=float, default=d.test_fraction, help="held-out share, split by text hash")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--no-quantize", action="store_true", help="keep the full-size model")
+    p.add_argument("--description", default="", help="what the training data is, for the model card")
+    return p
+
+
+def _load(paths: Sequence[str], field: str) -> List[str]:
+    texts = []
+    for path in paths:
+        texts.extend(read_texts(path, field))
+    return texts
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not 0.0 < args.test_fraction < 1.0:
+        print("refinery train-quality: error: --test-fraction must be between 0 and 1", file=sys.stderr)
+        return 2
+    try:
+        positives, negatives = _load(args.positive, args.text_field), _load(args.negative, args.text_field)
+        config = TrainConfig(epochs=args.epochs, word_ngrams=args.ngrams, dim=args.dim, lr=args.lr,
+                             test_fraction=args.test_fraction, seed=args.seed, quantize=not args.no_quantize)
+        description = args.description or f"positives: {', '.join(args.positive)}; negatives: {', '.join(args.negative)}"
+        card = train(positives, negatives, args.output, config, description)
+    except (OSError, ValueError) as exc:
+        print(f"refinery train-quality: error: {exc}", file=sys.stderr)
+        return 2
+    m = card["held_out_metrics"]
+    print(f"held-out: precision {m['precision']:.3f}  recall {m['recall']:.3f}  F1 {m['f1']:.3f}  "
+          f"accuracy {m['accuracy']:.3f}  (n={m['n']})")
+    print(f"model: {args.output} ({card['model_bytes'] / 1e6:.2f} MB); card: {args.output}.card.json")
+    print(json.dumps(card["sizes"]))
+    return 0

@@ -1,0 +1,117 @@
+"""Model-based quality scoring: P(high quality) from a fastText classifier (as in DCLM / FineWeb-Edu).
+
+`normalize` is the one text preprocessing used both when training (`stages.quality_train`)
+and when scoring, so the model sees the same tokens in both.
+"""
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from dataclasses import dataclass
+from importlib import resources
+from typing import List, Optional, Sequence
+
+from stages.record import Document, DropReason, StageEnvironmentError, StageResult
+
+STAGE = "quality"
+POSITIVE, NEGATIVE = "__label__hq", "__label__lq"
+BUNDLED_MODEL = "quality.ftz"
+MAX_CHARS = 20_000  # a page's head tells its quality; long pages would only cost time
+
+_PUNCT = re.compile(r"([^\w\s])", re.UNICODE)
+_DIGITS = re.compile(r"\d")
+_SPACE = re.compile(r"\s+")
+
+
+def normalize(text: str, max_chars: int = MAX_CHARS) -> str:
+    """NFKC, lower case, digits -> 0, punctuation split off as tokens, one line (fastText reads one line)."""
+    text = unicodedata.normalize("NFKC", text[:max_chars]).lower()
+    text = _DIGITS.sub("0", text)
+    text = _PUNCT.sub(r" \1 ", text)
+    return _SPACE.sub(" ", text).strip()
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    enabled: bool = True
+    model: Optional[str] = None        # fastText model path; None = bundled stages/models/quality.ftz
+    # Keep only documents scoring at least this; None scores without dropping (mixing uses the score).
+    threshold: Optional[float] = None
+
+
+def bundled_model_path() -> str:
+    return str(resources.files("stages.models").joinpath(BUNDLED_MODEL))
+
+
+def load_model(path: Optional[str]):
+    """The classifier, or a clear error naming the file (missing, corrupt, or not a hq/lq classifier)."""
+    import fasttext
+
+    path = path or bundled_model_path()
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"quality model not found: {path!r}. Train one with `refinery train-quality` "
+                                "or pass quality.model; nothing is downloaded at run time.")
+    try:
+        model = fasttext.load_model(path)
+    except Exception as exc:
+        raise ValueError(f"cannot load fastText model {path!r}: {exc}") from exc
+    labels = set(model.get_labels())
+    if not {POSITIVE, NEGATIVE} <= labels:
+        raise ValueError(f"{path!r} is not a quality classifier: labels {sorted(labels)[:5]}, "
+                         f"expected {POSITIVE} and {NEGATIVE}")
+    return model
+
+
+def predict_hq(model, texts: Sequence[str]) -> List[float]:
+    """P(high quality) for each normalized text, in one batched fastText call."""
+    if not texts:
+        return []
+    labels, probs = model.predict(list(texts), k=2)
+    scores = []
+    for labs, ps in zip(labels, probs):
+        by_label = dict(zip(labs, ps))
+        scores.append(min(float(by_label.get(POSITIVE, 1.0 - by_label.get(NEGATIVE, 0.0))), 1.0))
+    return scores
+
+
+class QualityScorer:
+    """Stage: sets `quality_score`; drops below `threshold` when one is set."""
+
+    name = STAGE
+
+    def __init__(self, config: QualityConfig = QualityConfig()):
+        self.config = config
+        self._model = None
+
+    def setup(self) -> None:
+        if self._model is None:
+            try:
+                self._model = load_model(self.config.model)
+            except (FileNotFoundError, ValueError) as exc:
+                raise StageEnvironmentError(str(exc)) from exc
+
+    def teardown(self) -> None:
+        self._model = None
+
+    def score(self, texts: Sequence[str]) -> List[float]:
+        if self._model is None:
+            self.setup()
+        return predict_hq(self._model, [normalize(t) for t in texts])
+
+    def __call__(self, doc: Document) -> StageResult:
+        return self.process_batch([doc])[0]
+
+    def process_batch(self, docs: Sequence[Document]) -> List[StageResult]:
+        """One fastText call for many documents (the pipeline feeds this stage batches)."""
+        results: List[StageResult] = []
+        for doc, score in zip(docs, self.score([d.text for d in docs])):
+            if self.config.threshold is not None and score < self.config.threshold:
+                results.append(doc.drop(STAGE, DropReason.QUALITY_BELOW_THRESHOLD,
+                                        f"{score:.3f} < {self.config.threshold}"))
+            else:
+                results.append(doc.replace(quality_score=score))
+        return results
+
+    def __getstate__(self):
+        return {"config": self.config, "_model": None}

@@ -1,0 +1,108 @@
+"""Quality classifier: shared normalization, training that learns (and a control that cannot), the bundled model."""
+import json
+import random
+
+import pytest
+
+from stages.extract import extract_text, ExtractConfig
+from stages.quality import (NEGATIVE, POSITIVE, QualityConfig, QualityScorer, bundled_model_path, load_model,
+                            normalize, predict_hq)
+from stages.quality_train import TrainConfig, _write_training_file, boilerplate_lines, metrics, read_texts, train
+from stages.record import Document, Drop, DropReason
+from tests.conftest import HTML_DIR
+
+
+def chunks(lines, size=3):
+    return ["\n".join(lines[i:i + size]) for i in range(0, len(lines) - size + 1, size)]
+
+
+@pytest.fixture(scope="module")
+def labeled():
+    """Main-text chunks (hq) and boilerplate chunks (lq) of the 20 real test pages, balanced."""
+    positives, negatives = [], []
+    for path in sorted(HTML_DIR.glob("*.html")):
+        html = path.read_text(encoding="utf-8", errors="replace")
+        main = extract_text(html, None, ExtractConfig().trafilatura_options()) or ""
+        main_lines = [line.strip() for line in main.splitlines() if len(line.split()) >= 4]
+        boiler = boilerplate_lines(html, main)
+        positives += chunks(main_lines, 2)
+        negatives += chunks(boiler, 8)
+    n = min(len(positives), len(negatives))  # balanced, so chance is 0.5 and F1 cannot ride on class sizes
+    random.Random(1).shuffle(positives)
+    return positives[:n], negatives[:n]
+
+
+def test_normalization_is_shared_by_trainer_and_scorer(tmp_path):
+    texts = ["Über 1.000 Äpfel — für  nur 9,99 €!\nNeue Zeile.", "The QUICK brown fox (2024)."]
+    _write_training_file(str(tmp_path / "t.txt"), texts[:1], texts[1:], seed=0)
+    lines = sorted((tmp_path / "t.txt").read_text(encoding="utf-8").splitlines())
+    assert lines == sorted([f"{POSITIVE} {normalize(texts[0])}", f"{NEGATIVE} {normalize(texts[1])}"])
+    assert normalize(texts[1]) == "the quick brown fox ( 0000 ) ."
+    scorer = QualityScorer()
+    assert scorer.score(texts) == predict_hq(load_model(None), [normalize(t) for t in texts])
+
+
+def test_training_separates_held_out_data_and_shuffled_labels_do_not(labeled, tmp_path):
+    positives, negatives = labeled
+    assert len(positives) >= 60 and len(negatives) >= 60
+    config = TrainConfig(epochs=20, quantize=False, test_fraction=0.3)
+    card = train(positives, negatives, str(tmp_path / "real.bin"), config)
+    assert card["held_out_metrics"]["f1"] >= 0.75, card["held_out_metrics"]
+    # control: the same texts with labels shuffled carry no signal, so held-out accuracy is near chance
+    pooled = positives + negatives
+    shuffled = pooled[:]
+    random.Random(0).shuffle(shuffled)
+    control = train(shuffled[:len(positives)], shuffled[len(positives):], str(tmp_path / "control.bin"), config)
+    assert 0.3 <= control["held_out_metrics"]["accuracy"] <= 0.7, control["held_out_metrics"]
+    assert control["held_out_metrics"]["f1"] < card["held_out_metrics"]["f1"] - 0.15
+    written = json.loads((tmp_path / "real.bin.card.json").read_text())
+    assert written["sizes"]["positive_test"] > 0 and written["normalization"].startswith("stages.quality.normalize")
+
+
+def test_metrics():
+    assert metrics([0.9, 0.8, 0.2, 0.6], [True, True, False, False]) == {
+        "precision": 0.6667, "recall": 1.0, "f1": 0.8, "accuracy": 0.75, "n": 4}
+
+
+def test_readers(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "a.jsonl").write_text('{"text": "one"}\n{"content": "x", "text": "two"}\n', encoding="utf-8")
+    (tmp_path / "b.txt").write_text("three\n\nfour\n", encoding="utf-8")
+    pq.write_table(pa.table({"body": ["five", None]}), tmp_path / "c.parquet")
+    assert list(read_texts(str(tmp_path / "a.jsonl"))) == ["one", "two"]
+    assert list(read_texts(str(tmp_path / "b.txt"))) == ["three", "four"]
+    assert list(read_texts(str(tmp_path / "c.parquet"), "body")) == ["five"]
+    with pytest.raises(ValueError, match="no 'body' field"):
+        list(read_texts(str(tmp_path / "a.jsonl"), "body"))
+
+
+def test_bundled_model_prefers_main_text_to_boilerplate(labeled):
+    card = json.loads(open(bundled_model_path() + ".card.json", encoding="utf-8").read())
+    assert card["held_out_metrics"]["f1"] >= 0.75
+    positives, negatives = labeled
+    scorer = QualityScorer()
+    pos, neg = scorer.score(positives), scorer.score(negatives)
+    assert sum(pos) / len(pos) > sum(neg) / len(neg) + 0.2
+    assert all(0.0 <= s <= 1.0 for s in pos + neg)
+
+
+def test_threshold_drops_and_no_threshold_only_scores(labeled):
+    text = labeled[1][0]
+    d = Document(id="1", url="u", source="web", text=text)
+    scored = QualityScorer()(d)
+    assert isinstance(scored, Document) and scored.quality_score is not None and d.quality_score is None
+    dropped = QualityScorer(QualityConfig(threshold=1.0))(d)
+    assert isinstance(dropped, Drop) and dropped.reason is DropReason.QUALITY_BELOW_THRESHOLD
+
+
+def test_missing_corrupt_or_wrong_model_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="quality model not found"):
+        load_model(str(tmp_path / "none.bin"))
+    (tmp_path / "bad.bin").write_bytes(b"\x01" * 500)
+    with pytest.raises(ValueError, match="cannot load fastText model"):
+        load_model(str(tmp_path / "bad.bin"))
+    from stages.langid import bundled_model_path as lid_path
+    with pytest.raises(ValueError, match="not a quality classifier"):
+        load_model(lid_path())
