@@ -14,6 +14,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import yaml
 
 from stages.c4 import C4Config
+from stages.dedup import DedupConfig
 from stages.extract import ExtractConfig
 from stages.fineweb import FineWebConfig
 from stages.gopher import GopherQualityConfig, GopherRepetitionConfig
@@ -42,6 +43,7 @@ class RunConfig:
     c4: C4Config = field(default_factory=C4Config)
     fineweb: FineWebConfig = field(default_factory=FineWebConfig)
     quality: QualityConfig = field(default_factory=QualityConfig)
+    dedup: DedupConfig = field(default_factory=DedupConfig)
     pii: PiiConfig = field(default_factory=PiiConfig)
 
     def to_dict(self) -> Dict[str, Any]:
@@ -124,6 +126,13 @@ def _check(config: RunConfig) -> None:
         raise ConfigError("num_shards must be >= 0")
     if config.quality.threshold is not None and not 0.0 <= config.quality.threshold <= 1.0:
         raise ConfigError(f"quality.threshold must be in [0, 1] or null, got {config.quality.threshold}")
+    d = config.dedup
+    if d.threshold is not None and not 0.0 < d.threshold < 1.0:
+        raise ConfigError(f"dedup.threshold must be in (0, 1), got {d.threshold}")
+    if d.threshold is None and d.bands * d.rows > d.num_perm:
+        raise ConfigError(f"dedup: bands x rows = {d.bands * d.rows} exceeds num_perm = {d.num_perm}")
+    if d.max_rounds < 1 or d.shingle_words < 1:
+        raise ConfigError("dedup.max_rounds and dedup.shingle_words must be >= 1")
     unknown = set(config.pii.kinds) - set(PII_KINDS)
     if unknown:
         raise ConfigError(f"pii.kinds: unknown {sorted(unknown)}; known: {', '.join(PII_KINDS)}")

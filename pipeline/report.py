@@ -118,6 +118,11 @@ def format_funnel(report: Mapping[str, Any]) -> str:
     c = report["conservation"]
     mark = {True: "holds", False: "BROKEN", None: "not checked (runner reported no metrics)"}[c["holds"]]
     lines.append(f"conservation {mark}: read {c['read']} = kept {c['kept']} + ledger {c['ledger']}")
+    d = report.get("dedup")
+    if d and "rounds" in d:
+        lines.append(f"dedup: {d['bands']} bands x {d['rows']} rows (P[candidate] at J=0.5: {d['s_curve']['0.5']}, "
+                     f"0.8: {d['s_curve']['0.8']}); components converged in {d['rounds']} rounds; "
+                     "clusters by size: " + ", ".join(f"{k} {v}" for k, v in d["cluster_sizes"].items() if v))
     if report["warc_records_by_type"]:
         lines.append("WARC records: " + ", ".join(f"{t} {n}" for t, n in report["warc_records_by_type"].items()))
     if report["languages"]:

@@ -19,6 +19,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from pipeline import report as reporting
 from pipeline.config import ConfigError, RunConfig, load_config
+from pipeline.dedup import EXACT as EXACT_DEDUP, NEAR as NEAR_DEDUP, ExactDedup, NearDedup, dedup_report
 from pipeline.schema import DOCUMENT_SCHEMA, LEDGER_SCHEMA, document_row, ledger_row
 from pipeline.transforms import ApplyStage, ReadWarc
 from stages.c4 import C4Filter
@@ -60,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fastText quality classifier (from `refinery train-quality`); default: the bundled one")
     p.add_argument("--quality-threshold", type=float, metavar="P",
                    help="drop documents whose quality score is below P (default: score only, drop nothing)")
+    p.add_argument("--dedup-threshold", type=float, metavar="J",
+                   help="near-duplicate Jaccard threshold; bands/rows then come from datasketch's optimal-parameter "
+                        "search (default: 14 bands x 8 rows, FineWeb's, threshold ~0.72)")
+    p.add_argument("--dedup-verify", action="store_true", default=None,
+                   help="check each candidate link's exact shingle Jaccard and drop links below the threshold")
+    p.add_argument("--no-dedup", action="store_true", help="skip exact and near-duplicate removal")
     p.add_argument("--max-html-bytes", type=int, metavar="N", help="pages larger than this are ledgered as too_large")
     p.add_argument("--num-shards", type=int, metavar="N", help="number of output shards (default: runner decides)")
     p.add_argument("--overwrite", action="store_true", default=None,
@@ -73,11 +80,14 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     simple = {"input": "inputs", "output": "output", "source": "source", "languages": "langid.languages",
               "lang_threshold": "langid.threshold", "lid_model": "langid.model",
               "max_html_bytes": "extract.max_html_bytes", "quality_model": "quality.model",
-              "quality_threshold": "quality.threshold", "num_shards": "num_shards", "overwrite": "overwrite"}
+              "quality_threshold": "quality.threshold", "dedup_threshold": "dedup.threshold",
+              "dedup_verify": "dedup.verify", "num_shards": "num_shards", "overwrite": "overwrite"}
     for attr, key in simple.items():
         value = getattr(args, attr)
         if value is not None:
             overrides[key] = value
+    if args.no_dedup:
+        overrides["dedup.exact"] = overrides["dedup.near"] = False
     if args.extract_timeout is not None:
         t = args.extract_timeout.strip().lower()
         try:
@@ -116,25 +126,31 @@ def prepare_output(output: str, overwrite: bool) -> None:
         os.makedirs(output, exist_ok=True)
 
 
-def make_stages(config: RunConfig) -> list:
-    """The stages after reading, in order, as (stage, show progress lines). FineWeb's filter order."""
+def make_steps(config: RunConfig) -> list:
+    """The steps after reading, in order: (name, transform). FineWeb's order: filters, then dedup, then PII."""
     stages = [(Extractor(config.extract), True), (LanguageIdentifier(config.langid), False)]
     optional = [(config.gopher_repetition, GopherRepetition), (config.gopher_quality, GopherQuality),
-                (config.c4, C4Filter), (config.fineweb, FineWebFilter), (config.quality, QualityScorer),
-                (config.pii, PiiRemover)]
+                (config.c4, C4Filter), (config.fineweb, FineWebFilter), (config.quality, QualityScorer)]
     stages += [(make(cfg), False) for cfg, make in optional if cfg.enabled]
-    return stages
+    steps = [(stage.name, ApplyStage(stage, progress=progress)) for stage, progress in stages]
+    if config.dedup.exact:
+        steps.append((EXACT_DEDUP, ExactDedup()))
+    if config.dedup.near:
+        steps.append((NEAR_DEDUP, NearDedup(config.dedup)))
+    if config.pii.enabled:
+        steps.append((PiiRemover.name, ApplyStage(PiiRemover(config.pii))))
+    return steps
 
 
 def stage_names(config: RunConfig) -> List[str]:
-    return [WARC_STAGE] + [stage.name for stage, _ in make_stages(config)]
+    return [WARC_STAGE] + [name for name, _ in make_steps(config)]
 
 
 def build_pipeline(p: beam.Pipeline, config: RunConfig) -> None:
     documents, read_drops = p | "ReadWarc" >> ReadWarc(config.inputs, config.source, config.warc)
     ledgers = [read_drops]
-    for stage, progress in make_stages(config):
-        documents, drops = documents | f"Stage_{stage.name}" >> ApplyStage(stage, progress=progress)
+    for name, step in make_steps(config):
+        documents, drops = documents | f"Stage_{name}" >> step
         ledgers.append(drops)
     _ = (documents
          | "DocumentRows" >> beam.Map(document_row)
@@ -186,12 +202,17 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         ledger_reasons=reporting.column_counts(ledger_files, ["stage", "reason"]),
         languages={lang: n for (lang,), n in reporting.column_counts(shards, ["lang"]).items()},
         config=config.to_dict(), runner=str(runner), elapsed_s=elapsed)
+    if config.dedup.exact or config.dedup.near:
+        report["dedup"] = dedup_report(config.dedup, reporting.counters(result) or {})
     reporting.write_json(FileSystems.join(config.output, REPORT_FILE), report)
     if not args.quiet:
         print(reporting.format_funnel(report))
         print(f"shards: {FileSystems.join(config.output, DATA_DIR)} ({len(shards)} file(s)); "
               f"ledger: {FileSystems.join(config.output, LEDGER_DIR)}; "
               f"report: {FileSystems.join(config.output, REPORT_FILE)}; {elapsed:.1f} s")
+    if report.get("dedup", {}).get("converged") is False:
+        raise RuntimeError(f"near-duplicate clustering did not converge in {config.dedup.max_rounds} rounds: "
+                           "raise dedup.max_rounds (the output holds unresolved clusters)")
     if report["conservation"]["holds"] is None:
         print("[refinery] warning: this runner reported no metrics, so conservation could not be checked "
               "against an independent count", file=sys.stderr)

@@ -60,6 +60,9 @@ class DropReason(str, enum.Enum):
     FINEWEB_NEWLINE_RATIO = "fineweb_newline_ratio"  # newlines per word: lists, not prose
     # quality
     QUALITY_BELOW_THRESHOLD = "quality_below_threshold"
+    # exact_dedup / near_dedup (detail: "kept <id of the surviving copy>")
+    EXACT_DUPLICATE = "exact_duplicate"
+    NEAR_DUPLICATE = "near_duplicate"
     # any stage
     ERROR = "error"                          # a stage raised; detail holds the exception type
 

@@ -1,0 +1,235 @@
+"""Exact and MinHash-LSH near-duplicate removal as Beam transforms.
+
+No step holds all documents, signatures or edges on one worker: every grouping is a
+GroupByKey / CoGroupByKey / CombinePerKey on a document, bucket or component key.
+
+Near duplicates: signature -> 14 band keys per document -> GroupByKey per band key ->
+star edges (member -> smallest id of the bucket) -> [exact-Jaccard verification] ->
+connected components by alternating large-star / small-star rounds, unrolled in the graph
+with a change counter per round -> per component, the best document survives.
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Tuple
+
+import apache_beam as beam
+
+from pipeline.transforms import DOCUMENTS, LEDGER, NAMESPACE, _count
+from stages.dedup import (DedupConfig, MinHasher, band_keys, both_directions, exact_key, jaccard, large_star,
+                          shingle_hash, shingles, small_star, survivor_rank)
+from stages.record import Document, DropReason
+
+EXACT, NEAR = "exact_dedup", "near_dedup"
+CLUSTER_BUCKETS = ((2, "2"), (5, "3-5"), (10, "6-10"), (100, "11-100"), (float("inf"), ">100"))
+
+
+def _rank(doc: Document):
+    return survivor_rank(doc.quality_score, len(doc.text), doc.id)
+
+
+def _resolve(stage: str, reason: DropReason, docs: Iterable[Document], winner_id: str):
+    """Keep the winner (once, even if an id repeats), send the others to the ledger naming the winner."""
+    kept = False
+    for doc in docs:
+        _count(f"{stage}.in")
+        if doc.id == winner_id and not kept:
+            kept = True
+            _count(f"{stage}.kept")
+            yield doc
+        else:
+            _count(f"{stage}.drop.{reason}")
+            yield beam.pvalue.TaggedOutput(LEDGER, doc.drop(stage, reason, f"kept {winner_id}"))
+
+
+class ExactDedup(beam.PTransform):
+    """One document per normalized-text hash survives (best quality, then longest, then smallest id)."""
+
+    def expand(self, documents):
+        keyed = documents | "KeyByText" >> beam.Map(lambda d: (exact_key(d.text), d))
+        winners = (keyed
+                   | "Rank" >> beam.Map(lambda kv: (kv[0], _rank(kv[1])))
+                   | "Best" >> beam.CombinePerKey(min))
+        results = ({"docs": keyed, "winner": winners}
+                   | "Join" >> beam.CoGroupByKey()
+                   | "Resolve" >> beam.FlatMap(lambda kv: _resolve(EXACT, DropReason.EXACT_DUPLICATE, kv[1]["docs"],
+                                                                   kv[1]["winner"][0][2]))
+                   .with_outputs(LEDGER, main=DOCUMENTS))
+        return results[DOCUMENTS], results[LEDGER]
+
+
+class _Signatures(beam.DoFn):
+    """Document -> (band key, id) pairs; with verification also (id, shingle hashes)."""
+
+    SHINGLES = "shingles"
+
+    def __init__(self, config: DedupConfig):
+        self._config = config
+        self._hasher = None
+
+    def setup(self) -> None:
+        self._hasher = MinHasher(self._config.num_perm, self._config.seed)
+
+    def process(self, doc: Document):
+        c = self._config
+        doc_shingles = shingles(doc.text, c.shingle_words, doc.lang)
+        if not doc_shingles:
+            _count(f"{NEAR}.note.no_shingles")
+            return
+        bands, rows = c.band_rows()
+        for key in band_keys(self._hasher.signature(doc_shingles), bands, rows):
+            yield key, doc.id
+        if c.verify:
+            yield beam.pvalue.TaggedOutput(self.SHINGLES, (doc.id, frozenset(shingle_hash(s) for s in doc_shingles)))
+
+
+def _bucket_edges(bucket: Tuple[object, Iterable[str]]) -> List[Tuple[str, str]]:
+    """A star inside one LSH bucket: every member links to the bucket's smallest id (not all pairs)."""
+    members = set(bucket[1])
+    if len(members) < 2:
+        return []
+    centre = min(members)
+    _count(f"{NEAR}.note.candidate_buckets")
+    return [(m, centre) for m in members if m != centre]
+
+
+class _StarStep(beam.PTransform):
+    def __init__(self, step, name: str):
+        super().__init__()
+        self._step, self._name = step, name
+
+    def expand(self, edges):
+        def run(node_neighbours):
+            node, neighbours = node_neighbours
+            out, changed = self._step(node, neighbours)
+            if changed:
+                _count(f"{NEAR}.cc.{self._name}")
+            return out
+
+        return (edges
+                | "Symmetric" >> beam.FlatMap(both_directions)
+                | "Group" >> beam.GroupByKey()
+                | "Step" >> beam.FlatMap(run))
+
+
+class ConnectedComponents(beam.PTransform):
+    """Edges -> (node, component id = smallest node id), for every node that has an edge.
+
+    Beam graphs have no loops, so `max_rounds` rounds are unrolled; each round counts its
+    changes (`near_dedup.cc.round<i>.large/small`). A round with none means convergence; the
+    job checks the last round and fails loudly if it still changed something.
+    """
+
+    def __init__(self, max_rounds: int):
+        super().__init__()
+        self._max_rounds = max_rounds
+
+    def expand(self, edges):
+        for i in range(self._max_rounds):
+            edges = (edges
+                     | f"LargeStar{i}" >> _StarStep(large_star, f"round{i}.large")
+                     | f"SmallStar{i}" >> _StarStep(small_star, f"round{i}.small"))
+        return (edges
+                | "BothEnds" >> beam.FlatMap(lambda e: [(e[0], e[1]), (e[1], e[1])])
+                | "Component" >> beam.CombinePerKey(min))
+
+
+def _verify(kv, threshold: float):
+    """(b, {"edge": [(a, shingles_a)], "sh": [shingles_b]}) -> edges whose exact Jaccard >= threshold."""
+    b, joined = kv
+    if not joined["sh"]:
+        return
+    shingles_b = joined["sh"][0]
+    for a, shingles_a in joined["edge"]:
+        if jaccard(shingles_a, shingles_b) >= threshold:
+            yield a, b
+        else:
+            _count(f"{NEAR}.note.links_rejected_by_verification")
+
+
+def _cluster_bucket(size: int) -> str:
+    return next(label for limit, label in CLUSTER_BUCKETS if size <= limit)
+
+
+class NearDedup(beam.PTransform):
+    def __init__(self, config: DedupConfig):
+        super().__init__()
+        self._config = config
+
+    def expand(self, documents):
+        c = self._config
+        signed = documents | "Signatures" >> beam.ParDo(_Signatures(c)).with_outputs(_Signatures.SHINGLES,
+                                                                                      main="keys")
+        edges = (signed["keys"]
+                 | "GroupBuckets" >> beam.GroupByKey()
+                 | "BucketStars" >> beam.FlatMap(_bucket_edges)
+                 | "DistinctEdges" >> beam.Distinct())
+        if c.verify:
+            shingle_sets = signed[_Signatures.SHINGLES]
+            edges = (({"edge": edges, "sh": shingle_sets} | "JoinA" >> beam.CoGroupByKey())
+                     | "CarryA" >> beam.FlatMap(lambda kv: [(b, (kv[0], kv[1]["sh"][0])) for b in kv[1]["edge"]]
+                                                if kv[1]["sh"] else []))
+            edges = (({"edge": edges, "sh": shingle_sets} | "JoinB" >> beam.CoGroupByKey())
+                     | "Verify" >> beam.FlatMap(_verify, c.link_threshold()))
+        component = edges | "Components" >> ConnectedComponents(c.max_rounds)  # (id, component)
+
+        _ = (component
+             | "ComponentOnly" >> beam.Map(lambda kv: (kv[1], 1))
+             | "ClusterSize" >> beam.CombinePerKey(sum)
+             | "CountSizes" >> beam.Map(lambda kv: _count(f"{NEAR}.note.cluster_size.{_cluster_bucket(kv[1])}")))
+
+        by_id = documents | "KeyById" >> beam.Map(lambda d: (d.id, d))
+        placed = (({"doc": by_id, "component": component} | "Place" >> beam.CoGroupByKey())
+                  | "ToComponent" >> beam.FlatMap(_place).with_outputs("singletons", main="clustered"))
+        winners = (placed["clustered"]
+                   | "RankInComponent" >> beam.Map(lambda kv: (kv[0], _rank(kv[1])))
+                   | "BestInComponent" >> beam.CombinePerKey(min))
+        results = ({"docs": placed["clustered"], "winner": winners}
+                   | "JoinWinner" >> beam.CoGroupByKey()
+                   | "Resolve" >> beam.FlatMap(lambda kv: _resolve(NEAR, DropReason.NEAR_DUPLICATE, kv[1]["docs"],
+                                                                   kv[1]["winner"][0][2]))
+                   .with_outputs(LEDGER, main=DOCUMENTS))
+        singletons = placed["singletons"] | "CountSingletons" >> beam.Map(_count_singleton)
+        kept = (results[DOCUMENTS], singletons) | "AllKept" >> beam.Flatten()
+        return kept, results[LEDGER]
+
+
+def _place(kv):
+    """(id, {"doc": [doc], "component": [c]}) -> (component, doc), or the doc alone if it has no near duplicate."""
+    _, joined = kv
+    for doc in joined["doc"]:
+        if joined["component"]:
+            yield joined["component"][0], doc
+        else:
+            yield beam.pvalue.TaggedOutput("singletons", doc)
+
+
+def _count_singleton(doc: Document) -> Document:
+    _count(f"{NEAR}.in")
+    _count(f"{NEAR}.kept")
+    return doc
+
+
+def rounds_to_converge(counters: Dict[str, int], max_rounds: int) -> Tuple[int, bool]:
+    """(rounds that changed something + the confirming round, converged?) from the job's counters."""
+    changed = [i for i in range(max_rounds)
+               if counters.get(f"{NEAR}.cc.round{i}.large", 0) or counters.get(f"{NEAR}.cc.round{i}.small", 0)]
+    last = max(changed) + 1 if changed else 0
+    return min(last + 1, max_rounds), last < max_rounds
+
+
+def dedup_report(config: DedupConfig, counters: Dict[str, int]) -> Dict:
+    """Bands/rows, the S-curve they give, rounds to converge, cluster-size histogram."""
+    from stages.dedup import s_curve
+
+    bands, rows = config.band_rows()
+    report: Dict = {"bands": bands, "rows": rows, "num_perm": config.num_perm, "shingle_words": config.shingle_words,
+                    "s_curve": {f"{s:.1f}": round(s_curve(s, bands, rows), 3) for s in (0.3, 0.5, 0.6, 0.7, 0.8, 0.9)},
+                    "verify": config.verify}
+    if config.near:
+        rounds, converged = rounds_to_converge(counters, config.max_rounds)
+        prefix = f"{NEAR}.note.cluster_size."
+        report.update({
+            "rounds": rounds, "max_rounds": config.max_rounds, "converged": converged,
+            "cluster_sizes": {label: counters.get(prefix + label, 0) for _, label in CLUSTER_BUCKETS},
+        })
+    return report

@@ -1,0 +1,135 @@
+"""Deduplication building blocks, Beam-free: exact text hashes, MinHash signatures, LSH band keys,
+the star-contraction steps of connected components, and which copy survives.
+
+MinHash is datasketch's (same seed -> same permutations -> same signature; a test checks this
+against `datasketch.MinHash.update`), fed through its batch API instead of one call per shingle.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from stages.text import normalized_words
+
+_SPACE = re.compile(r"\s+")
+_CHUNK = 4096  # shingles hashed per batch: bounds memory at CHUNK x num_perm x 8 bytes
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    exact: bool = True
+    near: bool = True
+    shingle_words: int = 5        # word 5-grams (FineWeb)
+    num_perm: int = 112           # 14 bands x 8 rows: FineWeb's setting, threshold ~0.72
+    bands: int = 14
+    rows: int = 8
+    threshold: Optional[float] = None  # if set, bands/rows come from datasketch's optimal-parameter search
+    seed: int = 1
+    verify: bool = False          # drop candidate links whose exact shingle Jaccard is below `verify_threshold`
+    verify_threshold: float = 0.7     # used when `threshold` is not set
+    max_rounds: int = 30          # connected-component rounds unrolled in the Beam graph (a 10k chain needs ~15)
+
+    def link_threshold(self) -> float:
+        return self.threshold if self.threshold is not None else self.verify_threshold
+
+    def band_rows(self) -> Tuple[int, int]:
+        if self.threshold is None:
+            return self.bands, self.rows
+        from datasketch.lsh import _optimal_param
+
+        return _optimal_param(self.threshold, self.num_perm, 0.5, 0.5)
+
+
+def exact_key(text: str) -> str:
+    """Hash of the text after NFKC, case folding and whitespace collapsing."""
+    normalized = _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    return hashlib.blake2b(normalized.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def shingles(text: str, n: int = 5, lang: Optional[str] = None) -> List[bytes]:
+    """Distinct word n-grams of the normalized words (a text shorter than n words is one shingle)."""
+    words = normalized_words(text, lang)
+    if not words:
+        return []
+    if len(words) < n:
+        return [" ".join(words).encode("utf-8")]
+    return list(dict.fromkeys(" ".join(words[i:i + n]).encode("utf-8") for i in range(len(words) - n + 1)))
+
+
+def shingle_hash(data: bytes) -> int:
+    """64-bit hash of a shingle, for exact Jaccard checks on hashed sets (collisions ~ n^2 / 2^64)."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+class MinHasher:
+    """MinHash signatures from datasketch itself (`update_batch`: one vectorized pass over a document's
+    shingles), with the permutations computed once and reused for every document."""
+
+    def __init__(self, num_perm: int = 112, seed: int = 1):
+        from datasketch import MinHash
+
+        self._minhash = MinHash
+        self.num_perm, self.seed = num_perm, seed
+        template = MinHash(num_perm=num_perm, seed=seed)
+        self._permutations, self._scheme = template.permutations, template.scheme
+
+    def signature(self, shingle_set: Sequence[bytes]) -> np.ndarray:
+        m = self._minhash(num_perm=self.num_perm, seed=self.seed, permutations=self._permutations,
+                          scheme=self._scheme)
+        for start in range(0, len(shingle_set), _CHUNK):
+            m.update_batch(shingle_set[start:start + _CHUNK])
+        return m.hashvalues
+
+
+def band_keys(signature: np.ndarray, bands: int, rows: int) -> List[Tuple[int, bytes]]:
+    """(band index, digest of that band's values): documents sharing any key are candidates."""
+    return [(i, hashlib.blake2b(signature[i * rows:(i + 1) * rows].tobytes(), digest_size=12).digest())
+            for i in range(bands)]
+
+
+def s_curve(s: float, bands: int, rows: int) -> float:
+    """Probability that two documents of Jaccard similarity s share at least one band."""
+    return 1.0 - (1.0 - s ** rows) ** bands
+
+
+def jaccard(a: Iterable, b: Iterable) -> float:
+    a, b = set(a), set(b)
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def survivor_rank(quality_score: Optional[float], text_length: int, doc_id: str) -> Tuple[float, int, str]:
+    """Smaller is better: highest quality score, then longest text, then smallest id."""
+    return (-(quality_score if quality_score is not None else -1.0), -text_length, doc_id)
+
+
+# ---- connected components by alternating large-star / small-star (Kiveris et al., SoCC 2014) -------
+# Each step takes one node and its neighbour set and emits edges; a round is one large-star then
+# one small-star step. When neither step changes anything, every component is a star whose centre
+# is its smallest id. Each step is one GroupByKey in Beam; nothing holds the whole graph.
+
+def large_star(node: str, neighbours: Iterable[str]) -> Tuple[List[Tuple[str, str]], bool]:
+    """Link every larger neighbour to the smallest node of the neighbourhood. Returns (edges, changed)."""
+    neighbours = set(neighbours)
+    smallest = min(neighbours | {node})
+    larger = [v for v in neighbours if v > node]
+    return [(v, smallest) for v in larger], bool(larger) and smallest < node
+
+
+def small_star(node: str, neighbours: Iterable[str]) -> Tuple[List[Tuple[str, str]], bool]:
+    """Link the node and its smaller neighbours to the smallest of them. Returns (edges, changed)."""
+    smaller = {v for v in neighbours if v <= node}
+    if not smaller:
+        return [], False
+    smallest = min(smaller | {node})
+    return [(v, smallest) for v in smaller | {node} if v != smallest], len(smaller) > 1
+
+
+def both_directions(edge: Tuple[str, str]) -> List[Tuple[str, str]]:
+    """An undirected edge as the two (node, neighbour) pairs a grouping step needs."""
+    u, v = edge
+    return [(u, v), (v, u)] if u != v else []

@@ -1,0 +1,72 @@
+"""Connected components in Beam (unrolled large-star / small-star rounds) against union-find."""
+import random
+
+import apache_beam as beam
+import pytest
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipeline.dedup import ConnectedComponents, rounds_to_converge
+from pipeline.transforms import NAMESPACE
+
+
+def union_find_components(edges):
+    parent = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for u, v in edges:
+        ru, rv = find(u), find(v)
+        if ru != rv:
+            parent[max(ru, rv)] = min(ru, rv)
+    return {node: find(node) for node in list(parent)}
+
+
+def beam_components(edges, expected=None, max_rounds=30):
+    """Runs the transform; asserts (inside the pipeline) that its output equals `expected`."""
+    with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
+        found = p | beam.Create(edges) | ConnectedComponents(max_rounds)
+        if expected is not None:
+            assert_that(found, equal_to(sorted(expected.items())))
+    counters = {c.key.metric.name: c.committed for c in
+                p.result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]}
+    return rounds_to_converge(counters, max_rounds)
+
+
+def ids(n, seed=0):
+    names = [f"doc{i:06d}" for i in range(n)]
+    random.Random(seed).shuffle(names)
+    return names
+
+
+GRAPHS = {
+    "chain of 10,000 (shuffled ids)": lambda: [(a, b) for a, b in zip(ids(10_000), ids(10_000)[1:])],
+    "star of 5,000 leaves, centre not the smallest": lambda: [("m-centre", f"leaf{i:05d}") for i in range(5_000)],
+    "1,000 triangles": lambda: [e for i in range(1000) for e in
+                                ((f"t{i}a", f"t{i}b"), (f"t{i}b", f"t{i}c"), (f"t{i}c", f"t{i}a"))],
+    "pairs and a duplicate edge": lambda: [("x1", "x2"), ("x2", "x1"), ("y1", "y2"), ("z", "z2")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_components_equal_union_find(name):
+    edges = GRAPHS[name]()
+    rounds, converged = beam_components(edges, union_find_components(edges))
+    assert converged and rounds <= 30
+
+
+def test_isolated_documents_never_enter_the_graph():
+    # only nodes with an edge get a component; documents without candidate links are kept as they are
+    beam_components([("a", "b")], {"a": "a", "b": "a"})
+
+
+def test_too_few_rounds_is_reported_as_not_converged():
+    edges = [(a, b) for a, b in zip(ids(2_000), ids(2_000)[1:])]
+    rounds, converged = beam_components(edges, max_rounds=2)
+    assert not converged
