@@ -73,7 +73,7 @@ def test_funnel_adds_up_stage_by_stage(demo_run):
     assert json.loads((out / "report.json").read_text()) == json.loads(json.dumps(report, default=str))
     funnel = report["funnel"]
     assert [f["stage"] for f in funnel] == ["warc", "extract", "langid", "gopher_repetition", "gopher_quality",
-                                            "quality", "pii"]
+                                            "quality", "exact_dedup", "near_dedup", "pii"]
     for f in funnel:
         assert f["in"] == f["kept"] + f["dropped"], f
         assert f["counters_agree_with_ledger"], f

@@ -1,0 +1,76 @@
+"""Dedup building blocks: datasketch-equal signatures, shingles, exact keys, S-curve, survivor order, star steps."""
+import numpy as np
+import pytest
+from datasketch import MinHash
+from datasketch.lsh import _optimal_param
+
+from stages.dedup import (DedupConfig, MinHasher, band_keys, exact_key, jaccard, large_star, s_curve, shingles,
+                          small_star, survivor_rank)
+from tests.conftest import SENTENCES_DIR
+
+EN = (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize("num_perm, seed", [(112, 1), (128, 42), (16, 7)])
+def test_signatures_equal_datasketch_per_shingle_update(num_perm, seed):
+    hasher = MinHasher(num_perm, seed)
+    for i in range(0, 60, 6):
+        doc_shingles = shingles(" ".join(EN[i:i + 6]))
+        reference = MinHash(num_perm=num_perm, seed=seed)
+        for s in doc_shingles:
+            reference.update(s)
+        assert np.array_equal(hasher.signature(doc_shingles), reference.hashvalues)
+
+
+def test_signatures_of_long_documents_cross_batch_boundaries():
+    text = " ".join(p.read_text(encoding="utf-8") for p in sorted(SENTENCES_DIR.glob("*.txt")))
+    doc_shingles = shingles(text)  # > 4,096 shingles: several update_batch calls
+    assert len(doc_shingles) > 4096
+    reference = MinHash(num_perm=112, seed=1)
+    reference.update_batch(doc_shingles)
+    assert np.array_equal(MinHasher().signature(doc_shingles), reference.hashvalues)
+
+
+def test_shingles_are_word_5grams_of_normalized_words():
+    assert shingles("The cat sat on the mat, again!") == [b"the cat sat on the", b"cat sat on the mat",
+                                                          b"sat on the mat again"]
+    assert shingles("Too short") == [b"too short"]
+    assert shingles("  ...  ") == []
+    assert len(shingles("我们今天去北京大学参观，天气很好。", lang="zh")) == 4  # ICU words, not characters
+
+
+def test_exact_key_normalization():
+    assert exact_key("Hello   World\n") == exact_key("hello world")
+    assert exact_key("ﬁne") == exact_key("fine")  # NFKC
+    assert exact_key("Hello World") != exact_key("Hello World!")
+
+
+def test_s_curve_reference_values_and_threshold_search():
+    assert [round(s_curve(s, 20, 5), 3) for s in (0.3, 0.5, 0.7)] == [0.047, 0.470, 0.975]
+    assert DedupConfig().band_rows() == (14, 8)
+    assert DedupConfig(threshold=0.8).band_rows() == _optimal_param(0.8, 112, 0.5, 0.5)
+
+
+def test_near_identical_documents_share_a_band_and_unrelated_do_not():
+    hasher = MinHasher()
+    base = " ".join(EN[:30])
+    edited = base.replace(" the ", " a ", 1)
+    other = " ".join(EN[30:60])
+    keys = [set(band_keys(hasher.signature(shingles(t)), 14, 8)) for t in (base, edited, other)]
+    assert keys[0] & keys[1] and not keys[0] & keys[2]
+    assert jaccard(shingles(base), shingles(edited)) > 0.9
+
+
+def test_survivor_order():
+    ranked = sorted([survivor_rank(0.5, 100, "b"), survivor_rank(0.9, 10, "c"), survivor_rank(None, 500, "a"),
+                     survivor_rank(0.5, 100, "a")])
+    assert [r[2] for r in ranked] == ["c", "a", "b", "a"]  # quality, then length, then id; no score sorts last
+
+
+def test_star_steps():
+    edges, changed = large_star("b", ["a", "c", "d"])
+    assert sorted(edges) == [("c", "a"), ("d", "a")] and changed
+    assert large_star("a", ["b"]) == ([("b", "a")], False)
+    assert sorted(small_star("c", ["a", "b", "d"])[0]) == [("b", "a"), ("c", "a")]
+    assert small_star("b", ["a"]) == ([("b", "a")], False)
+    assert small_star("a", ["b"]) == ([], False)
