@@ -7,24 +7,16 @@ the ratio isolates the regex engine. Python's `re` backtracks; on hostile input 
 grows faster than the input.
 """
 import re
-import statistics
 import sys
-import time
 
 import pyarrow.parquet as pq
 
 import stages.pii as pii
+from _timing import median_time
 
 HOSTILE = {"a@a.a@": "a@a.a@", "digits": "1", "dotted": "1.", "colons": "a:", "spaced digits": "1 ", "iban-ish": "DE89"}
 
 
-def timed(fn, repeat=3):
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - start)
-    return statistics.median(runs)
 
 
 def with_engine(engine_patterns, fn):
@@ -40,16 +32,16 @@ def main(shards: str) -> None:
     texts = pq.read_table(shards, columns=["text"]).column("text").to_pylist()
     corpus_mb = sum(len(t.encode()) for t in texts) / 1e6
     python_re = {kind: re.compile(p.pattern) for kind, p in pii._PATTERNS.items()}
-    re2_s = timed(lambda: [pii.redact(t) for t in texts])
-    re_s = with_engine(python_re, lambda: timed(lambda: [pii.redact(t) for t in texts]))
+    re2_s = median_time(lambda: [pii.redact(t) for t in texts])[0]
+    re_s = with_engine(python_re, lambda: median_time(lambda: [pii.redact(t) for t in texts])[0])
     print(f"real text: {len(texts)} documents, {corpus_mb:.2f} MB")
     print(f"  RE2 {corpus_mb / re2_s:.1f} MB/s, {len(texts) / re2_s:.0f} docs/s; "
           f"Python re {corpus_mb / re_s:.1f} MB/s; ratio re/RE2 time {re_s / re2_s:.2f}")
     print("hostile input (seconds; 100 KB and 1 MB):")
     for name, unit in HOSTILE.items():
         small, large = unit * (100_000 // len(unit)), unit * (1_000_000 // len(unit))
-        r2_small, r2_large = timed(lambda: pii.redact(small), 1), timed(lambda: pii.redact(large), 1)
-        re_small = with_engine(python_re, lambda: timed(lambda: pii.redact(small), 1))
+        r2_small, r2_large = median_time(lambda: pii.redact(small), 1)[0], median_time(lambda: pii.redact(large), 1)[0]
+        re_small = with_engine(python_re, lambda: median_time(lambda: pii.redact(small), 1)[0])
         print(f"  {name:<14} RE2 {r2_small:.3f} / {r2_large:.3f}   Python re {re_small:.3f} / (1 MB not run)")
 
 

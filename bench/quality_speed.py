@@ -2,22 +2,14 @@
 
     .venv/bin/python bench/quality_speed.py [SHARDS_DIR]   (default out/demo/data, written by `make demo`)
 """
-import statistics
 import sys
-import time
 
 import pyarrow.parquet as pq
 
+from _timing import median_time
 from stages.quality import QualityScorer, load_model, normalize, predict_hq
 
 
-def median_time(fn, repeat=5):
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - start)
-    return statistics.median(runs)
 
 
 def main(shards: str) -> None:
@@ -25,9 +17,9 @@ def main(shards: str) -> None:
     model = load_model(None)
     scorer = QualityScorer()
     normalized = [normalize(t) for t in texts]
-    one_by_one = median_time(lambda: [predict_hq(model, [t]) for t in normalized])
-    batched = median_time(lambda: predict_hq(model, normalized))
-    end_to_end = median_time(lambda: scorer.score(texts))  # normalization included
+    one_by_one = median_time(lambda: [predict_hq(model, [t]) for t in normalized], 5)[0]
+    batched = median_time(lambda: predict_hq(model, normalized), 5)[0]
+    end_to_end = median_time(lambda: scorer.score(texts), 5)[0]  # normalization included
     n = len(texts)
     print(f"{n} documents, median of 5 runs")
     print(f"  predict one by one : {n / one_by_one:,.0f} docs/s (1.00)")

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from stages.record import Document, DropReason, StageResult
+from stages.record import Document, DropReason, Stage, StageResult
 
 _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")
 _END_MARKS = (".", "?", "!", '"')
@@ -32,17 +32,11 @@ class C4Config:
     remove_policy_lines: bool = True
 
 
-class C4Filter:
+class C4Filter(Stage):
     name = "c4"
 
     def __init__(self, config: C4Config = C4Config()):
         self.config = config
-
-    def setup(self) -> None:
-        pass
-
-    def teardown(self) -> None:
-        pass
 
     def __call__(self, doc: Document) -> StageResult:
         c = self.config

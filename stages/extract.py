@@ -14,7 +14,7 @@ import resource
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from stages.record import Document, DropReason, StageEnvironmentError, StageResult
+from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
 
 STAGE = "extract"
 _STARTUP_TIMEOUT_S = 120
@@ -52,7 +52,7 @@ def extract_text(html: str, url: Optional[str], options: Dict[str, Any]) -> Opti
     return trafilatura.extract(html, url=url or None, **options)
 
 
-class Extractor:
+class Extractor(Stage):
     """Stage: html -> text. Call `setup()` before use and `teardown()` after (Beam does both)."""
 
     name = STAGE

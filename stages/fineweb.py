@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stages.gopher import duplicate_units
-from stages.record import Document, DropReason, StageResult
+from stages.record import Document, DropReason, Stage, StageResult
 from stages.text import TERMINAL_PUNCTUATION, split_words
 
 
@@ -19,17 +19,11 @@ class FineWebConfig:
     max_newline_ratio: Optional[float] = 0.3      # newlines per word
 
 
-class FineWebFilter:
+class FineWebFilter(Stage):
     name = "fineweb"
 
     def __init__(self, config: FineWebConfig = FineWebConfig()):
         self.config = config
-
-    def setup(self) -> None:
-        pass
-
-    def teardown(self) -> None:
-        pass
 
     def __call__(self, doc: Document) -> StageResult:
         c, text = self.config, doc.text

@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from stages.record import Document, DropReason, StageResult
+from stages.record import Document, DropReason, Stage, StageResult
 from stages.text import NO_SPACE_LANGS, is_punctuation, normalized_words, split_paragraphs, split_words, stop_words
-
-
-def _no_count(name: str, n: int = 1) -> None:
-    pass
 
 
 @dataclass(frozen=True)
@@ -33,18 +29,11 @@ class GopherQualityConfig:
     min_stop_words: Optional[int] = 2            # stop-word occurrences (per-language lists, stages/text.py)
 
 
-class GopherQuality:
+class GopherQuality(Stage):
     name = "gopher_quality"
 
     def __init__(self, config: GopherQualityConfig = GopherQualityConfig()):
         self.config = config
-        self.count: Callable[..., None] = _no_count
-
-    def setup(self) -> None:
-        pass
-
-    def teardown(self) -> None:
-        pass
 
     def __call__(self, doc: Document) -> StageResult:
         reason = self.check(doc.text, doc.lang)
@@ -108,7 +97,7 @@ class GopherRepetitionConfig:
         (5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
 
 
-class GopherRepetition:
+class GopherRepetition(Stage):
     """Repetition statistics, with one definition of "characters" throughout.
 
     Lines and paragraphs: a duplicate is every copy after the first (its characters are
@@ -125,12 +114,6 @@ class GopherRepetition:
 
     def __init__(self, config: GopherRepetitionConfig = GopherRepetitionConfig()):
         self.config = config
-
-    def setup(self) -> None:
-        pass
-
-    def teardown(self) -> None:
-        pass
 
     def __call__(self, doc: Document) -> StageResult:
         reason = self.check(doc.text, doc.lang)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import FrozenSet, Optional, Tuple
 
-from stages.record import Document, DropReason, StageResult
+from stages.record import Document, DropReason, Stage, StageResult
 
 STAGE = "langid"
 BUNDLED_MODEL = "lid.176.ftz"
@@ -53,7 +53,7 @@ def _label_to_code(label: str) -> str:
     return label.replace("__label__", "", 1)  # lid.176: "en"; GlotLID: "eng_Latn" (kept whole)
 
 
-class LanguageIdentifier:
+class LanguageIdentifier(Stage):
     """Stage: sets `lang`/`lang_score`; drops pages under the threshold or outside `languages`."""
 
     name = STAGE

@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import re2
 
-from stages.record import Document, StageResult
+from stages.record import Document, Stage, StageResult
 
 EMAIL, IP, PHONE, CARD, IBAN = "EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "IBAN"
 KINDS = (EMAIL, IP, PHONE, CARD, IBAN)
@@ -100,18 +100,11 @@ def redact(text: str, kinds=KINDS) -> Tuple[str, Dict[str, int]]:
     return "".join(out), counts
 
 
-class PiiRemover:
+class PiiRemover(Stage):
     name = "pii"
 
     def __init__(self, config: PiiConfig = PiiConfig()):
         self.config = config
-        self.count: Callable[..., None] = lambda name, n=1: None
-
-    def setup(self) -> None:
-        pass
-
-    def teardown(self) -> None:
-        pass
 
     def __call__(self, doc: Document) -> StageResult:
         text, counts = redact(doc.text, self.config.kinds)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import List, Optional, Sequence
 
-from stages.record import Document, DropReason, StageEnvironmentError, StageResult
+from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
 
 STAGE = "quality"
 POSITIVE, NEGATIVE = "__label__hq", "__label__lq"
@@ -75,7 +75,7 @@ def predict_hq(model, texts: Sequence[str]) -> List[float]:
     return scores
 
 
-class QualityScorer:
+class QualityScorer(Stage):
     """Stage: sets `quality_score`; drops below `threshold` when one is set."""
 
     name = STAGE

@@ -113,6 +113,26 @@ class Drop:
 StageResult = Union[Document, Drop]
 
 
+class Stage:
+    """Base of a per-document stage: `__call__(doc) -> Document | Drop`.
+
+    `setup`/`teardown` load and free heavy resources on the worker (models, child processes);
+    `count(name, n)` is set by the pipeline to a Beam counter `<stage>.note.<name>`.
+    """
+
+    name = "stage"
+
+    def setup(self) -> None:
+        pass
+
+    def teardown(self) -> None:
+        pass
+
+    @staticmethod
+    def count(name: str, n: int = 1) -> None:
+        pass
+
+
 class StageEnvironmentError(RuntimeError):
     """A failure that is not the document's fault (a model or library that cannot load).
 
