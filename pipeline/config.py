@@ -14,6 +14,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import yaml
 
 from stages.c4 import C4Config
+from stages.decontam import DecontamConfig
 from stages.dedup import DedupConfig
 from stages.extract import ExtractConfig
 from stages.fineweb import FineWebConfig
@@ -44,6 +45,7 @@ class RunConfig:
     fineweb: FineWebConfig = field(default_factory=FineWebConfig)
     quality: QualityConfig = field(default_factory=QualityConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
+    decontam: DecontamConfig = field(default_factory=DecontamConfig)
     pii: PiiConfig = field(default_factory=PiiConfig)
 
     def to_dict(self) -> Dict[str, Any]:
@@ -133,6 +135,10 @@ def _check(config: RunConfig) -> None:
         raise ConfigError(f"dedup: bands x rows = {d.bands * d.rows} exceeds num_perm = {d.num_perm}")
     if d.max_rounds < 1 or d.shingle_words < 1:
         raise ConfigError("dedup.max_rounds and dedup.shingle_words must be >= 1")
+    if config.decontam.policy not in ("excise", "drop"):
+        raise ConfigError(f"decontam.policy must be excise or drop, got {config.decontam.policy!r}")
+    if config.decontam.n < 1 or config.decontam.min_words < 1:
+        raise ConfigError("decontam.n and decontam.min_words must be >= 1")
     unknown = set(config.pii.kinds) - set(PII_KINDS)
     if unknown:
         raise ConfigError(f"pii.kinds: unknown {sorted(unknown)}; known: {', '.join(PII_KINDS)}")

@@ -21,8 +21,9 @@ from pipeline import report as reporting
 from pipeline.config import ConfigError, RunConfig, load_config
 from pipeline.dedup import EXACT as EXACT_DEDUP, NEAR as NEAR_DEDUP, ExactDedup, NearDedup, dedup_report
 from pipeline.schema import DOCUMENT_SCHEMA, LEDGER_SCHEMA, document_row, ledger_row
-from pipeline.transforms import ApplyStage, ReadWarc
+from pipeline.transforms import ApplyStage, Decontaminate, ReadWarc
 from stages.c4 import C4Filter
+from stages.decontam import STAGE as DECONTAM_STAGE, DecontaminationIndex, read_benchmarks
 from stages.extract import Extractor
 from stages.fineweb import FineWebFilter
 from stages.gopher import GopherQuality, GopherRepetition
@@ -67,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dedup-verify", action="store_true", default=None,
                    help="check each candidate link's exact shingle Jaccard and drop links below the threshold")
     p.add_argument("--no-dedup", action="store_true", help="skip exact and near-duplicate removal")
+    p.add_argument("--decontaminate", nargs="+", metavar="PATH[:FIELDS]",
+                   help="benchmark files or folders (JSONL[.gz], JSON, CSV, Parquet, text) whose 13-grams must not "
+                        "appear in the output; PATH:question,answer picks fields (GSM8K, HumanEval, MBPP, MMLU, "
+                        "NQ-open layouts are known)")
+    p.add_argument("--decontam-policy", choices=("excise", "drop"),
+                   help="excise matches with 200 characters around them, GPT-3 style (default), or drop the document")
     p.add_argument("--max-html-bytes", type=int, metavar="N", help="pages larger than this are ledgered as too_large")
     p.add_argument("--num-shards", type=int, metavar="N", help="number of output shards (default: runner decides)")
     p.add_argument("--overwrite", action="store_true", default=None,
@@ -81,7 +88,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
               "lang_threshold": "langid.threshold", "lid_model": "langid.model",
               "max_html_bytes": "extract.max_html_bytes", "quality_model": "quality.model",
               "quality_threshold": "quality.threshold", "dedup_threshold": "dedup.threshold",
-              "dedup_verify": "dedup.verify", "num_shards": "num_shards", "overwrite": "overwrite"}
+              "dedup_verify": "dedup.verify", "decontaminate": "decontam.benchmarks",
+              "decontam_policy": "decontam.policy", "num_shards": "num_shards", "overwrite": "overwrite"}
     for attr, key in simple.items():
         value = getattr(args, attr)
         if value is not None:
@@ -137,21 +145,23 @@ def make_steps(config: RunConfig) -> list:
         steps.append((EXACT_DEDUP, ExactDedup()))
     if config.dedup.near:
         steps.append((NEAR_DEDUP, NearDedup(config.dedup)))
+    if config.decontam.benchmarks:
+        index = DecontaminationIndex(read_benchmarks(config.decontam.benchmarks), config.decontam.n,
+                                     config.decontam.min_words)
+        steps.append((DECONTAM_STAGE, Decontaminate(index, config.decontam)))
     if config.pii.enabled:
         steps.append((PiiRemover.name, ApplyStage(PiiRemover(config.pii))))
     return steps
 
 
-def stage_names(config: RunConfig) -> List[str]:
-    return [WARC_STAGE] + [name for name, _ in make_steps(config)]
-
-
-def build_pipeline(p: beam.Pipeline, config: RunConfig) -> None:
+def build_pipeline(p: beam.Pipeline, config: RunConfig) -> List[str]:
+    """Adds the job to `p`; returns the stage names in order (for the report)."""
     documents, read_drops = p | "ReadWarc" >> ReadWarc(config.inputs, config.source, config.warc)
-    ledgers = [read_drops]
+    ledgers, names = [read_drops], [WARC_STAGE]
     for name, step in make_steps(config):
         documents, drops = documents | f"Stage_{name}" >> step
         ledgers.append(drops)
+        names.append(name)
     _ = (documents
          | "DocumentRows" >> beam.Map(document_row)
          | "WriteShards" >> beam.io.WriteToParquet(
@@ -163,6 +173,7 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig) -> None:
          | "WriteLedger" >> beam.io.WriteToParquet(
              FileSystems.join(config.output, LEDGER_DIR, "part"), LEDGER_SCHEMA, codec="zstd",
              file_name_suffix=".parquet", num_shards=config.num_shards))
+    return names
 
 
 def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
@@ -187,7 +198,7 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
     started = time.monotonic()
     p = beam.Pipeline(options=options)
-    build_pipeline(p, config)
+    names = build_pipeline(p, config)
     result = p.run()
     result.wait_until_finish()
     elapsed = time.monotonic() - started
@@ -195,7 +206,7 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     shards = reporting.list_files(FileSystems.join(config.output, DATA_DIR, "part-*.parquet"))
     ledger_files = reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet"))
     report = reporting.build_report(
-        stages=stage_names(config),
+        stages=names,
         beam_counters=reporting.counters(result),
         shard_rows=reporting.parquet_row_counts(shards),
         ledger_rows=reporting.parquet_row_counts(ledger_files),

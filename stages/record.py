@@ -63,6 +63,8 @@ class DropReason(str, enum.Enum):
     # exact_dedup / near_dedup (detail: "kept <id of the surviving copy>")
     EXACT_DUPLICATE = "exact_duplicate"
     NEAR_DUPLICATE = "near_duplicate"
+    # decontaminate (detail: n-gram count and the benchmark items matched)
+    CONTAMINATED = "contaminated"
     # any stage
     ERROR = "error"                          # a stage raised; detail holds the exception type
 
