@@ -55,3 +55,27 @@ def test_each_rule_family_leaves_its_reason_in_the_ledger(tmp_path):
     assert report["conservation"]["holds"]
     pii = next(f for f in report["funnel"] if f["stage"] == "pii")
     assert pii["notes"] == {"replaced.EMAIL": 1, "replaced.PHONE": 1}
+
+
+def test_decontamination_in_the_job(tmp_path):
+    from tests.conftest import TEST_DATA
+
+    gsm8k = TEST_DATA / "benchmarks" / "gsm8k" / "test.jsonl"
+    import json
+    problem = json.loads(gsm8k.read_text().splitlines()[3])["question"]
+    prose = [line for line in EN if line.endswith(".") and len(line.split()) >= 8]
+    warc = WarcBuilder(tmp_path / "pages.warc.gz")
+    warc.response("http://t.example/leaky", page(prose[:12] + [problem] + prose[12:24], title="leaky"))
+    warc.response("http://t.example/clean", page(prose[30:50], title="clean"))
+    warc.close()
+    args = ["--input", str(tmp_path / "pages.warc.gz"), "--quiet", "--decontaminate", str(gsm8k)]
+    report = run(args + ["--output", str(tmp_path / "excise")])
+    kept = {r["url"]: r["text"] for r in pq.read_table(str(tmp_path / "excise" / "data")).to_pylist()}
+    assert set(kept) == {"http://t.example/leaky", "http://t.example/clean"}
+    assert problem[:50] not in kept["http://t.example/leaky"] and prose[0][:40] in kept["http://t.example/leaky"]
+    decontam = next(f for f in report["funnel"] if f["stage"] == "decontaminate")
+    assert decontam["notes"]["contaminated_docs.gsm8k"] == 1 and decontam["notes"]["excised_docs"] == 1
+    run(args + ["--output", str(tmp_path / "drop"), "--decontam-policy", "drop"])
+    ledger = pq.read_table(str(tmp_path / "drop" / "ledger")).to_pylist()
+    assert [(r["url"], r["reason"]) for r in ledger] == [("http://t.example/leaky", "contaminated")]
+    assert "gsm8k:3" in ledger[0]["detail"]
