@@ -30,5 +30,5 @@ setup(
     extras_require={
         "test": ["pytest>=8", "pytest-timeout>=2.3", "duckdb>=1.0", "datasets>=3.0"],
     },
-    entry_points={"console_scripts": ["refinery=pipeline.cli:main"]},
+    entry_points={"console_scripts": ["refinery=pipeline.cli:console_main"]},
 )

@@ -1,6 +1,7 @@
 """`refinery` console script: one entry point, one sub-command per job."""
 from __future__ import annotations
 
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -38,5 +39,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 2
 
 
+def console_main() -> None:
+    """Entry point of the console script. It ends the process with os._exit after flushing: a native
+    library (not yet identified; seen since the shard writer and side inputs were added) intermittently
+    aborts during interpreter shutdown with "terminate called without an active exception", after all
+    outputs are written, which turned a finished run into exit code 134."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -35,7 +35,15 @@ class RunConfig:
     output: str = ""                    # output folder: data/, ledger/, report.json
     source: str = "web"                 # value of the `source` column for these inputs
     overwrite: bool = False             # replace an earlier run's outputs in `output`
-    num_shards: int = 0                 # 0 lets the runner choose
+    sources: Tuple[str, ...] = ()       # more sources as "NAME=GLOB" (WARC, or JSONL/Parquet text)
+    text_field: str = "text"            # text field of JSONL/Parquet sources
+    mix: Optional[str] = None           # target token shares "web=0.7,code=0.3"; None keeps everything
+    seed: int = 0                       # shard shuffle and mix draws
+    shard_size_mb: float = 256.0        # target uncompressed text per output shard
+    row_group_rows: int = 4096          # Parquet row group size: the unit streaming readers fetch
+    anneal_fraction: Optional[float] = None  # also write anneal/: high-quality docs, this share of the tokens
+    anneal_min_quality: float = 0.8     # quality_score needed to enter the anneal split
+    num_shards: int = 0                 # ledger files (0 lets the runner choose)
     warc: WarcConfig = field(default_factory=WarcConfig)
     extract: ExtractConfig = field(default_factory=ExtractConfig)
     langid: LangIdConfig = field(default_factory=LangIdConfig)
@@ -124,6 +132,15 @@ def _check(config: RunConfig) -> None:
         raise ConfigError("extract.timeout_s must be positive (or null for no limit)")
     if config.extract.max_html_bytes <= 0 or config.warc.max_record_bytes <= 0:
         raise ConfigError("size caps must be positive")
+    if config.anneal_fraction is not None and not 0 < config.anneal_fraction <= 1:
+        raise ConfigError("anneal_fraction must be in (0, 1]")
+    if config.anneal_fraction is not None and not config.quality.enabled:
+        raise ConfigError("the anneal split needs quality scores: enable the quality stage")
+    if config.shard_size_mb <= 0 or config.row_group_rows < 1:
+        raise ConfigError("shard_size_mb and row_group_rows must be positive")
+    bad = [s for s in config.sources if "=" not in s or not s.split("=", 1)[0].strip()]
+    if bad:
+        raise ConfigError(f"sources: expected NAME=GLOB, got {bad}")
     if config.num_shards < 0:
         raise ConfigError("num_shards must be >= 0")
     if config.quality.threshold is not None and not 0.0 <= config.quality.threshold <= 1.0:

@@ -17,6 +17,9 @@ from apache_beam.metrics.metric import MetricsFilter
 from pipeline.transforms import NAMESPACE
 
 
+READ_STAGES = ("warc", "read_text")  # where documents enter: their `in` counters are "documents read"
+
+
 class ConservationError(RuntimeError):
     """Documents were lost or invented: read != kept + ledger."""
 
@@ -65,7 +68,8 @@ def build_report(*, stages: Sequence[str], beam_counters: Optional[Mapping[str, 
     beam_counters = beam_counters or {}
     kept, ledgered = sum(shard_rows.values()), sum(ledger_rows.values())
     # Without runner metrics the read count is only what reached storage: reported, but not a check.
-    read = beam_counters.get(f"{stages[0]}.in", 0) if metrics_available else kept + ledgered
+    read = sum(beam_counters.get(f"{s}.in", 0) for s in stages if s in READ_STAGES) if metrics_available \
+        else kept + ledgered
     funnel = []
     for stage in stages:
         dropped = {reason: n for (s, reason), n in sorted(ledger_reasons.items()) if s == stage}

@@ -21,7 +21,9 @@ from pipeline import report as reporting
 from pipeline.config import ConfigError, RunConfig, load_config
 from pipeline.dedup import EXACT as EXACT_DEDUP, NEAR as NEAR_DEDUP, ExactDedup, NearDedup, dedup_report
 from pipeline.schema import DOCUMENT_SCHEMA, LEDGER_SCHEMA, document_row, ledger_row
-from pipeline.transforms import ApplyStage, Decontaminate, ReadWarc
+from pipeline.mix import STAGE as MIX_STAGE, AnnealSplit, Mix
+from pipeline.output import MANIFEST, STATS_DIR, WriteShards, write_manifest
+from pipeline.transforms import ApplyStage, Decontaminate, ReadTextFiles, ReadWarc
 from stages.c4 import C4Filter
 from stages.decontam import STAGE as DECONTAM_STAGE, DecontaminationIndex, read_benchmarks
 from stages.extract import Extractor
@@ -30,10 +32,13 @@ from stages.gopher import GopherQuality, GopherRepetition
 from stages.pii import PiiRemover
 from stages.quality import QualityScorer, load_model as load_quality_model
 from stages.langid import LanguageIdentifier, load_model
+from stages.mix import parse_weights
+from stages.textsource import STAGE as TEXT_STAGE, is_text_source
 from stages.warc import STAGE as WARC_STAGE
 
+VERSION = "0.1.0"
 DEFAULT_RUNNER = "FnApiRunner"  # in-process; DirectRunner first tries to download Prism
-DATA_DIR, LEDGER_DIR, REPORT_FILE = "data", "ledger", "report.json"
+DATA_DIR, LEDGER_DIR, REPORT_FILE, ANNEAL_DIR = "data", "ledger", "report.json", "anneal"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +55,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="output folder (created if missing)")
     p.add_argument("--config", metavar="YAML", help="YAML config file; flags below override it "
                    "(see configs/default.yaml for every setting and its default)")
-    p.add_argument("--source", help="value of the `source` column (default: web)")
+    p.add_argument("--source", action="append", metavar="NAME or NAME=GLOB",
+                   help="NAME: the `source` value of --input files (default: web). NAME=GLOB (repeatable): another "
+                        "source; WARC files are extracted, JSONL[.gz]/Parquet text (e.g. code, books) joins after "
+                        "extraction")
+    p.add_argument("--text-field", help="text field of JSONL/Parquet sources (default: text)")
+    p.add_argument("--mix", metavar="NAME=W,...", help="target token shares, e.g. web=0.7,code=0.2,books=0.1: "
+                   "sources are downsampled by hashed id or repeated (with an epoch field) to match")
+    p.add_argument("--anneal-fraction", type=float, metavar="F",
+                   help="also write OUT/anneal/: documents with quality_score >= --anneal-min-quality, about F of "
+                        "the output's tokens, for the final (annealing) phase of training")
+    p.add_argument("--anneal-min-quality", type=float, metavar="Q", help="default 0.8")
+    p.add_argument("--seed", type=int, help="seed of the shard shuffle and the mix draws (default 0)")
+    p.add_argument("--shard-size-mb", type=float, metavar="MB",
+                   help="target uncompressed text per output shard (default 256)")
     p.add_argument("--languages", metavar="CODES", help="keep only these languages, e.g. en,de (default: all)")
     p.add_argument("--lang-threshold", type=float, metavar="P",
                    help="minimum top-language probability (default 0.65, FineWeb's)")
@@ -84,7 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     overrides: Dict[str, Any] = {}
-    simple = {"input": "inputs", "output": "output", "source": "source", "languages": "langid.languages",
+    simple = {"input": "inputs", "output": "output", "languages": "langid.languages", "text_field": "text_field",
+              "mix": "mix", "seed": "seed", "shard_size_mb": "shard_size_mb",
+              "anneal_fraction": "anneal_fraction", "anneal_min_quality": "anneal_min_quality",
               "lang_threshold": "langid.threshold", "lid_model": "langid.model",
               "max_html_bytes": "extract.max_html_bytes", "quality_model": "quality.model",
               "quality_threshold": "quality.threshold", "dedup_threshold": "dedup.threshold",
@@ -94,6 +114,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         value = getattr(args, attr)
         if value is not None:
             overrides[key] = value
+    for value in args.source or []:
+        if "=" in value:
+            overrides.setdefault("sources", []).append(value)
+        else:
+            overrides["source"] = value
     if args.no_dedup:
         overrides["dedup.exact"] = overrides["dedup.near"] = False
     if args.extract_timeout is not None:
@@ -103,8 +128,13 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         except ValueError:
             raise ConfigError(f"--extract-timeout: expected seconds or 'none', got {args.extract_timeout!r}")
     config = load_config(args.config, overrides)
-    if not config.inputs:
-        raise ConfigError("no input: pass --input GLOB (or `inputs:` in the config file)")
+    if not config.inputs and not config.sources:
+        raise ConfigError("no input: pass --input GLOB or --source NAME=GLOB (or `inputs:` in the config file)")
+    if config.mix:
+        try:
+            parse_weights(config.mix)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
     if not config.output:
         raise ConfigError("no output: pass --output DIR")
     return config
@@ -123,7 +153,9 @@ def check_inputs(patterns: Sequence[str]) -> List[str]:
 def prepare_output(output: str, overwrite: bool) -> None:
     """Refuse to mix two runs' shards in one folder; with --overwrite, delete only our own outputs."""
     ours = [FileSystems.join(output, DATA_DIR, "part-*"), FileSystems.join(output, LEDGER_DIR, "part-*"),
-            FileSystems.join(output, REPORT_FILE)]
+            FileSystems.join(output, REPORT_FILE), FileSystems.join(output, MANIFEST),
+            FileSystems.join(output, STATS_DIR, "*"), FileSystems.join(output, ANNEAL_DIR, "*", "*"),
+            FileSystems.join(output, ANNEAL_DIR, MANIFEST)]
     existing = [m.path for r in FileSystems.match(ours) for m in r.metadata_list]
     if existing and not overwrite:
         raise ConfigError(f"{output} already holds a run's outputs ({len(existing)} files); "
@@ -154,19 +186,48 @@ def make_steps(config: RunConfig) -> list:
     return steps
 
 
+def source_groups(config: RunConfig) -> List[tuple]:
+    """[(source name, kind, [globs])]: --input globs under --source, plus every --source NAME=GLOB."""
+    groups: Dict[tuple, List[str]] = {}
+    for name, pattern in [(config.source, g) for g in config.inputs] + [tuple(spec.split("=", 1)) for spec in config.sources]:
+        kind = "text" if is_text_source(pattern) else "warc"
+        groups.setdefault((name, kind), []).append(pattern)
+    return [(name, kind, globs) for (name, kind), globs in groups.items()]
+
+
 def build_pipeline(p: beam.Pipeline, config: RunConfig) -> List[str]:
     """Adds the job to `p`; returns the stage names in order (for the report)."""
-    documents, read_drops = p | "ReadWarc" >> ReadWarc(config.inputs, config.source, config.warc)
-    ledgers, names = [read_drops], [WARC_STAGE]
-    for name, step in make_steps(config):
+    warc_docs, text_docs, ledgers, names = [], [], [], []
+    for name, kind, globs in source_groups(config):
+        if kind == "warc":
+            docs, drops = p | f"ReadWarc_{name}" >> ReadWarc(globs, name, config.warc)
+            warc_docs.append(docs)
+        else:
+            docs, drops = p | f"ReadText_{name}" >> ReadTextFiles(globs, name, config.text_field)
+            text_docs.append(docs)
+        ledgers.append(drops)
+    names += [WARC_STAGE] if warc_docs else []
+    names += [TEXT_STAGE] if text_docs else []
+    documents = warc_docs | "AllWarc" >> beam.Flatten() if len(warc_docs) != 1 else warc_docs[0]
+    for step_index, (name, step) in enumerate(make_steps(config)):
         documents, drops = documents | f"Stage_{name}" >> step
         ledgers.append(drops)
         names.append(name)
-    _ = (documents
-         | "DocumentRows" >> beam.Map(document_row)
-         | "WriteShards" >> beam.io.WriteToParquet(
-             FileSystems.join(config.output, DATA_DIR, "part"), DOCUMENT_SCHEMA, codec="zstd",
-             file_name_suffix=".parquet", num_shards=config.num_shards))
+        if step_index == 0 and text_docs:  # pre-extracted text joins right after extraction
+            documents = [documents, *text_docs] | "JoinTextSources" >> beam.Flatten()
+    if config.mix:
+        documents, drops = documents | "Stage_mix" >> Mix(parse_weights(config.mix), config.seed)
+        ledgers.append(drops)
+        names.append(MIX_STAGE)
+    _ = documents | "WriteShards" >> WriteShards(
+        FileSystems.join(config.output, DATA_DIR), FileSystems.join(config.output, STATS_DIR, "stats"),
+        config.shard_size_mb, config.seed, config.row_group_rows)
+    if config.anneal_fraction:
+        anneal = FileSystems.join(config.output, ANNEAL_DIR)
+        _ = (documents
+             | "Anneal" >> AnnealSplit(config.anneal_fraction, config.anneal_min_quality, config.seed)
+             | "WriteAnneal" >> WriteShards(FileSystems.join(anneal, DATA_DIR), FileSystems.join(anneal, STATS_DIR, "stats"),
+                                            config.shard_size_mb, config.seed, config.row_group_rows))
     _ = (ledgers
          | "MergeLedger" >> beam.Flatten()
          | "LedgerRows" >> beam.Map(ledger_row)
@@ -180,7 +241,7 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """Run the job; returns the report. Raises ConfigError on bad settings, ConservationError on lost documents."""
     args, beam_args = build_parser().parse_known_args(list(sys.argv[1:] if argv is None else argv))
     config = config_from_args(args)
-    files = check_inputs(config.inputs)
+    files = check_inputs([pattern for _, _, globs in source_groups(config) for pattern in globs])
     # A missing model or a broken extractor install fails here, before any worker starts.
     load_model(config.langid.model)
     if config.quality.enabled:
@@ -193,7 +254,7 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner
     if not args.quiet:
-        size = sum(m.size_in_bytes for r in FileSystems.match(list(config.inputs)) for m in r.metadata_list)
+        size = sum(m.size_in_bytes for r in FileSystems.match(files) for m in r.metadata_list)
         print(f"[refinery] {len(files)} input file(s), {size / 1e6:.1f} MB; runner {runner}", file=sys.stderr)
 
     started = time.monotonic()
@@ -203,16 +264,31 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     result.wait_until_finish()
     elapsed = time.monotonic() - started
 
-    shards = reporting.list_files(FileSystems.join(config.output, DATA_DIR, "part-*.parquet"))
+    extra = {"config": config.to_dict(), "refinery_version": VERSION}
+    if config.anneal_fraction:
+        anneal_manifest = write_manifest(FileSystems.join(config.output, ANNEAL_DIR), DATA_DIR, extra)
+        extra["anneal"] = {"manifest": f"{ANNEAL_DIR}/{MANIFEST}", "rows": anneal_manifest["rows"],
+                           "tokens": anneal_manifest["tokens"]}
+    manifest = write_manifest(config.output, DATA_DIR, extra)  # last: its presence means everything is written
+    shards = [FileSystems.join(config.output, s["path"]) for s in manifest["shards"]]
     ledger_files = reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet"))
     report = reporting.build_report(
         stages=names,
         beam_counters=reporting.counters(result),
-        shard_rows=reporting.parquet_row_counts(shards),
+        shard_rows={s["path"]: s["originals"] for s in manifest["shards"]},
         ledger_rows=reporting.parquet_row_counts(ledger_files),
         ledger_reasons=reporting.column_counts(ledger_files, ["stage", "reason"]),
         languages={lang: n for (lang,), n in reporting.column_counts(shards, ["lang"]).items()},
         config=config.to_dict(), runner=str(runner), elapsed_s=elapsed)
+    report["output"] = {"rows": manifest["rows"], "repeats": manifest["rows"] - report["kept"],
+                        "tokens": manifest["tokens"], "sources": manifest["sources"]}
+    if config.anneal_fraction:
+        report["anneal"] = dict(extra["anneal"], fraction_of_tokens=round(
+            extra["anneal"]["tokens"] / max(manifest["tokens"], 1), 4), requested_fraction=config.anneal_fraction)
+    if config.mix:
+        requested = parse_weights(config.mix)
+        achieved = {k: v["tokens"] / max(manifest["tokens"], 1) for k, v in manifest["sources"].items()}
+        report["mix"] = {"requested": requested, "achieved": {k: round(v, 4) for k, v in achieved.items()}}
     if config.dedup.exact or config.dedup.near:
         report["dedup"] = dedup_report(config.dedup, reporting.counters(result) or {})
     reporting.write_json(FileSystems.join(config.output, REPORT_FILE), report)

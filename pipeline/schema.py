@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from stages.record import Document, Drop
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -40,6 +40,7 @@ DOCUMENT_SCHEMA = pa.schema(
         pa.field("lang", pa.string()),
         pa.field("lang_score", pa.float32()),
         pa.field("quality_score", pa.float32()),
+        pa.field("epoch", pa.int32(), nullable=False),   # 0 = original, k = k-th repeat from source mixing
         pa.field("pii_counts", PII_COUNTS_TYPE),
         pa.field("metadata", METADATA_TYPE),
     ],
@@ -70,6 +71,7 @@ def document_row(doc: Document) -> Dict[str, Any]:
         "lang": doc.lang,
         "lang_score": doc.lang_score,
         "quality_score": doc.quality_score,
+        "epoch": doc.epoch,
         "pii_counts": None if doc.pii_counts is None else {k.lower(): doc.pii_counts.get(k, 0) for k in PII_KINDS},
         "metadata": {name: doc.metadata.get(name) for name in _METADATA_NAMES},
     }

@@ -76,6 +76,39 @@ class ReadWarcFn(beam.DoFn):
         _count(f"{WARC_STAGE}.{name}")
 
 
+class ReadTextFn(beam.DoFn):
+    """One JSONL/Parquet file of pre-extracted text in, Documents (or ledger Drops) out."""
+
+    def __init__(self, source: str, text_field: str):
+        self._source, self._text_field = source, text_field
+
+    def process(self, readable_file: fileio.ReadableFile) -> Iterable:
+        from stages.textsource import STAGE, read_text_records
+
+        path = readable_file.metadata.path
+        with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+            for result in read_text_records(stream, source=self._source, filename=path, text_field=self._text_field):
+                _count(f"{STAGE}.in")
+                yield _route(STAGE, result)
+
+
+class ReadTextFiles(beam.PTransform):
+    """Text-source file patterns -> (documents, ledger); files are read on workers."""
+
+    def __init__(self, patterns: Sequence[str], source: str, text_field: str):
+        super().__init__()
+        self._patterns, self._source, self._text_field = list(patterns), source, text_field
+
+    def expand(self, pbegin):
+        results = (pbegin
+                   | "Patterns" >> beam.Create(self._patterns)
+                   | "Match" >> fileio.MatchAll()
+                   | "Open" >> fileio.ReadMatches()
+                   | "SpreadFiles" >> beam.Reshuffle()
+                   | "Read" >> beam.ParDo(ReadTextFn(self._source, self._text_field)).with_outputs(LEDGER, main=DOCUMENTS))
+        return results[DOCUMENTS] | "SpreadDocuments" >> beam.Reshuffle(), results[LEDGER]
+
+
 class RunStage(beam.DoFn):
     """Runs one stage on each document: kept documents go on, drops go to the ledger output.
 

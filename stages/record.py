@@ -65,6 +65,8 @@ class DropReason(str, enum.Enum):
     NEAR_DUPLICATE = "near_duplicate"
     # decontaminate (detail: n-gram count and the benchmark items matched)
     CONTAMINATED = "contaminated"
+    # mix
+    MIX_DOWNSAMPLED = "mix_downsampled"              # not drawn: its source is above its share of the mix
     # any stage
     ERROR = "error"                          # a stage raised; detail holds the exception type
 
@@ -90,6 +92,7 @@ class Document:
     lang_score: Optional[float] = None
     quality_score: Optional[float] = None            # P(high quality) from the quality classifier
     pii_counts: Optional[Mapping[str, int]] = None   # placeholders inserted per PII kind (None: PII stage off)
+    epoch: int = 0                                   # 0 = original; k > 0 = k-th repeat added by source mixing
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> "Document":

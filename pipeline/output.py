@@ -1,0 +1,135 @@
+"""Output shards with a seeded global shuffle, and the manifest written last.
+
+Each document gets a shard from hash(seed, id, epoch), so every shard mixes all sources and a
+rerun puts the same rows in the same shards in the same order. One GroupByKey per shard
+gathers only that shard's rows (its target size), which one worker writes with pyarrow:
+zstd, fixed-size row groups for streaming readers, written to a temporary name and renamed.
+Each writer reports rows, tokens per source and the SHA-256 of the file; the driver turns
+those into `manifest.json`, written atomically after every shard exists: a manifest means
+the output is complete.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from typing import Any, Dict, List
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.schema import DOCUMENT_SCHEMA, document_row
+from stages.mix import approx_tokens, num_shards_for, shard_of
+from stages.record import Document
+
+MANIFEST = "manifest.json"
+STATS_DIR = "_shard_stats"
+
+
+def shard_name(index: int, count: int) -> str:
+    return f"part-{index:05d}-of-{count:05d}.parquet"
+
+
+class _WriteShard(beam.DoFn):
+    def __init__(self, folder: str, row_group_rows: int):
+        self._folder, self._row_group_rows = folder, row_group_rows
+
+    def process(self, shard_rows, num_shards: int):
+        index, keyed = shard_rows
+        rows = [row for _, row in sorted(keyed, key=lambda kv: (kv[0], kv[1]["id"]))]
+        table = pa.Table.from_pylist(rows, schema=DOCUMENT_SCHEMA)
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer, compression="zstd", row_group_size=self._row_group_rows)
+        data = buffer.getvalue()
+        final = FileSystems.join(self._folder, shard_name(index, num_shards))
+        temp = FileSystems.join(self._folder, "." + shard_name(index, num_shards) + ".tmp")
+        with FileSystems.create(temp) as fh:
+            fh.write(data)
+        if FileSystems.exists(final):  # a retried bundle: replace our own earlier attempt
+            FileSystems.delete([final])
+        FileSystems.rename([temp], [final])
+        tokens: Dict[str, int] = {}
+        for row in rows:
+            tokens[row["source"]] = tokens.get(row["source"], 0) + approx_tokens(row["text"])
+        yield json.dumps({"path": shard_name(index, num_shards), "rows": len(rows), "bytes": len(data),
+                          "sha256": hashlib.sha256(data).hexdigest(),
+                          "row_groups": pq.ParquetFile(io.BytesIO(data)).metadata.num_row_groups,
+                          "tokens_by_source": tokens,
+                          "rows_by_source": _count_by(rows, "source"),
+                          "originals": sum(1 for row in rows if row["epoch"] == 0)})
+
+
+def _count_by(rows: List[Dict[str, Any]], field: str) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    for row in rows:
+        out[row[field]] = out.get(row[field], 0) + 1
+    return out
+
+
+class WriteShards(beam.PTransform):
+    """documents -> Parquet shards in `folder`, plus per-shard stats lines in `stats_prefix`*."""
+
+    def __init__(self, folder: str, stats_prefix: str, shard_size_mb: float, seed: int, row_group_rows: int):
+        super().__init__()
+        self._folder, self._stats_prefix = folder, stats_prefix
+        self._shard_size_mb, self._seed, self._row_group_rows = shard_size_mb, seed, row_group_rows
+
+    def expand(self, documents):
+        size_mb, seed = self._shard_size_mb, self._seed
+        total = (documents
+                 | "TextBytes" >> beam.Map(lambda d: len(d.text.encode("utf-8", "surrogatepass")))
+                 | "TotalBytes" >> beam.CombineGlobally(sum))
+        num_shards = total | "NumShards" >> beam.Map(lambda b: num_shards_for(b, size_mb))
+        shards = beam.pvalue.AsSingleton(num_shards)
+
+        def assign(doc: Document, n: int):
+            index, key = shard_of(doc.id, doc.epoch, n, seed)
+            return index, (key, document_row(doc))
+
+        return (documents
+                | "AssignShard" >> beam.Map(assign, shards)
+                | "GroupShard" >> beam.GroupByKey()
+                | "WriteShard" >> beam.ParDo(_WriteShard(self._folder, self._row_group_rows), shards)
+                | "Stats" >> beam.io.WriteToText(self._stats_prefix, shard_name_template="-SSSSS"))
+
+
+def write_manifest(output: str, data_dir: str, extra: Dict[str, Any]) -> Dict[str, Any]:
+    """Collect the shard writers' stats into manifest.json (temp file + rename: all or nothing)."""
+    stats_glob = FileSystems.join(output, STATS_DIR, "stats*")
+    stat_files = [m.path for r in FileSystems.match([stats_glob]) for m in r.metadata_list]
+    shards = []
+    for path in stat_files:
+        with FileSystems.open(path) as fh:
+            shards += [json.loads(line) for line in fh.read().decode("utf-8").splitlines() if line.strip()]
+    shards.sort(key=lambda s: s["path"])
+    if not shards:  # no document survived: one empty shard, so readers still find a dataset
+        empty = shard_name(0, 1)
+        buffer = io.BytesIO()
+        pq.write_table(DOCUMENT_SCHEMA.empty_table(), buffer, compression="zstd")
+        with FileSystems.create(FileSystems.join(output, data_dir, empty)) as fh:
+            fh.write(buffer.getvalue())
+        shards = [{"path": empty, "rows": 0, "originals": 0, "bytes": len(buffer.getvalue()), "row_groups": 0,
+                   "sha256": hashlib.sha256(buffer.getvalue()).hexdigest(), "tokens_by_source": {},
+                   "rows_by_source": {}}]
+    tokens: Dict[str, int] = {}
+    rows: Dict[str, int] = {}
+    for s in shards:
+        s["path"] = f"{data_dir}/{s['path']}"
+        s["tokens"] = sum(s["tokens_by_source"].values())
+        for k, v in s["tokens_by_source"].items():
+            tokens[k] = tokens.get(k, 0) + v
+        for k, v in s["rows_by_source"].items():
+            rows[k] = rows.get(k, 0) + v
+    manifest = {"format": "refinery-shards/1", "schema": DOCUMENT_SCHEMA.metadata[b"refinery.schema"].decode(),
+                "token_estimate": "UTF-8 bytes / 4", "shards": shards,
+                "rows": sum(s["rows"] for s in shards), "tokens": sum(tokens.values()),
+                "sources": {k: {"rows": rows.get(k, 0), "tokens": tokens.get(k, 0)} for k in sorted(tokens)},
+                **extra}
+    final, temp = FileSystems.join(output, MANIFEST), FileSystems.join(output, "." + MANIFEST + ".tmp")
+    with FileSystems.create(temp) as fh:
+        fh.write(json.dumps(manifest, indent=2, ensure_ascii=False, default=str).encode("utf-8"))
+    FileSystems.rename([temp], [final])
+    FileSystems.delete([FileSystems.join(output, STATS_DIR)])
+    return manifest

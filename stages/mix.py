@@ -1,0 +1,63 @@
+"""Source mixing and shard assignment, Beam-free.
+
+Tokens are approximated as UTF-8 bytes / 4 (about one GPT-2/Llama BPE token per 4 bytes of
+English; unlike whitespace words it also counts Chinese or Thai text sensibly). Sampling is
+deterministic: a document's fate depends only on (seed, id), never on worker or order.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Dict, List, Mapping, Tuple
+
+
+def approx_tokens(text: str) -> int:
+    return (len(text.encode("utf-8", "surrogatepass")) + 3) // 4
+
+
+def unit_hash(seed: int, *parts: str) -> float:
+    """A number in [0, 1) from (seed, parts): the same on every run and every worker."""
+    h = hashlib.blake2b("\x1f".join((str(seed),) + parts).encode("utf-8", "surrogatepass"), digest_size=8)
+    return int.from_bytes(h.digest(), "big") / 2**64
+
+
+def parse_weights(spec: str) -> Dict[str, float]:
+    """"web=0.7,code=0.2,books=0.1" -> weights normalized to sum 1."""
+    weights = {}
+    for part in spec.split(","):
+        name, sep, value = part.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--mix: expected NAME=WEIGHT, got {part!r}")
+        weights[name.strip()] = float(value)
+    total = sum(weights.values())
+    if total <= 0 or any(w < 0 for w in weights.values()):
+        raise ValueError("--mix: weights must be >= 0 and not all 0")
+    return {k: v / total for k, v in weights.items()}
+
+
+def mix_rates(weights: Mapping[str, float], tokens: Mapping[str, int]) -> Dict[str, float]:
+    """Copies per document for each source so output token shares match `weights`, keeping the
+    total token count of the output equal to the input's (rates < 1 downsample, > 1 repeat)."""
+    total = sum(tokens.values())
+    rates = {}
+    for source, available in tokens.items():
+        if source not in weights:
+            rates[source] = 1.0  # a source without a weight passes through unchanged
+        else:
+            rates[source] = weights[source] * total / available if available else 0.0
+    return rates
+
+
+def copies(doc_id: str, rate: float, seed: int) -> int:
+    """How many times a document appears: floor(rate), plus one with probability frac(rate)."""
+    whole = int(rate)
+    return whole + (1 if unit_hash(seed, "mix", doc_id) < rate - whole else 0)
+
+
+def shard_of(doc_id: str, epoch: int, num_shards: int, seed: int) -> Tuple[int, float]:
+    """(shard index, sort key within the shard): a seeded global shuffle."""
+    key = unit_hash(seed, "shuffle", doc_id, str(epoch))
+    return int(key * num_shards), key
+
+
+def num_shards_for(total_bytes: int, shard_size_mb: float) -> int:
+    return max(1, -(-total_bytes // int(shard_size_mb * 1_000_000)))

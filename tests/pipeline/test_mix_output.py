@@ -1,0 +1,109 @@
+"""Several sources in one run, token-share mixing, shuffled shards and the manifest."""
+import hashlib
+import json
+
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.run import run
+from stages.mix import approx_tokens, copies, mix_rates, parse_weights
+from tests.conftest import CC_EXCERPT, SENTENCES_DIR, WARC_DIR
+
+
+def prose_jsonl(path, langs, per_doc=12, docs=None):
+    rows = []
+    for lang in langs:
+        lines = (SENTENCES_DIR / f"{lang}.txt").read_text(encoding="utf-8").splitlines()
+        for i in range(0, len(lines) - per_doc + 1, per_doc):
+            rows.append({"text": " ".join(lines[i:i + per_doc]), "url": f"book://{lang}/{i}"})
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[:docs]), encoding="utf-8")
+    return path
+
+
+def test_mix_arithmetic():
+    assert parse_weights("web=7,code=2,books=1") == {"web": 0.7, "code": 0.2, "books": 0.1}
+    rates = mix_rates({"web": 0.5, "books": 0.5}, {"web": 900, "books": 100})
+    assert rates == {"web": 500 / 900, "books": 5.0}
+    draws = [copies(f"d{i}", 0.25, seed=3) for i in range(4000)]
+    assert 0.22 < sum(draws) / 4000 < 0.28 and set(draws) == {0, 1}
+    assert [copies("x", 2.5, 3) for _ in range(3)] == [copies("x", 2.5, 3)] * 3  # deterministic
+    assert approx_tokens("abcd" * 10) == 10
+    with pytest.raises(ValueError):
+        parse_weights("web")
+
+
+@pytest.fixture(scope="module")
+def mixed_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mix")
+    books = prose_jsonl(tmp / "books.jsonl", ["en", "de", "fr", "es", "nl"])
+    args = ["--input", str(WARC_DIR / "*.warc.gz"), "--source", f"books={books}", "--mix", "web=0.5,books=0.5",
+            "--shard-size-mb", "0.1", "--seed", "7", "--quiet", "--anneal-fraction", "0.3", "--anneal-min-quality", "0.998"]
+    first = run(args + ["--output", str(tmp / "a")])
+    second = run(args + ["--output", str(tmp / "b")])
+    return tmp, first, second
+
+
+def test_two_sources_mixed_to_the_requested_shares(mixed_run):
+    tmp, report, _ = mixed_run
+    achieved, requested = report["mix"]["achieved"], report["mix"]["requested"]
+    assert set(achieved) == {"web", "books"}
+    for source in requested:
+        assert abs(achieved[source] - requested[source]) <= 0.1, report["mix"]  # stated tolerance: 10 points
+    table = pq.read_table(str(tmp / "a" / "data"))
+    assert set(table.column("source").to_pylist()) == {"web", "books"}
+    epochs = table.column("epoch").to_pylist()
+    assert max(epochs) >= 1  # the smaller source was repeated, each repeat with its own id
+    assert len(set(table.column("id").to_pylist())) == table.num_rows
+    assert report["conservation"]["holds"]
+    funnel = {f["stage"]: f for f in report["funnel"]}
+    assert "read_text" in funnel and "mix" in funnel
+
+
+def test_every_shard_mixes_sources_and_reruns_are_identical(mixed_run):
+    tmp, first, second = mixed_run
+    manifest_a = json.loads((tmp / "a" / "manifest.json").read_text())
+    manifest_b = json.loads((tmp / "b" / "manifest.json").read_text())
+    assert len(manifest_a["shards"]) >= 3
+    assert [s["sha256"] for s in manifest_a["shards"]] == [s["sha256"] for s in manifest_b["shards"]]
+    for shard in manifest_a["shards"]:
+        assert set(shard["rows_by_source"]) == {"web", "books"}, shard
+
+
+def test_manifest_agrees_with_the_shards(mixed_run):
+    tmp, report, _ = mixed_run
+    manifest = json.loads((tmp / "a" / "manifest.json").read_text())
+    for shard in manifest["shards"]:
+        path = tmp / "a" / shard["path"]
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == shard["sha256"]
+        meta = pq.ParquetFile(path).metadata
+        assert meta.num_rows == shard["rows"] and meta.num_row_groups == shard["row_groups"]
+        texts = pq.read_table(path, columns=["text"]).column("text").to_pylist()
+        assert sum(approx_tokens(t) for t in texts) == shard["tokens"]
+    assert manifest["rows"] == sum(s["rows"] for s in manifest["shards"]) == report["output"]["rows"]
+    assert manifest["config"]["mix"] == "web=0.5,books=0.5" and manifest["refinery_version"]
+    assert pads.dataset(str(tmp / "a" / "data"), format="parquet").count_rows() == manifest["rows"]
+    assert not list((tmp / "a").glob("_shard_stats*")) and not list((tmp / "a" / "data").glob(".*tmp"))
+
+
+def test_broken_text_source_lines_are_ledgered(tmp_path):
+    src = tmp_path / "notes.jsonl"
+    good = prose_jsonl(tmp_path / "g.jsonl", ["en"], docs=2).read_text()
+    src.write_text(good + "{not json\n" + json.dumps({"text": ""}) + "\n", encoding="utf-8")
+    report = run(["--input", str(CC_EXCERPT), "--source", f"notes={src}", "--output", str(tmp_path / "o"), "--quiet",
+                  "--no-dedup"])
+    ledger = pq.read_table(str(tmp_path / "o" / "ledger")).to_pylist()
+    reasons = sorted(r["reason"] for r in ledger if r["stage"] == "read_text")
+    assert reasons == ["no_text", "read_error"]
+    assert report["conservation"]["holds"] and report["documents_read"] == 16 + 4
+
+
+def test_anneal_split_holds_high_quality_documents(mixed_run):
+    tmp, report, _ = mixed_run
+    anneal = pq.read_table(str(tmp / "a" / "anneal" / "data"))
+    main = pq.read_table(str(tmp / "a" / "data"))
+    assert anneal.num_rows > 0 and min(anneal.column("quality_score").to_pylist()) >= 0.998
+    share = lambda t: sum(q >= 0.998 for q in t.column("quality_score").to_pylist()) / t.num_rows
+    assert share(anneal) == 1.0 > share(main)
+    assert 0 < report["anneal"]["fraction_of_tokens"] <= 0.3 + 0.1
+    assert json.loads((tmp / "a" / "anneal" / "manifest.json").read_text())["rows"] == anneal.num_rows
