@@ -29,15 +29,25 @@ class GopherQualityConfig:
     min_stop_words: Optional[int] = 2            # stop-word occurrences (per-language lists, stages/text.py)
 
 
-class GopherQuality(Stage):
-    name = "gopher_quality"
+class _RuleStage(Stage):
+    """A stage whose `check(text, lang)` returns None (keep) or (reason, detail)."""
 
-    def __init__(self, config: GopherQualityConfig = GopherQualityConfig()):
+    def __init__(self, config):
         self.config = config
 
     def __call__(self, doc: Document) -> StageResult:
         reason = self.check(doc.text, doc.lang)
         return doc if reason is None else doc.drop(self.name, *reason)
+
+    def check(self, text: str, lang: Optional[str]) -> Optional[Tuple[DropReason, str]]:
+        raise NotImplementedError
+
+
+class GopherQuality(_RuleStage):
+    name = "gopher_quality"
+
+    def __init__(self, config: GopherQualityConfig = GopherQualityConfig()):
+        super().__init__(config)
 
     def check(self, text: str, lang: Optional[str]) -> Optional[Tuple[DropReason, str]]:
         c = self.config
@@ -97,7 +107,7 @@ class GopherRepetitionConfig:
         (5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
 
 
-class GopherRepetition(Stage):
+class GopherRepetition(_RuleStage):
     """Repetition statistics, with one definition of "characters" throughout.
 
     Lines and paragraphs: a duplicate is every copy after the first (its characters are
@@ -113,11 +123,7 @@ class GopherRepetition(Stage):
     name = "gopher_repetition"
 
     def __init__(self, config: GopherRepetitionConfig = GopherRepetitionConfig()):
-        self.config = config
-
-    def __call__(self, doc: Document) -> StageResult:
-        reason = self.check(doc.text, doc.lang)
-        return doc if reason is None else doc.drop(self.name, *reason)
+        super().__init__(config)
 
     def check(self, text: str, lang: Optional[str]) -> Optional[Tuple[DropReason, str]]:
         c = self.config
