@@ -14,7 +14,7 @@ from typing import Dict, Iterable, List, Tuple
 
 import apache_beam as beam
 
-from pipeline.transforms import DOCUMENTS, LEDGER, NAMESPACE, _count
+from pipeline.transforms import DOCUMENTS, LEDGER, _count
 from stages.dedup import (DedupConfig, MinHasher, band_keys, both_directions, exact_key, jaccard, large_star,
                           shingle_hash, shingles, small_star, survivor_rank)
 from stages.record import Document, DropReason

@@ -20,7 +20,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from pipeline import report as reporting
 from pipeline.config import ConfigError, RunConfig, load_config
 from pipeline.dedup import EXACT as EXACT_DEDUP, NEAR as NEAR_DEDUP, ExactDedup, NearDedup, dedup_report
-from pipeline.schema import DOCUMENT_SCHEMA, LEDGER_SCHEMA, document_row, ledger_row
+from pipeline.schema import LEDGER_SCHEMA, ledger_row
 from pipeline.mix import STAGE as MIX_STAGE, AnnealSplit, Mix
 from pipeline.output import MANIFEST, STATS_DIR, WriteShards, write_manifest
 from pipeline.transforms import ApplyStage, Decontaminate, ReadTextFiles, ReadWarc

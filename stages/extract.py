@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import resource
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult

@@ -7,7 +7,7 @@ deterministic: a document's fate depends only on (seed, id), never on worker or 
 from __future__ import annotations
 
 import hashlib
-from typing import Dict, List, Mapping, Tuple
+from typing import Dict, Mapping, Tuple
 
 
 def approx_tokens(text: str) -> int:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import collections
 import json
-from typing import Dict, Iterable, Tuple
+from typing import Dict, Iterable
 
 from stages.pii import KINDS, find_pii
 
