@@ -208,13 +208,19 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig) -> List[str]:
         ledgers.append(drops)
     names += [WARC_STAGE] if warc_docs else []
     names += [TEXT_STAGE] if text_docs else []
-    documents = warc_docs | "AllWarc" >> beam.Flatten() if len(warc_docs) != 1 else warc_docs[0]
-    for step_index, (name, step) in enumerate(make_steps(config)):
+    (extract_name, extract), *steps = make_steps(config)
+    streams = list(text_docs)  # pre-extracted text joins right after extraction
+    if warc_docs:
+        html = warc_docs[0] if len(warc_docs) == 1 else warc_docs | "AllWarc" >> beam.Flatten()
+        extracted, drops = html | f"Stage_{extract_name}" >> extract
+        ledgers.append(drops)
+        names.append(extract_name)
+        streams.insert(0, extracted)
+    documents = streams[0] if len(streams) == 1 else streams | "JoinTextSources" >> beam.Flatten()
+    for name, step in steps:
         documents, drops = documents | f"Stage_{name}" >> step
         ledgers.append(drops)
         names.append(name)
-        if step_index == 0 and text_docs:  # pre-extracted text joins right after extraction
-            documents = [documents, *text_docs] | "JoinTextSources" >> beam.Flatten()
     if config.mix:
         documents, drops = documents | "Stage_mix" >> Mix(parse_weights(config.mix), config.seed)
         ledgers.append(drops)

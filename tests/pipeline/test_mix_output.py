@@ -107,3 +107,12 @@ def test_anneal_split_holds_high_quality_documents(mixed_run):
     assert share(anneal) == 1.0 > share(main)
     assert 0 < report["anneal"]["fraction_of_tokens"] <= 0.3 + 0.1
     assert json.loads((tmp / "a" / "anneal" / "manifest.json").read_text())["rows"] == anneal.num_rows
+
+
+def test_text_sources_alone_skip_extraction(tmp_path):
+    books = prose_jsonl(tmp_path / "books.jsonl", ["en", "de"])
+    report = run(["--source", f"books={books}", "--output", str(tmp_path / "o"), "--quiet", "--no-dedup"])
+    stages = [f["stage"] for f in report["funnel"]]
+    assert stages[0] == "read_text" and "extract" not in stages and "warc" not in stages
+    assert report["conservation"]["holds"] and report["documents_read"] == 16
+    assert set(pq.read_table(str(tmp_path / "o" / "data")).column("lang").to_pylist()) == {"en", "de"}
