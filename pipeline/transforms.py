@@ -9,6 +9,7 @@ Counters (namespace `refinery`), read back into the report:
 """
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from typing import Iterable, List, Sequence
@@ -57,47 +58,34 @@ class _Progress:
                   file=sys.stderr, flush=True)
 
 
-class ReadWarcFn(beam.DoFn):
-    """One WARC file in, its response records out as Documents (or ledger Drops)."""
+class ReadFileFn(beam.DoFn):
+    """One input file in, its documents out (ledger Drops for unreadable parts).
 
-    def __init__(self, source: str, config: WarcConfig):
-        self._source, self._config = source, config
+    `reader(stream, source=, filename=, count=)` is a stages/ reader (WARC or text records);
+    `stage` names its counters. The raw bytes are passed on: readers undo gzip themselves.
+    """
+
+    def __init__(self, stage: str, reader, source: str):
+        self._stage, self._reader, self._source = stage, reader, source
 
     def process(self, readable_file: fileio.ReadableFile) -> Iterable:
         path = readable_file.metadata.path
-        # Let warcio see the raw bytes: it reads per-record gzip members itself.
         with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
-            for result in read_warc(stream, source=self._source, filename=path, config=self._config, count=self._count):
-                _count(f"{WARC_STAGE}.in")
-                yield _route(WARC_STAGE, result)
+            for result in self._reader(stream, source=self._source, filename=path, count=self._count):
+                _count(f"{self._stage}.in")
+                yield _route(self._stage, result)
 
-    @staticmethod
-    def _count(name: str) -> None:
-        _count(f"{WARC_STAGE}.{name}")
-
-
-class ReadTextFn(beam.DoFn):
-    """One JSONL/Parquet file of pre-extracted text in, Documents (or ledger Drops) out."""
-
-    def __init__(self, source: str, text_field: str):
-        self._source, self._text_field = source, text_field
-
-    def process(self, readable_file: fileio.ReadableFile) -> Iterable:
-        from stages.textsource import STAGE, read_text_records
-
-        path = readable_file.metadata.path
-        with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
-            for result in read_text_records(stream, source=self._source, filename=path, text_field=self._text_field):
-                _count(f"{STAGE}.in")
-                yield _route(STAGE, result)
+    def _count(self, name: str) -> None:
+        _count(f"{self._stage}.{name}")
 
 
-class ReadTextFiles(beam.PTransform):
-    """Text-source file patterns -> (documents, ledger); files are read on workers."""
+class ReadFiles(beam.PTransform):
+    """File patterns -> (documents, ledger). Files are matched and read on workers, never in the driver;
+    one file holds thousands of documents, so they are spread before the expensive stages."""
 
-    def __init__(self, patterns: Sequence[str], source: str, text_field: str):
+    def __init__(self, patterns: Sequence[str], read_fn: ReadFileFn):
         super().__init__()
-        self._patterns, self._source, self._text_field = list(patterns), source, text_field
+        self._patterns, self._read_fn = list(patterns), read_fn
 
     def expand(self, pbegin):
         results = (pbegin
@@ -105,8 +93,18 @@ class ReadTextFiles(beam.PTransform):
                    | "Match" >> fileio.MatchAll()
                    | "Open" >> fileio.ReadMatches()
                    | "SpreadFiles" >> beam.Reshuffle()
-                   | "Read" >> beam.ParDo(ReadTextFn(self._source, self._text_field)).with_outputs(LEDGER, main=DOCUMENTS))
+                   | "Read" >> beam.ParDo(self._read_fn).with_outputs(LEDGER, main=DOCUMENTS))
         return results[DOCUMENTS] | "SpreadDocuments" >> beam.Reshuffle(), results[LEDGER]
+
+
+def ReadWarc(patterns: Sequence[str], source: str, config: WarcConfig) -> ReadFiles:
+    return ReadFiles(patterns, ReadFileFn(WARC_STAGE, functools.partial(read_warc, config=config), source))
+
+
+def ReadTextFiles(patterns: Sequence[str], source: str, text_field: str) -> ReadFiles:
+    from stages.textsource import STAGE, read_text_records
+
+    return ReadFiles(patterns, ReadFileFn(STAGE, functools.partial(read_text_records, text_field=text_field), source))
 
 
 class RunStage(beam.DoFn):
@@ -162,27 +160,6 @@ class RunStageOnBatches(RunStage):
             results = [self._run_one(doc) for doc in batch]
         for result in results:
             yield _route(name, result)
-
-
-class ReadWarc(beam.PTransform):
-    """File patterns -> (documents, ledger). Files are matched and read on workers, never in the driver."""
-
-    def __init__(self, patterns: Sequence[str], source: str, config: WarcConfig):
-        super().__init__()
-        self._patterns, self._source, self._config = list(patterns), source, config
-
-    def expand(self, pbegin):
-        results = (
-            pbegin
-            | "Patterns" >> beam.Create(self._patterns)
-            | "Match" >> fileio.MatchAll()
-            | "Open" >> fileio.ReadMatches()
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "Read" >> beam.ParDo(ReadWarcFn(self._source, self._config)).with_outputs(LEDGER, main=DOCUMENTS)
-        )
-        # One WARC file holds thousands of pages: spread them before the expensive stages.
-        documents = results[DOCUMENTS] | "SpreadDocuments" >> beam.Reshuffle()
-        return documents, results[LEDGER]
 
 
 class ApplyStage(beam.PTransform):

@@ -9,23 +9,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.dedup import ConnectedComponents, rounds_to_converge
 from pipeline.transforms import NAMESPACE
-
-
-def union_find_components(edges):
-    parent = {}
-
-    def find(x):
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for u, v in edges:
-        ru, rv = find(u), find(v)
-        if ru != rv:
-            parent[max(ru, rv)] = min(ru, rv)
-    return {node: find(node) for node in list(parent)}
+from tests.union_find import union_find_components
 
 
 def beam_components(edges, expected=None, max_rounds=30):

@@ -9,6 +9,7 @@ from datasketch import MinHash, MinHashLSH
 from pipeline.dedup import NearDedup
 from stages.dedup import DedupConfig, MinHasher, jaccard, shingles
 from tests import dedup_corpus
+from tests.union_find import union_find_components
 
 
 def run_near_dedup(docs, tmp_path, config=DedupConfig()):
@@ -62,28 +63,15 @@ def test_clusters_equal_brute_force_lsh_with_union_find(tmp_path):
     for doc_id, kept_id in removed.items():
         beam_clusters.setdefault(kept_id, {kept_id}).add(doc_id)
 
-    hasher, lsh, parent = MinHasher(), MinHashLSH(num_perm=112, params=(14, 8)), {}
-    minhashes = {}
+    hasher, lsh, minhashes = MinHasher(), MinHashLSH(num_perm=112, params=(14, 8)), {}
     for doc in corpus.docs:
         sig = hasher.signature(shingles(doc.text))
         minhashes[doc.id] = MinHash(num_perm=112, seed=1, hashvalues=sig, scheme=MinHash(num_perm=112).scheme)
         lsh.insert(doc.id, minhashes[doc.id])
-
-    def find(x):
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for doc_id, m in minhashes.items():
-        for other in lsh.query(m):
-            a, b = find(doc_id), find(other)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
+    candidate_pairs = [(doc_id, other) for doc_id, m in minhashes.items() for other in lsh.query(m)]
     reference = {}
-    for doc_id in minhashes:
-        reference.setdefault(find(doc_id), set()).add(doc_id)
+    for doc_id, component in union_find_components(candidate_pairs).items():
+        reference.setdefault(component, set()).add(doc_id)
     reference_clusters = sorted(sorted(c) for c in reference.values() if len(c) > 1)
     assert sorted(sorted(c) for c in beam_clusters.values()) == reference_clusters
 
