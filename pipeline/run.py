@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed of the shard shuffle and the mix draws (default 0)")
     p.add_argument("--shard-size-mb", type=float, metavar="MB",
                    help="target uncompressed text per output shard (default 256)")
+    p.add_argument("--row-group-rows", type=int, metavar="N",
+                   help="documents per Parquet row group, the unit training readers fetch (default 4096)")
     p.add_argument("--languages", metavar="CODES", help="keep only these languages, e.g. en,de (default: all)")
     p.add_argument("--lang-threshold", type=float, metavar="P",
                    help="minimum top-language probability (default 0.65, FineWeb's)")
@@ -104,6 +106,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     overrides: Dict[str, Any] = {}
     simple = {"input": "inputs", "output": "output", "languages": "langid.languages", "text_field": "text_field",
               "mix": "mix", "seed": "seed", "shard_size_mb": "shard_size_mb",
+              "row_group_rows": "row_group_rows",
               "anneal_fraction": "anneal_fraction", "anneal_min_quality": "anneal_min_quality",
               "lang_threshold": "langid.threshold", "lid_model": "langid.model",
               "max_html_bytes": "extract.max_html_bytes", "quality_model": "quality.model",

@@ -1,0 +1,120 @@
+"""Atomic, verifiable checkpoints, and the RNG state of a process.
+
+Layout of a checkpoint directory:
+  step-00000100.pt   torch.save of {format, step, model, optimizer, scheduler, scaler, data, rng, ...}
+  latest.json        {"file", "step", "sha256", "bytes"}: written (temp + rename) after the .pt file
+
+A reader trusts only what latest.json names and checks its size and sha256, so a crash mid-write
+leaves the previous checkpoint in force, and a truncated or altered file is an error that names the
+file, never a silent restart from step 0.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+from typing import Any, Dict, Optional
+
+import numpy as np
+import torch
+
+FORMAT = "refinery-checkpoint/1"
+LATEST = "latest.json"
+REQUIRED = ("format", "step", "model", "optimizer", "scheduler", "data", "rng")
+
+
+class CheckpointError(RuntimeError):
+    pass
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_atomic(path: str, write) -> None:
+    temp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
+    with open(temp, "wb") as fh:
+        write(fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(temp, path)
+
+
+def save(directory: str, payload: Dict[str, Any], keep: int = 2) -> str:
+    """Write `payload` (which has a `step`) and point latest.json at it; keep the newest `keep` files."""
+    os.makedirs(directory, exist_ok=True)
+    name = f"step-{payload['step']:08d}.pt"
+    path = os.path.join(directory, name)
+    _write_atomic(path, lambda fh: torch.save(dict(payload, format=FORMAT), fh))
+    latest = {"file": name, "step": payload["step"], "bytes": os.path.getsize(path), "sha256": _sha256(path)}
+    _write_atomic(os.path.join(directory, LATEST), lambda fh: fh.write(json.dumps(latest, indent=1).encode()))
+    old = sorted(f for f in os.listdir(directory) if f.startswith("step-") and f.endswith(".pt") and f != name)
+    for stale in old[:max(0, len(old) - (keep - 1))]:
+        os.remove(os.path.join(directory, stale))
+    return path
+
+
+def latest_step(directory: str) -> Optional[int]:
+    try:
+        with open(os.path.join(directory, LATEST), encoding="utf-8") as fh:
+            return int(json.load(fh)["step"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def load(directory: str) -> Dict[str, Any]:
+    """The checkpoint latest.json names, verified; CheckpointError with the reason otherwise."""
+    pointer = os.path.join(directory, LATEST)
+    if not os.path.isfile(pointer):
+        found = [f for f in os.listdir(directory) if f.endswith(".pt")] if os.path.isdir(directory) else []
+        hint = f" ({len(found)} .pt file(s) there but no {LATEST}: an interrupted first save?)" if found else ""
+        raise CheckpointError(f"--resume: no checkpoint in {directory}{hint}")
+    try:
+        with open(pointer, encoding="utf-8") as fh:
+            latest = json.load(fh)
+        path = os.path.join(directory, latest["file"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{pointer} is unreadable ({exc})") from exc
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{pointer} names {latest['file']}, which does not exist")
+    size = os.path.getsize(path)
+    if size != latest.get("bytes"):
+        raise CheckpointError(f"{path} is {size} bytes, {LATEST} recorded {latest.get('bytes')}: partial or replaced file")
+    if _sha256(path) != latest.get("sha256"):
+        raise CheckpointError(f"{path} does not match its sha256 in {LATEST}: the file is corrupt")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for damaged archives
+        raise CheckpointError(f"{path} cannot be loaded: {exc}") from exc
+    missing = [k for k in REQUIRED if k not in state]
+    if missing or state.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a {FORMAT} checkpoint (missing {missing})")
+    return state
+
+
+def rng_state() -> Dict[str, Any]:
+    """This process's generators as plain lists and numbers: they travel through `gather_object` and
+    load under `torch.load(weights_only=True)`."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    state = {"python": [version, list(internal), gauss_next],
+             "numpy": [name, keys.tolist(), int(pos), int(has_gauss), float(gauss)],
+             "torch": torch.get_rng_state().tolist()}
+    if torch.cuda.is_available():
+        state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
+    return state
+
+
+def set_rng_state(state: Dict[str, Any]) -> None:
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+    name, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])

@@ -1,0 +1,263 @@
+"""Stream the pipeline's Parquet shards as training batches, resumable at the exact next token.
+
+Work unit = a row group of a shard (or an even slice of one, when there are fewer row groups than
+readers). Every epoch the units are permuted with a seed derived from (seed, epoch), so each epoch
+has a new order and every rerun the same one; reader r of R (R = ranks x DataLoader workers) takes
+units r, r+R, r+2R, ... of that permutation: disjoint, and no reader sees another's rows.
+
+A reader's position is (epoch, unit, row, offset): the next token it has not consumed. Packed mode
+concatenates documents, each followed by EOS, into windows of seq_len+1 tokens (inputs and shifted
+targets) and advances by seq_len, so every token is a target once. Padded mode makes one sample per
+document (long ones split into seq_len pieces), pads to seq_len, and masks padded targets with
+IGNORE_INDEX. Each batch carries the reader's position after it; `StreamState` collects them so a
+checkpoint resumes every reader where it stopped.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+IGNORE_INDEX = -100
+MANIFEST = "manifest.json"
+
+
+class DataError(RuntimeError):
+    """The training data cannot be read as asked (missing manifest, corrupt shard, too few units)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    shard: str          # absolute path of the Parquet file
+    row_group: int
+    start: int          # row slice [start, stop) of that row group
+    stop: int
+
+
+def read_manifest(data_dir: str) -> Dict[str, Any]:
+    path = os.path.join(data_dir, MANIFEST)
+    if not os.path.isfile(path):
+        raise DataError(f"{path} not found: point --data at the output directory of `refinery run` "
+                        "(the manifest is written last, so a missing one also means an unfinished run)")
+    with open(path, encoding="utf-8") as fh:
+        manifest = json.load(fh)
+    if not str(manifest.get("format", "")).startswith("refinery-shards/"):
+        raise DataError(f"{path} is not a refinery shard manifest")
+    return manifest
+
+
+def list_units(data_dir: str, manifest: Dict[str, Any], min_units: int) -> List[Unit]:
+    """Row groups of all shards (in manifest order), split evenly when fewer than `min_units`."""
+    groups: List[Tuple[str, int, int]] = []
+    for shard in manifest["shards"]:
+        path = os.path.join(data_dir, shard["path"])
+        try:
+            meta = pq.ParquetFile(path).metadata
+        except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on corrupt files
+            raise DataError(f"shard {path} cannot be read: {exc}") from exc
+        groups += [(path, g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)
+                   if meta.row_group(g).num_rows > 0]
+    rows = sum(n for _, _, n in groups)
+    if rows == 0:
+        raise DataError(f"{data_dir}: the shards hold no documents")
+    pieces = 1
+    while len(groups) * pieces < min_units and pieces < max(n for _, _, n in groups):
+        pieces += 1
+    units = []
+    for path, g, n in groups:
+        bounds = np.linspace(0, n, min(pieces, n) + 1).astype(int)
+        units += [Unit(path, g, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    if len(units) < min_units:
+        raise DataError(f"{data_dir}: {rows} documents cannot give each of {min_units} readers "
+                        "(ranks x workers) its own rows; use fewer ranks or workers")
+    return units
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclasses.dataclass
+class DataConfig:
+    data_dir: str
+    seq_len: int
+    micro_batch: int
+    seed: int = 0
+    mode: str = "packed"          # packed | padded
+    text_field: str = "text"
+    num_workers: int = 0
+    verify_checksums: bool = True
+
+
+class ShardStream(IterableDataset):
+    """An endless stream of batches (epochs follow each other) for one rank; see the module docstring."""
+
+    def __init__(self, cfg: DataConfig, tokenizer, rank: int = 0, world_size: int = 1) -> None:
+        if cfg.mode not in ("packed", "padded"):
+            raise ValueError(f"unknown data mode {cfg.mode!r} (packed | padded)")
+        self.cfg, self.tokenizer, self.rank, self.world_size = cfg, tokenizer, rank, world_size
+        self.manifest = read_manifest(cfg.data_dir)
+        self.workers = max(1, cfg.num_workers)
+        self.units = list_units(cfg.data_dir, self.manifest, world_size * self.workers)
+        self.checksums = {os.path.join(cfg.data_dir, s["path"]): s.get("sha256") for s in self.manifest["shards"]}
+        self.start_positions: Dict[int, Dict[str, int]] = {}
+        self.worker_shift = 0
+
+    def fingerprint(self) -> Dict[str, Any]:
+        """What must match for a saved position to mean the same tokens."""
+        shards = sorted(s.get("sha256") or s["path"] for s in self.manifest["shards"])
+        return {"shards": hashlib.sha256("".join(shards).encode()).hexdigest()[:16], "seq_len": self.cfg.seq_len,
+                "mode": self.cfg.mode, "seed": self.cfg.seed, "tokenizer": self.tokenizer.describe(),
+                "units": len(self.units), "world_size": self.world_size, "workers": self.workers}
+
+    def reader_units(self, reader: int, epoch: int) -> List[Unit]:
+        order = np.random.default_rng([self.cfg.seed, epoch]).permutation(len(self.units))
+        readers = self.world_size * self.workers
+        return [self.units[i] for i in order[reader::readers]]
+
+    # -- reading -------------------------------------------------------------------------------
+    def _rows(self, unit: Unit, cache: Dict[str, Any]) -> List[str]:
+        if cache.get("key") != (unit.shard, unit.row_group):
+            if self.cfg.verify_checksums and unit.shard not in cache.setdefault("verified", set()):
+                expected = self.checksums.get(unit.shard)
+                if expected and file_sha256(unit.shard) != expected:
+                    raise DataError(f"shard {unit.shard} does not match the sha256 in {MANIFEST} "
+                                    "(changed or corrupted after the pipeline wrote it)")
+                cache["verified"].add(unit.shard)
+            try:
+                table = pq.ParquetFile(unit.shard).read_row_group(unit.row_group, columns=[self.cfg.text_field])
+            except (OSError, ValueError, KeyError) as exc:
+                raise DataError(f"shard {unit.shard} row group {unit.row_group} cannot be read: {exc}") from exc
+            cache["key"], cache["texts"] = (unit.shard, unit.row_group), table.column(0).to_pylist()
+        return cache["texts"][unit.start:unit.stop]
+
+    def _documents(self, reader: int, pos: Dict[str, int]) -> Iterator[Tuple[Dict[str, int], np.ndarray]]:
+        """(position of the first token, tokens) from `pos` on; each document ends with EOS."""
+        epoch, unit_i, row, offset = pos["epoch"], pos["unit"], pos["row"], pos["offset"]
+        cache: Dict[str, Any] = {}
+        eos = self.tokenizer.eos_id
+        while True:
+            units = self.reader_units(reader, epoch)
+            while unit_i < len(units):
+                texts = self._rows(units[unit_i], cache)
+                while row < len(texts):
+                    ids = self.tokenizer.encode(texts[row] or "")
+                    tokens = np.asarray(ids + [eos], dtype=np.int64)[offset:]
+                    yield {"epoch": epoch, "unit": unit_i, "row": row, "offset": offset}, tokens
+                    row, offset = row + 1, 0
+                unit_i, row = unit_i + 1, 0
+            epoch, unit_i = epoch + 1, 0
+
+    def _packed(self, reader: int, pos: Dict[str, int]) -> Iterator[Tuple[np.ndarray, Dict[str, int]]]:
+        width = self.cfg.seq_len + 1
+        docs = self._documents(reader, pos)
+        buffer: List[List[Any]] = []  # [position, tokens] from the oldest unconsumed token on
+        held = 0
+        while True:
+            while held < width:
+                where, tokens = next(docs)
+                if len(tokens):
+                    buffer.append([dict(where), tokens])
+                    held += len(tokens)
+            window = np.concatenate([t for _, t in buffer])[:width]
+            consume = self.cfg.seq_len  # the last target is the next window's first input
+            held -= consume
+            while consume:
+                where, tokens = buffer[0]
+                if len(tokens) <= consume:
+                    consume -= len(tokens)
+                    buffer.pop(0)
+                else:
+                    buffer[0][1] = tokens[consume:]
+                    where["offset"] += consume
+                    consume = 0
+            yield window, dict(buffer[0][0])
+
+    def _padded(self, reader: int, pos: Dict[str, int]) -> Iterator[Tuple[np.ndarray, Dict[str, int]]]:
+        step = self.cfg.seq_len
+        for where, tokens in self._documents(reader, pos):
+            for start in range(0, len(tokens) - 1, step):
+                after = dict(where, offset=where["offset"] + start + step)
+                if start + step >= len(tokens) - 1:  # this piece ends the document: next is the next row
+                    after = dict(where, row=where["row"] + 1, offset=0)
+                window = np.full(step + 1, self.tokenizer.pad_id, dtype=np.int64)
+                piece = tokens[start:start + step + 1]
+                window[:len(piece)] = piece
+                window[len(piece):] = IGNORE_INDEX  # marks padding; inputs get pad_id below
+                yield window, after
+
+    def _batches(self, reader: int, logical_worker: int) -> Iterator[Dict[str, Any]]:
+        pos = self.start_positions.get(logical_worker, {"epoch": 0, "unit": 0, "row": 0, "offset": 0})
+        samples = self._packed(reader, pos) if self.cfg.mode == "packed" else self._padded(reader, pos)
+        while True:
+            windows, after = [], None
+            for _ in range(self.cfg.micro_batch):
+                window, after = next(samples)
+                windows.append(window)
+            block = torch.from_numpy(np.stack(windows))
+            inputs = block[:, :-1].clone()
+            inputs[inputs == IGNORE_INDEX] = self.tokenizer.pad_id
+            yield {"input": inputs, "target": block[:, 1:].clone(), "worker": logical_worker, "position": after}
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        info = get_worker_info()
+        physical = info.id if info is not None else 0
+        logical = (physical + self.worker_shift) % self.workers
+        return self._batches(self.rank * self.workers + logical, logical)
+
+
+class StreamState:
+    """Iterates a rank's batches through a DataLoader and keeps what a checkpoint needs to resume."""
+
+    def __init__(self, stream: ShardStream) -> None:
+        self.stream = stream
+        self.positions: Dict[int, Dict[str, int]] = {}
+        self.next_worker = 0
+        self._iter: Optional[Iterator[Dict[str, Any]]] = None
+
+    def __iter__(self) -> "StreamState":
+        return self
+
+    def __next__(self) -> Dict[str, Any]:
+        if self._iter is None:
+            self.stream.start_positions = dict(self.positions)
+            self.stream.worker_shift = self.next_worker  # DataLoader asks worker 0 first: rotate ids
+            workers = self.stream.cfg.num_workers
+            self._iter = iter(DataLoader(self.stream, batch_size=None, num_workers=workers,
+                                         persistent_workers=False, prefetch_factor=2 if workers else None))
+        batch = next(self._iter)
+        self.positions[batch["worker"]] = batch["position"]
+        self.next_worker = (batch["worker"] + 1) % self.stream.workers
+        return batch
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"positions": {str(k): dict(v) for k, v in self.positions.items()},
+                "next_worker": self.next_worker, "fingerprint": self.stream.fingerprint()}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Exact resume when data, tokenizer, seq_len, ranks and workers match; an error if the data
+        differs; with another number of ranks or workers, the readers restart at the saved epoch."""
+        saved, now = state["fingerprint"], self.stream.fingerprint()
+        for key in ("shards", "seq_len", "mode", "seed", "tokenizer"):
+            if saved.get(key) != now.get(key):
+                raise DataError(f"checkpoint was trained on other data settings: {key} was {saved.get(key)!r}, "
+                                f"now {now.get(key)!r}")
+        self._iter = None
+        if (saved["world_size"], saved["workers"], saved["units"]) == (now["world_size"], now["workers"], now["units"]):
+            self.positions = {int(k): dict(v) for k, v in state["positions"].items()}
+            self.next_worker = int(state["next_worker"])
+        else:
+            epoch = min((p["epoch"] for p in state["positions"].values()), default=0)
+            self.positions = {w: {"epoch": epoch, "unit": 0, "row": 0, "offset": 0} for w in range(self.stream.workers)}
+            self.next_worker = 0

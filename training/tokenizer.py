@@ -1,0 +1,83 @@
+"""Tokenizers for training: byte-level UTF-8 (default, needs no file) or a trained BPE.
+
+Both expose the same small interface: `encode(text) -> list[int]`, `vocab_size`, `eos_id`, `pad_id`.
+The BPE option uses Hugging Face `tokenizers` (a byte-level BPE trained on the shards' text by
+`train_bpe`, saved as one `tokenizer.json`); nothing is downloaded.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, List
+
+
+class ByteTokenizer:
+    """UTF-8 bytes 0..255, then EOS (256) and PAD (257)."""
+
+    kind = "bytes"
+
+    def __init__(self) -> None:
+        self.eos_id = 256
+        self.pad_id = 257
+        self.vocab_size = 258
+
+    def encode(self, text: str) -> List[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "vocab_size": self.vocab_size}
+
+
+class BPETokenizer:
+    """A byte-level BPE from a `tokenizer.json` that has `<|endoftext|>` and `<|pad|>` special tokens."""
+
+    kind = "bpe"
+    EOS = "<|endoftext|>"
+    PAD = "<|pad|>"
+
+    def __init__(self, path: str) -> None:
+        from tokenizers import Tokenizer
+
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"tokenizer file not found: {path}")
+        self.path = path
+        self._tok = Tokenizer.from_file(path)
+        eos, pad = self._tok.token_to_id(self.EOS), self._tok.token_to_id(self.PAD)
+        if eos is None or pad is None:
+            raise ValueError(f"{path}: tokenizer lacks the special tokens {self.EOS!r} and {self.PAD!r}")
+        self.eos_id, self.pad_id = eos, pad
+        self.vocab_size = self._tok.get_vocab_size()
+
+    def encode(self, text: str) -> List[int]:
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self._tok.decode(list(ids))
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "vocab_size": self.vocab_size, "path": os.path.abspath(self.path)}
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int, path: str) -> BPETokenizer:
+    """Train a byte-level BPE (GPT-2 style pre-tokenization) and save it to `path`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[BPETokenizer.EOS, BPETokenizer.PAD],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    tok.save(path)
+    return BPETokenizer(path)
+
+
+def load_tokenizer(spec: str):
+    """`bytes` or the path of a `tokenizer.json`."""
+    return ByteTokenizer() if spec in ("", "bytes") else BPETokenizer(spec)

@@ -1,0 +1,225 @@
+"""`torchrun --standalone --nproc_per_node=N -m training.train --data SHARDS --out RUN`: train a small
+GPT on refinery shards with DDP or FSDP, resumable exactly from atomic checkpoints."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from training import checkpoint
+from training.config import TrainConfig, parse
+from training.data import DataConfig, DataError, ShardStream, StreamState
+from training.distributed import Dist, barrier, full_state, gather_to_main, init, load_full_state, shutdown, wrap
+from training.model import GPT, flops_per_token
+from training.spikes import SpikeGuard
+from training.step import accumulation_step, clip_gradients, lr_at, make_scaler
+from training.tokenizer import load_tokenizer
+
+
+def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW; no weight decay on biases, LayerNorm and (1-D) parameters, as in GPT-2/nanoGPT."""
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+
+
+class Metrics:
+    """Rank 0's log: one JSON line per step (and per event) plus a progress line on stdout."""
+
+    def __init__(self, path: str, total_steps: int, enabled: bool) -> None:
+        self.total, self.enabled = total_steps, enabled
+        self.fh = open(path, "a", encoding="utf-8") if enabled else None
+
+    def write(self, record: Dict[str, Any], show: bool = False) -> None:
+        if not self.enabled:
+            return
+        self.fh.write(json.dumps(record) + "\n")
+        self.fh.flush()
+        if "event" in record:
+            print(f"[train] {record['event']}: " + ", ".join(f"{k}={v}" for k, v in record.items() if k != "event"),
+                  flush=True)
+        elif show:
+            done = record["step"] / self.total
+            bar = "#" * int(20 * done) + "-" * (20 - int(20 * done))
+            print(f"[train] [{bar}] step {record['step']}/{self.total} loss {record['loss']:.4f} "
+                  f"gnorm {record['grad_norm']:.3f} lr {record['lr']:.2e} tok/s {record['tokens_per_s']:,.0f}"
+                  + (" SKIPPED" if record["skipped"] else ""), flush=True)
+
+    def close(self) -> None:
+        if self.fh:
+            self.fh.close()
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, env: Dist) -> None:
+        self.cfg, self.env = cfg, env
+        self.tokenizer = load_tokenizer(cfg.tokenizer)
+        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+        self.model_cfg = cfg.model_config(self.tokenizer.vocab_size)
+        core = GPT(self.model_cfg)
+        core.grad_checkpoint = cfg.grad_checkpoint
+        self.n_params = core.num_parameters()
+        self.flops_per_token = flops_per_token(self.model_cfg, self.n_params - core.pos_emb.weight.numel())
+        self.model = wrap(core, cfg.strategy, env)
+        self.optimizer = build_optimizer(self.model, cfg)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: lr_at(s, 1.0, cfg.warmup, cfg.steps, cfg.min_lr_ratio))
+        self.scaler = make_scaler(cfg.precision, env.device)
+        data_cfg = DataConfig(cfg.data, cfg.seq_len, cfg.micro_batch, seed=cfg.seed, mode=cfg.mode,
+                              text_field=cfg.text_field, num_workers=cfg.workers,
+                              verify_checksums=cfg.verify_checksums)
+        self.loader = StreamState(ShardStream(data_cfg, self.tokenizer, env.rank, env.world_size))
+        self.guard = SpikeGuard(cfg.spike)
+        self.step = 0
+        self.ckpt_dir = os.path.join(cfg.out, "checkpoints")
+        # per-rank streams for dropout etc.; restored from checkpoints on resume
+        random.seed(cfg.seed + env.rank)
+        np.random.seed(cfg.seed + env.rank)
+        torch.manual_seed(cfg.seed + 1 + env.rank)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def save(self) -> None:
+        model_state, optim_state = full_state(self.model, self.optimizer)  # collective
+        data = gather_to_main(self.loader.state_dict(), self.env)
+        rng = gather_to_main(checkpoint.rng_state(), self.env)
+        if self.env.main:
+            checkpoint.save(self.ckpt_dir, {
+                "step": self.step, "model": model_state, "optimizer": optim_state,
+                "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict() if self.scaler else None,
+                "data": data, "rng": rng, "world_size": self.env.world_size, "strategy": self.cfg.strategy,
+                "model_config": dict(vars(self.model_cfg)), "tokenizer": self.tokenizer.describe(),
+            }, keep=self.cfg.keep_checkpoints)
+        barrier()
+
+    def restore(self, with_data: bool = True) -> int:
+        """Load the latest checkpoint into model, optimizer, schedule (and data position, RNG)."""
+        state = checkpoint.load(self.ckpt_dir)
+        saved_shape = state.get("model_config", {})
+        if saved_shape and saved_shape != dict(vars(self.model_cfg)):
+            raise checkpoint.CheckpointError(f"checkpoint model {saved_shape} differs from this run's {vars(self.model_cfg)}")
+        load_full_state(self.model, self.optimizer, state["model"], state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        if with_data:
+            same_world = state.get("world_size") == self.env.world_size
+            mine = state["data"][self.env.rank] if same_world else state["data"][0]
+            self.loader.load_state_dict(mine)
+            if same_world:
+                checkpoint.set_rng_state(state["rng"][self.env.rank])
+        self.step = int(state["step"])
+        return self.step
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _inject(self, step: int) -> Optional[str]:
+        return next((kind for at, kind in self.cfg.inject if at == step), None)
+
+    def train(self) -> List[Dict[str, Any]]:
+        cfg, env = self.cfg, self.env
+        metrics = Metrics(os.path.join(cfg.out, "metrics.jsonl"), cfg.steps, env.main)
+        history: List[Dict[str, Any]] = []
+        if cfg.resume:
+            self.restore()
+            metrics.write({"event": "resumed", "step": self.step, "from": self.ckpt_dir})
+        elif checkpoint.latest_step(self.ckpt_dir) is not None:
+            raise checkpoint.CheckpointError(f"{self.ckpt_dir} already holds a checkpoint: pass --resume to "
+                                             "continue it, or choose another --out")
+        if env.main:
+            print(f"[train] {self.n_params:,} parameters, {env.world_size} rank(s) {cfg.strategy} on "
+                  f"{env.device.type}, {cfg.precision}, {len(self.loader.stream.units)} data units", flush=True)
+        self.model.train()
+        while self.step < cfg.steps:
+            started = time.perf_counter()
+            batches = [next(self.loader) for _ in range(cfg.grad_accum)]
+            fault = self._inject(self.step + 1)
+            if fault:  # scale the targets' loss by 1e3 (spike) or NaN, through a hook on the logits
+                handle = self._fault_hook(fault)
+            result = accumulation_step(self.model, batches, env.world_size, cfg.precision, env.device, self.scaler)
+            if fault:
+                handle.remove()
+            if self.scaler:
+                self.scaler.unscale_(self.optimizer)
+            grad_norm = clip_gradients(self.model, cfg.clip)
+            reason = self.guard.check(result.loss, grad_norm)
+            lr = self.optimizer.param_groups[0]["lr"]
+            if reason is None:
+                if self.scaler:
+                    self.scaler.step(self.optimizer)
+                else:
+                    self.optimizer.step()
+                self.guard.accepted(result.loss, grad_norm)
+            if self.scaler:
+                self.scaler.update()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scheduler.step()
+            self.step += 1
+            elapsed = time.perf_counter() - started
+            record = {"step": self.step, "loss": result.loss, "grad_norm": grad_norm, "lr": lr,
+                      "tokens": result.tokens, "tokens_per_s": result.tokens / elapsed, "seconds": elapsed,
+                      "skipped": reason is not None}
+            if reason:
+                record["skip_reason"] = reason
+            history.append(record)
+            metrics.write(record, show=self.step % cfg.log_every == 0 or self.step == cfg.steps or bool(reason))
+            if reason and self.guard.skipped(self.step):
+                self._roll_back(metrics)
+            if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
+                self.save()
+            if cfg.stop_after is not None and self.step >= cfg.stop_after:
+                metrics.write({"event": "stopped", "step": self.step, "why": "--stop-after"})
+                break
+        metrics.close()
+        return history
+
+    def _fault_hook(self, kind: str):
+        factor = float("nan") if kind == "nan" else 1e3
+        return self.model.register_forward_hook(lambda module, args, out: out * factor)
+
+    def _roll_back(self, metrics: Metrics) -> None:
+        """Repeated spikes: reload the last checkpoint's weights, keep the data position (so the
+        batches that caused them are skipped), and go on."""
+        at = self.step
+        if checkpoint.latest_step(self.ckpt_dir) is None:
+            metrics.write({"event": "rollback impossible", "step": at, "why": "no checkpoint yet"})
+            self.guard.reset_skips()
+            return
+        back_to = self.restore(with_data=False)
+        self.guard.reset_skips()
+        metrics.write({"event": "rolled back", "step": at, "to_step": back_to,
+                       "why": f"{self.cfg.spike.max_skips} skipped steps within {self.cfg.spike.skip_window}"})
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    cfg = parse(argv)
+    env = init(cfg.device)
+    try:
+        os.makedirs(cfg.out, exist_ok=True)
+        if env.main:
+            with open(os.path.join(cfg.out, "train_config.json"), "w", encoding="utf-8") as fh:
+                fh.write(cfg.to_json())
+        trainer = Trainer(cfg, env)
+        history = trainer.train()
+        if env.main and history:
+            done = [h for h in history if not h["skipped"]]
+            rate = sum(h["tokens"] for h in history) / max(sum(h["seconds"] for h in history), 1e-9)
+            print(f"[train] finished at step {trainer.step}: loss {history[0]['loss']:.4f} -> {history[-1]['loss']:.4f}, "
+                  f"{len(history) - len(done)} skipped, {rate:,.0f} tokens/s, "
+                  f"{rate * trainer.flops_per_token / 1e9:.2f} GFLOP/s (6N + 12·L·d·T per token)", flush=True)
+    except (checkpoint.CheckpointError, DataError, FileNotFoundError) as exc:
+        print(f"training.train: error (rank {env.rank}): {exc}", file=sys.stderr, flush=True)
+        return 2
+    finally:
+        shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
