@@ -25,7 +25,8 @@ setup(
         "pyyaml>=6",
         "google-re2>=1.1",            # PII patterns: linear-time matching on hostile text
         "pyicu-wheels>=2.15",         # ICU word segmentation for zh/ja/th (bundles ICU's dictionaries)
-        "torch>=2.4,<2.15",           # the Makefile installs the local CPU build 2.13.0 first
+        "torch>=2.6,<2.15",           # the Makefile installs the local CPU build 2.13.0 first; FSDP2 fully_shard is public from 2.6
+        "tokenizers>=0.20,<0.24",     # optional trained BPE for training (training/tokenizer.py)
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout>=2.3", "duckdb>=1.0", "datasets>=3.0"],

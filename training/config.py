@@ -116,7 +116,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--spike-max-skips", type=int, default=s.max_skips)
     p.add_argument("--spike-window", type=int, default=s.skip_window)
     p.add_argument("--inject-fault", type=_faults, default=(), metavar="STEP:spike|nan,...",
-                   help="fault injection for testing the spike guard: scale that step's loss by 1e3, or make it NaN")
+                   help="fault injection for testing the spike guard: scale the loss of this process's STEP-th "
+                        "update attempt by 1e3, or make it NaN")
     return p
 
 

@@ -234,8 +234,11 @@ class StreamState:
             self.stream.start_positions = dict(self.positions)
             self.stream.worker_shift = self.next_worker  # DataLoader asks worker 0 first: rotate ids
             workers = self.stream.cfg.num_workers
+            # Its own generator: creating a DataLoader iterator draws a seed, which from the global
+            # generator would shift the training RNG (dropout) of a resumed run by one draw.
             self._iter = iter(DataLoader(self.stream, batch_size=None, num_workers=workers,
-                                         persistent_workers=False, prefetch_factor=2 if workers else None))
+                                         persistent_workers=False, prefetch_factor=2 if workers else None,
+                                         generator=torch.Generator().manual_seed(self.stream.cfg.seed)))
         batch = next(self._iter)
         self.positions[batch["worker"]] = batch["position"]
         self.next_worker = (batch["worker"] + 1) % self.stream.workers

@@ -119,8 +119,9 @@ class Trainer:
         return self.step
 
     # -- the loop ------------------------------------------------------------------------------
-    def _inject(self, step: int) -> Optional[str]:
-        return next((kind for at, kind in self.cfg.inject if at == step), None)
+    def _inject(self, attempt: int) -> Optional[str]:
+        """Faults are keyed by this process's update attempts (not by step, which a rollback rewinds)."""
+        return next((kind for at, kind in self.cfg.inject if at == attempt), None)
 
     def train(self) -> List[Dict[str, Any]]:
         cfg, env = self.cfg, self.env
@@ -136,10 +137,12 @@ class Trainer:
             print(f"[train] {self.n_params:,} parameters, {env.world_size} rank(s) {cfg.strategy} on "
                   f"{env.device.type}, {cfg.precision}, {len(self.loader.stream.units)} data units", flush=True)
         self.model.train()
+        attempt = 0
         while self.step < cfg.steps:
+            attempt += 1
             started = time.perf_counter()
             batches = [next(self.loader) for _ in range(cfg.grad_accum)]
-            fault = self._inject(self.step + 1)
+            fault = self._inject(attempt)
             if fault:  # scale the targets' loss by 1e3 (spike) or NaN, through a hook on the logits
                 handle = self._fault_hook(fault)
             result = accumulation_step(self.model, batches, env.world_size, cfg.precision, env.device, self.scaler)

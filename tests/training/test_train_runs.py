@@ -1,0 +1,106 @@
+"""Whole training runs as a user starts them (real `torchrun` processes, gloo on CPU) on the
+pipeline's shards: loss goes down, resume is exact, bad checkpoints stop the run, spikes are skipped."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.training.conftest import TINY, losses_by_step, metrics, ok, train
+
+
+def common(shards, out, *extra):
+    return ["--data", str(shards), "--out", str(out), *TINY, *extra]
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_ranks_train_on_the_pipeline_shards_and_the_loss_goes_down(shards, tmp_path, strategy):
+    proc = ok(train(common(shards, tmp_path, "--strategy", strategy, "--steps", "25", "--grad-accum", "2",
+                           "--checkpoint-every", "25"), nproc=2))
+    records = metrics(tmp_path)
+    steps = [r for r in records if "loss" in r]
+    assert [r["step"] for r in steps] == list(range(1, 26))  # rank 0 alone writes the log
+    first, last = steps[0]["loss"], sum(r["loss"] for r in steps[-3:]) / 3
+    assert first > 5.0 and last < first - 0.8, (first, last)  # bytes: ln(258) = 5.55 at the start
+    assert steps[0]["tokens"] == 2 * 2 * 4 * 128  # ranks x accumulation x micro-batch x seq_len
+    assert not any(r["skipped"] for r in steps)
+    assert f"2 rank(s) {strategy} on cpu" in proc.stdout and "finished at step 25" in proc.stdout
+    assert os.path.isfile(tmp_path / "checkpoints" / "step-00000025.pt")
+
+
+@pytest.mark.parametrize("strategy,mode,workers", [("ddp", "packed", "0"), ("fsdp", "padded", "1")])
+def test_resumed_run_repeats_the_uninterrupted_losses_exactly(shards, tmp_path, strategy, mode, workers):
+    args = ["--strategy", strategy, "--mode", mode, "--workers", workers, "--steps", "12", "--grad-accum", "2",
+            "--checkpoint-every", "4", "--dropout", "0.1"]  # dropout: the RNG state must resume too
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    ok(train(common(shards, whole, *args), nproc=2))
+    ok(train(common(shards, broken, *args, "--stop-after", "10"), nproc=2))  # "crash" after step 10
+    assert json.load(open(broken / "checkpoints" / "latest.json"))["step"] == 8
+    ok(train(common(shards, broken, *args, "--resume"), nproc=2))
+    expected, resumed = losses_by_step(whole), losses_by_step(broken)
+    assert any(r.get("event") == "resumed" and r["step"] == 8 for r in metrics(broken))
+    for step in range(1, 13):
+        assert resumed[step]["loss"] == expected[step]["loss"], step  # exact, not approximately
+        assert resumed[step]["grad_norm"] == expected[step]["grad_norm"], step
+
+
+def test_checkpoint_moves_between_strategies_and_world_sizes(shards, tmp_path):
+    """Checkpoints hold full state dicts: a 2-rank FSDP checkpoint resumes in one plain process."""
+    args = ["--steps", "8", "--checkpoint-every", "4"]
+    ok(train(common(shards, tmp_path, "--strategy", "fsdp", *args, "--stop-after", "4"), nproc=2))
+    proc = ok(train(common(shards, tmp_path, *args, "--resume")))
+    assert "finished at step 8" in proc.stdout
+    steps = losses_by_step(tmp_path)
+    assert steps[5]["loss"] < steps[1]["loss"]
+
+
+def test_bad_checkpoints_are_clear_errors_never_a_restart(shards, tmp_path):
+    args = common(shards, tmp_path, "--steps", "4", "--checkpoint-every", "2", "--size", "tiny")
+    proc = train(args + ["--resume"])
+    assert proc.returncode == 2 and "no checkpoint in" in proc.stderr
+    ok(train(args))
+    proc = train(args)  # the same --out again without --resume: refuses to overwrite the run
+    assert proc.returncode == 2 and "pass --resume" in proc.stderr
+    ckpt_dir = tmp_path / "checkpoints"
+    latest = ckpt_dir / "step-00000004.pt"
+    good = latest.read_bytes()
+
+    latest.write_bytes(good[: len(good) // 2])  # partial write
+    proc = train(args + ["--resume"])
+    assert proc.returncode == 2 and "partial" in proc.stderr and "step 0" not in proc.stdout
+
+    flipped = bytearray(good)
+    flipped[len(flipped) // 2] ^= 0x01
+    latest.write_bytes(bytes(flipped))
+    proc = train(args + ["--resume"])
+    assert proc.returncode == 2 and "corrupt" in proc.stderr
+
+    latest.write_bytes(good)
+    os.remove(ckpt_dir / "latest.json")
+    proc = train(args + ["--resume"])
+    assert proc.returncode == 2 and "no latest.json" in proc.stderr
+    assert sum(1 for r in metrics(tmp_path) if "loss" in r) == 4  # no failed attempt trained a step
+
+
+def test_spikes_and_nan_are_skipped_and_repeated_spikes_roll_back(shards, tmp_path):
+    faults = "7:nan,13:spike,14:spike,15:spike"
+    proc = ok(train(common(shards, tmp_path, "--steps", "20", "--checkpoint-every", "10", "--spike-min-history", "4",
+                           "--spike-max-skips", "3", "--spike-window", "5", "--inject-fault", faults)))
+    records = metrics(tmp_path)
+    steps = [r for r in records if "loss" in r]
+    skipped = [(r["step"], r["skip_reason"].split(" ")[0]) for r in steps if r["skipped"]]
+    assert skipped == [(7, "non-finite"), (13, "loss"), (14, "loss"), (15, "loss")]
+    rollback = [r for r in records if r.get("event") == "rolled back"]
+    assert len(rollback) == 1 and rollback[0]["step"] == 15 and rollback[0]["to_step"] == 10
+    after = [r for r in steps if r is not None][15:]  # steps 11.. replayed on new data after the rollback
+    assert [r["step"] for r in after] == list(range(11, 21))
+    assert all(r["loss"] == r["loss"] and r["loss"] < 6 for r in steps if not r["skipped"])  # finite, sane
+    assert "finished at step 20" in proc.stdout
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_runs_train(shards, tmp_path, precision):
+    ok(train(common(shards, tmp_path, "--precision", precision, "--steps", "12", "--grad-checkpoint")))
+    steps = [r for r in metrics(tmp_path) if "loss" in r]
+    assert steps[-1]["loss"] < steps[0]["loss"] - 0.3
