@@ -17,7 +17,10 @@ $(STAMP): setup.py
 install: $(STAMP)
 
 demo: install
-	$(BIN)/refinery run --input 'data/warc/*.warc.gz' --output $(DEMO_OUT) --overwrite
+	$(BIN)/refinery run --input 'data/warc/*.warc.gz' --output $(DEMO_OUT) --overwrite --row-group-rows 16
+	# a short 2-rank DDP run (gloo on CPU, NCCL on a GPU) on the shards just written
+	$(BIN)/refinery train --nproc-per-node 2 --data $(DEMO_OUT) --out $(DEMO_OUT)-train --overwrite \
+		--size tiny --seq-len 128 --micro-batch 8 --steps 60 --log-every 10
 	@echo "Read the shards: $(BIN)/python -c \"import pyarrow.parquet as pq; print(pq.read_table('$(DEMO_OUT)/data'))\""
 
 test: install

@@ -11,6 +11,8 @@ commands:
   run            WARC files -> clean text Parquet shards + drop ledger + report.json
                  (`refinery run --help` lists every option)
   train-quality  train the fastText quality classifier used for `quality_score`
+  train          train a small GPT on the shards (`--nproc-per-node N` starts N ranks
+                 through torchrun; `refinery train --help` lists every option)
 """
 
 
@@ -35,6 +37,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from pipeline.train_quality_cli import main as train_quality
 
         return train_quality(rest)
+    if command == "train":
+        from training.launch import main as train
+
+        return train(rest)
     print(f"refinery: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

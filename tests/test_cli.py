@@ -57,3 +57,15 @@ def test_train_quality_command(tmp_path):
     bad = subprocess.run([REFINERY, "train-quality", "--positive", str(tmp_path / "missing.txt"),
                           "--negative", str(negatives), "--output", str(model)], capture_output=True, text=True)
     assert bad.returncode == 2 and "error" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_train_help_and_a_missing_manifest_is_a_one_line_error(tmp_path):
+    out = subprocess.run([REFINERY, "train", "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0
+    for flag in ("--data", "--strategy", "--grad-accum", "--precision", "--grad-checkpoint", "--resume",
+                 "--tokenizer", "--mode", "--spike-factor"):
+        assert flag in out.stdout, flag
+    out = subprocess.run([REFINERY, "train", "--data", str(tmp_path), "--out", str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "manifest.json" in out.stderr and "Traceback" not in out.stderr

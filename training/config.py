@@ -46,6 +46,8 @@ class TrainConfig:
     checkpoint_every: int = 50
     keep_checkpoints: int = 2
     resume: bool = False
+    overwrite: bool = False
+    peak_tflops: Optional[float] = None
     stop_after: Optional[int] = None
     log_every: int = 10
     spike: SpikeConfig = dataclasses.field(default_factory=SpikeConfig)
@@ -75,8 +77,8 @@ def _faults(spec: str) -> Tuple[Tuple[int, str], ...]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="training.train", description=(
-        "Train a small GPT on refinery shards. Run under torchrun for several ranks: "
+    p = argparse.ArgumentParser(prog="refinery train", description=(
+        "Train a small GPT on refinery shards. Several ranks: `refinery train --nproc-per-node 2 ...`, or "
         "torchrun --standalone --nproc_per_node=2 -m training.train --data OUT --out RUN"))
     d = TrainConfig(data="", out="")
     p.add_argument("--data", required=True, help="output directory of `refinery run` (has manifest.json)")
@@ -107,6 +109,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every)
     p.add_argument("--keep-checkpoints", type=int, default=d.keep_checkpoints)
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints (error if none)")
+    p.add_argument("--overwrite", action="store_true", help="start afresh in OUT, deleting its checkpoints and logs")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="peak dense TFLOP/s of one device for MFU (known GPUs are looked up)")
     p.add_argument("--stop-after", type=int, default=None, help="exit after this step, as a crash would")
     p.add_argument("--log-every", type=int, default=d.log_every)
     s = SpikeConfig()

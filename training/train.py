@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
@@ -200,28 +201,83 @@ class Trainer:
                        "why": f"{self.cfg.spike.max_skips} skipped steps within {self.cfg.spike.skip_window}"})
 
 
+# Dense bf16 peak of common accelerators (vendor datasheets), for MFU; --peak-tflops overrides.
+PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}
+
+
+def peak_tflops(cfg: TrainConfig, env: Dist) -> Optional[float]:
+    if cfg.peak_tflops:
+        return cfg.peak_tflops
+    if env.device.type == "cuda":
+        name = torch.cuda.get_device_name(env.device)
+        return next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
+    return None
+
+
+def summarize(trainer: Trainer, history: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """Throughput (first step left out: allocation and warm-up), FLOPs, MFU and peak memory per rank."""
+    import resource
+
+    env = trainer.env
+    memory = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if env.device.type == "cuda":
+        memory["cuda_max_allocated_mib"] = torch.cuda.max_memory_allocated(env.device) / 2**20
+    per_rank = gather_to_main(memory, env)
+    if not env.main or not history:
+        return None
+    timed = history[1:] or history
+    rate = sum(h["tokens"] for h in timed) / max(sum(h["seconds"] for h in timed), 1e-9)
+    flops = rate * trainer.flops_per_token
+    peak = peak_tflops(trainer.cfg, env)
+    return {"step": trainer.step, "parameters": trainer.n_params, "world_size": env.world_size,
+            "strategy": trainer.cfg.strategy, "precision": trainer.cfg.precision, "device": str(env.device.type),
+            "first_loss": history[0]["loss"], "last_loss": history[-1]["loss"],
+            "skipped_steps": sum(1 for h in history if h["skipped"]), "tokens_per_s": rate,
+            "flops_per_token": trainer.flops_per_token,
+            "flops_formula": "6*N + 12*n_layer*n_embd*seq_len (PaLM appendix B; N without position embeddings)",
+            "achieved_tflops": flops / 1e12, "peak_tflops_per_device": peak,
+            "mfu": flops / (peak * 1e12 * env.world_size) if peak else None, "memory_per_rank": per_rank}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     cfg = parse(argv)
     env = init(cfg.device)
     try:
-        os.makedirs(cfg.out, exist_ok=True)
         if env.main:
-            with open(os.path.join(cfg.out, "train_config.json"), "w", encoding="utf-8") as fh:
-                fh.write(cfg.to_json())
+            prepare_out(cfg)
+        barrier()
         trainer = Trainer(cfg, env)
         history = trainer.train()
-        if env.main and history:
-            done = [h for h in history if not h["skipped"]]
-            rate = sum(h["tokens"] for h in history) / max(sum(h["seconds"] for h in history), 1e-9)
-            print(f"[train] finished at step {trainer.step}: loss {history[0]['loss']:.4f} -> {history[-1]['loss']:.4f}, "
-                  f"{len(history) - len(done)} skipped, {rate:,.0f} tokens/s, "
-                  f"{rate * trainer.flops_per_token / 1e9:.2f} GFLOP/s (6N + 12·L·d·T per token)", flush=True)
+        summary = summarize(trainer, history)
+        if summary:
+            with open(os.path.join(cfg.out, "summary.json"), "w", encoding="utf-8") as fh:
+                json.dump(summary, fh, indent=1)
+            mfu = f", MFU {summary['mfu']:.1%}" if summary["mfu"] is not None else ""
+            peak = max(m["peak_rss_mib"] for m in summary["memory_per_rank"])
+            print(f"[train] finished at step {trainer.step}: loss {summary['first_loss']:.4f} -> "
+                  f"{summary['last_loss']:.4f}, {summary['skipped_steps']} skipped, "
+                  f"{summary['tokens_per_s']:,.0f} tokens/s, {summary['achieved_tflops'] * 1e3:.2f} GFLOP/s{mfu}, "
+                  f"peak RSS {peak:,.0f} MiB per rank", flush=True)
     except (checkpoint.CheckpointError, DataError, FileNotFoundError) as exc:
         print(f"training.train: error (rank {env.rank}): {exc}", file=sys.stderr, flush=True)
         return 2
     finally:
         shutdown()
     return 0
+
+
+def prepare_out(cfg: TrainConfig) -> None:
+    """Create OUT; with --overwrite, drop an earlier run's checkpoints and logs first."""
+    if cfg.overwrite and cfg.resume:
+        raise checkpoint.CheckpointError("--overwrite and --resume contradict each other")
+    if cfg.overwrite:
+        shutil.rmtree(os.path.join(cfg.out, "checkpoints"), ignore_errors=True)
+        for name in ("metrics.jsonl", "summary.json"):
+            if os.path.exists(os.path.join(cfg.out, name)):
+                os.remove(os.path.join(cfg.out, name))
+    os.makedirs(cfg.out, exist_ok=True)
+    with open(os.path.join(cfg.out, "train_config.json"), "w", encoding="utf-8") as fh:
+        fh.write(cfg.to_json())
 
 
 if __name__ == "__main__":
