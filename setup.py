@@ -29,7 +29,8 @@ setup(
         "tokenizers>=0.20,<0.24",     # optional trained BPE for training (training/tokenizer.py)
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "duckdb>=1.0", "datasets>=3.0"],
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "duckdb>=1.0", "datasets>=3.0", "matplotlib>=3.8"],
+        "plots": ["matplotlib>=3.8"],         # PNGs of `refinery report`
     },
     entry_points={"console_scripts": ["refinery=pipeline.cli:console_main"]},
 )

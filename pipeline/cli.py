@@ -13,6 +13,9 @@ commands:
   train-quality  train the fastText quality classifier used for `quality_score`
   train          train a small GPT on the shards (`--nproc-per-node N` starts N ranks
                  through torchrun; `refinery train --help` lists every option)
+  report         memory | parallel | numerics: what training a model of a given size costs
+                 (memory per GPU by ZeRO stage, communication, pipeline bubble, number formats);
+                 `--run OUT` sets a training run's measurements next to the predictions
 """
 
 
@@ -41,6 +44,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from training.launch import main as train
 
         return train(rest)
+    if command == "report":
+        from training.report import main as report
+
+        return report(rest)
     print(f"refinery: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

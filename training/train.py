@@ -17,6 +17,7 @@ from training import checkpoint
 from training.config import TrainConfig, parse
 from training.data import DataConfig, DataError, ShardStream, StreamState
 from training.distributed import Dist, barrier, full_state, gather_to_main, init, load_full_state, shutdown, wrap
+from training.measure import CommCounter, predicted, state_bytes
 from training.model import GPT, flops_per_token
 from training.spikes import SpikeGuard
 from training.step import accumulation_step, clip_gradients, lr_at, make_scaler
@@ -68,7 +69,11 @@ class Trainer:
         core.grad_checkpoint = cfg.grad_checkpoint
         self.n_params = core.num_parameters()
         self.flops_per_token = flops_per_token(self.model_cfg, self.n_params - core.pos_emb.weight.numel())
+        self.block_params = sum(p.numel() for p in core.blocks.parameters())
         self.model = wrap(core, cfg.strategy, env)
+        # bytes held and sent, measured on the first applied step (see training/measure.py)
+        self.comm = CommCounter().attach(self.model, cfg.strategy) if env.active else None
+        self.measured: Optional[Dict[str, Any]] = None
         self.optimizer = build_optimizer(self.model, cfg)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_at(s, 1.0, cfg.warmup, cfg.steps, cfg.min_lr_ratio))
@@ -142,6 +147,8 @@ class Trainer:
         while self.step < cfg.steps:
             attempt += 1
             started = time.perf_counter()
+            if self.comm and self.measured is None:
+                self.comm.reset()
             batches = [next(self.loader) for _ in range(cfg.grad_accum)]
             fault = self._inject(attempt)
             if fault:  # scale the targets' loss by 1e3 (spike) or NaN, through a hook on the logits
@@ -160,6 +167,8 @@ class Trainer:
                 else:
                     self.optimizer.step()
                 self.guard.accepted(result.loss, grad_norm)
+                if self.measured is None:
+                    self._measure()
             if self.scaler:
                 self.scaler.update()
             self.optimizer.zero_grad(set_to_none=True)
@@ -182,6 +191,13 @@ class Trainer:
                 break
         metrics.close()
         return history
+
+    def _measure(self) -> None:
+        """After the first applied update: gradients and optimizer states exist, one step was sent."""
+        self.measured = {"state": state_bytes(self.model, self.optimizer),
+                         "comm": self.comm.snapshot() if self.comm else {"bytes": {}, "calls": {}}}
+        if self.comm and self.cfg.strategy == "fsdp":
+            self.comm.detach()  # FSDP counting wraps torch.distributed functions: only for one step
 
     def _fault_hook(self, kind: str):
         factor = float("nan") if kind == "nan" else 1e3
@@ -223,6 +239,7 @@ def summarize(trainer: Trainer, history: List[Dict[str, Any]]) -> Optional[Dict[
     if env.device.type == "cuda":
         memory["cuda_max_allocated_mib"] = torch.cuda.max_memory_allocated(env.device) / 2**20
     per_rank = gather_to_main(memory, env)
+    measured = gather_to_main(trainer.measured, env)
     if not env.main or not history:
         return None
     timed = history[1:] or history
@@ -236,7 +253,23 @@ def summarize(trainer: Trainer, history: List[Dict[str, Any]]) -> Optional[Dict[
             "flops_per_token": trainer.flops_per_token,
             "flops_formula": "6*N + 12*n_layer*n_embd*seq_len (PaLM appendix B; N without position embeddings)",
             "achieved_tflops": flops / 1e12, "peak_tflops_per_device": peak,
-            "mfu": flops / (peak * 1e12 * env.world_size) if peak else None, "memory_per_rank": per_rank}
+            "mfu": flops / (peak * 1e12 * env.world_size) if peak else None, "memory_per_rank": per_rank,
+            "model_config": dict(vars(trainer.model_cfg)), "micro_batch": trainer.cfg.micro_batch,
+            "measured_vs_predicted": compare(trainer, measured)}
+
+
+def compare(trainer: Trainer, measured: List[Optional[Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
+    if not measured or any(m is None for m in measured):
+        return None
+    check = predicted(trainer.n_params, trainer.block_params, trainer.env.world_size, trainer.cfg.strategy,
+                      trainer.cfg.grad_accum)
+    check["ranks"] = [{"measured": m["state"], "comm": m["comm"]} for m in measured]
+    for kind, row in check["communication"].items():
+        row["measured"] = measured[0]["comm"]["bytes"].get(kind, 0)
+        row["calls"] = measured[0]["comm"]["calls"].get(kind, 0)
+    check["max_state_difference"] = max(abs(r["measured"][k] - check["predicted"][k]) / check["predicted"][k]
+                                        for r in check["ranks"] for k in check["predicted"])
+    return check
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -281,4 +314,11 @@ def prepare_out(cfg: TrainConfig) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Flush, then leave without interpreter teardown: a native library (seen with pyarrow and torch
+    # loaded, also in the pipeline's CLI) intermittently aborts at exit with "terminate called without
+    # an active exception" after all work is done, which torchrun reports as a failed rank. Every
+    # output is already closed (metrics) or fsynced and renamed (checkpoints) at this point.
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,265 @@
+"""`refinery report memory|parallel|numerics`: readable tables on stdout, JSON (and PNG plots when
+matplotlib is installed) in --out."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence
+
+from training import memory, numerics, parallel
+from training.memory import GIB, Shape
+
+USAGE = "usage: refinery report {memory,parallel,numerics} [options]  (refinery report KIND --help)"
+
+
+def table(headers: List[str], rows: List[List[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [[f"{v:,.2f}" if isinstance(v, float) else str(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
+
+
+def _shape_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--params", type=float, help="parameter count, e.g. 7e9")
+    p.add_argument("--layers", type=int)
+    p.add_argument("--hidden", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--seq", type=int)
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--vocab", type=int)
+    p.add_argument("--model-size", help="a model size of this project (training/model.py MODEL_SIZES), "
+                   "with --seq and --vocab (default 258, the byte tokenizer)")
+    p.add_argument("--run", help="a training run's --out: use its model and report measured next to predicted")
+    p.add_argument("--out", help="folder for report JSON and PNG plots")
+
+
+def _shape(a: argparse.Namespace) -> Shape:
+    if a.run and a.params is None and a.model_size is None and a.layers is None:
+        from training.model import ModelConfig
+
+        with open(os.path.join(a.run, "summary.json"), encoding="utf-8") as fh:
+            summary = json.load(fh)
+        return Shape.from_config(ModelConfig(**summary["model_config"]), summary["micro_batch"])
+    if a.model_size:
+        from training.model import MODEL_SIZES, ModelConfig
+
+        if a.model_size not in MODEL_SIZES:
+            raise SystemExit(f"refinery report: unknown --model-size (one of {', '.join(MODEL_SIZES)})")
+        cfg = ModelConfig(vocab_size=a.vocab or 258, seq_len=a.seq or 256, **MODEL_SIZES[a.model_size])
+        return Shape.from_config(cfg, a.micro_batch)
+    if a.params is None:
+        if None in (a.layers, a.hidden):
+            raise SystemExit("refinery report: give --params (and optionally the shape) or --run")
+        vocab = a.vocab or 50257
+        a.params = 12 * a.layers * a.hidden ** 2 + vocab * a.hidden
+    return Shape(a.params, a.layers, a.hidden, a.heads, a.seq, a.micro_batch, a.vocab)
+
+
+def _write(out: Optional[str], name: str, data: Dict[str, Any]) -> None:
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, name), "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1)
+
+
+def _plot(out: Optional[str], name: str, draw) -> Optional[str]:
+    if not out:
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"(no PNG: matplotlib is not installed; pip install matplotlib for {name})")
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    draw(ax)
+    fig.tight_layout()
+    path = os.path.join(out, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def memory_report(argv: Sequence[str]) -> Dict[str, Any]:
+    p = argparse.ArgumentParser(prog="refinery report memory")
+    _shape_args(p)
+    p.add_argument("--gpus", type=int, default=8)
+    p.add_argument("--recipe", choices=sorted(memory.STATE_BYTES), default="mixed-adamw")
+    p.add_argument("--no-flash", action="store_true", help="attention scores stored (no FlashAttention)")
+    p.add_argument("--tensor-parallel", type=int, default=1)
+    p.add_argument("--lora-rank", type=int, default=16)
+    a = p.parse_args(argv)
+    shape = _shape(a)
+    result: Dict[str, Any] = {"params": shape.params, "gpus": a.gpus, "recipe": a.recipe,
+                              "bytes_per_param": dict(zip(("weights", "gradients", "optimizer"),
+                                                          memory.STATE_BYTES[a.recipe]))}
+    stages = {f"zero{z}": {k: v / GIB for k, v in memory.model_states(shape.params, a.gpus, z, a.recipe).items()}
+              for z in range(4)}
+    result["model_states_gib"] = stages
+    print(f"model states for {shape.params:.3g} parameters on {a.gpus} GPUs, {a.recipe} "
+          f"({sum(memory.STATE_BYTES[a.recipe])} B/parameter unsharded), GiB per GPU:")
+    print(table(["stage", "weights", "gradients", "optimizer", "total"],
+                [[f"ZeRO-{z}" + (" (DDP)" if z == 0 else " (FSDP)" if z == 3 else ""), *stages[f"zero{z}"].values()]
+                 for z in range(4)]))
+    if shape.layers and shape.hidden and shape.heads and shape.seq:
+        flash = not a.no_flash
+        acts = {"plain": memory.activations(shape, flash, False, a.tensor_parallel) / GIB,
+                "checkpointed": memory.activations(shape, flash, True, a.tensor_parallel) / GIB}
+        result["activations_gib"] = acts
+        result["recompute_overhead"] = memory.recompute_overhead(True)
+        print(f"\nactivations (Korthikanti et al. 2022, s·b·h·(34{'' if flash else ' + 5as/h'}) B per layer"
+              f"{', FlashAttention' if flash else ''}, TP={a.tensor_parallel}): {acts['plain']:.2f} GiB; with per-layer "
+              f"checkpointing {acts['checkpointed']:.2f} GiB for +{memory.recompute_overhead(True):.0%} compute")
+        trainable = memory.lora_parameters(shape.layers, shape.hidden, a.lora_rank)
+        result["lora_gib"] = {k: v / GIB for k, v in memory.lora(shape.params, trainable).items()}
+        result["qlora_gib"] = {k: v / GIB for k, v in memory.lora(shape.params, trainable, quantized=True).items()}
+        print(f"LoRA r={a.lora_rank} on q,k,v,o ({trainable:,} trainable): {result['lora_gib']['total']:.2f} GiB; "
+              f"QLoRA (NF4 base): {result['qlora_gib']['total']:.2f} GiB (one GPU, before activations)")
+    if a.run:
+        result["measured"] = measured_vs_predicted(a.run)
+    _write(a.out, "memory.json", result)
+    _plot(a.out, "memory_by_zero_stage.png", lambda ax: _bars(ax, stages, a.gpus))
+    return result
+
+
+def _bars(ax, stages: Dict[str, Dict[str, float]], gpus: int) -> None:
+    names = list(stages)
+    bottom = [0.0] * len(names)
+    for part in ("weights", "gradients", "optimizer"):
+        values = [stages[n][part] for n in names]
+        ax.bar(names, values, bottom=bottom, label=part)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_ylabel("GiB per GPU")
+    ax.set_title(f"model states on {gpus} GPUs")
+    ax.legend()
+
+
+def measured_vs_predicted(run: str) -> Dict[str, Any]:
+    """The run's measured bytes next to the calculator (printed and returned)."""
+    with open(os.path.join(run, "summary.json"), encoding="utf-8") as fh:
+        summary = json.load(fh)
+    check = summary.get("measured_vs_predicted")
+    if not check:
+        raise SystemExit(f"{run}/summary.json has no measurements (a run of an older version?)")
+    rows = []
+    for rank, r in enumerate(check["ranks"]):
+        for part in ("weights", "gradients", "optimizer"):
+            m, p = r["measured"][part], check["predicted"][part]
+            rows.append([rank, part, f"{m:,}", f"{p:,.0f}", f"{(m - p) / p:+.3%}"])
+    print(f"\nrun {run}: {summary['world_size']} rank(s) {summary['strategy']}, {summary['parameters']:,} parameters, "
+          f"recipe {check['recipe']} (ZeRO-{check['zero']}); bytes per rank:")
+    print(table(["rank", "state", "measured", "predicted", "difference"], rows))
+    comm = check.get("communication")
+    if comm:
+        print(table(["collective", "measured payload B/step", "predicted", "ring traffic per GPU B/step"],
+                    [[k, f"{v['measured']:,}", f"{v['predicted']:,.0f}", f"{v['traffic']:,.0f}"]
+                     for k, v in comm.items()]))
+    return check
+
+
+def parallel_report(argv: Sequence[str]) -> Dict[str, Any]:
+    p = argparse.ArgumentParser(prog="refinery report parallel")
+    _shape_args(p)
+    p.add_argument("--gpus-per-node", type=int, default=8)
+    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--gpu-gib", type=float, default=80.0)
+    p.add_argument("--intra-gbps", type=float, default=600.0, help="GB/s per GPU inside a node (NVLink)")
+    p.add_argument("--inter-gbps", type=float, default=25.0, help="GB/s per GPU across nodes (InfiniBand)")
+    p.add_argument("--pp-micro-batches", type=int, default=16)
+    a = p.parse_args(argv)
+    shape = _shape(a)
+    gpus = a.gpus_per_node * a.nodes
+    dp = {f"zero{z}": parallel.data_parallel_bytes(shape.params, gpus, z) / GIB for z in range(4)}
+    print(f"data parallel on {gpus} GPUs, 16-bit gradients of {shape.params:.3g} parameters, GiB per GPU per step:")
+    print(table(["stage", "GiB", f"s at {a.intra_gbps:g} GB/s", f"s at {a.inter_gbps:g} GB/s"],
+                [[k, v, parallel.transfer_seconds(v * GIB, a.intra_gbps), parallel.transfer_seconds(v * GIB, a.inter_gbps)]
+                 for k, v in dp.items()]))
+    result: Dict[str, Any] = {"data_parallel_gib": dp}
+    bubbles = {m: parallel.bubble_fraction(a.nodes if a.nodes > 1 else 8, m) for m in (1, 2, 4, 8, 16, 32, 64)}
+    stages = a.nodes if a.nodes > 1 else 8
+    result["bubble_fraction"] = {"stages": stages, "by_micro_batches": bubbles}
+    print(f"\npipeline bubble with p={stages} stages: share of *total* step time (p-1)/(m+p-1) — not the "
+          f"(p-1)/m overhead relative to the ideal time that some papers quote:")
+    print(table(["micro-batches m", "bubble"], [[m, f"{b:.1%}"] for m, b in bubbles.items()]))
+    if shape.layers and shape.hidden and shape.seq:
+        tp = parallel.tensor_parallel_bytes(shape)
+        result["tensor_parallel"] = tp
+        print(f"\ntensor parallel: {tp['all_reduces']} all-reduces per step of {tp['per_all_reduce'] / 2**20:.0f} MiB = "
+              f"{tp['total'] / GIB:.2f} GiB: {parallel.transfer_seconds(tp['total'], a.intra_gbps) * 1e3:.1f} ms at "
+              f"{a.intra_gbps:g} GB/s, {parallel.transfer_seconds(tp['total'], a.inter_gbps) * 1e3:.0f} ms at "
+              f"{a.inter_gbps:g} GB/s")
+    if shape.layers and shape.hidden and shape.heads and shape.seq:
+        layout = parallel.plan_layout(shape, a.gpus_per_node, a.nodes, a.gpu_gib, a.intra_gbps, a.inter_gbps,
+                                      pp_micro_batches=a.pp_micro_batches)
+        result["plan"] = vars(layout)
+        print(f"\nrecommended layout: TP={layout.tp} x PP={layout.pp} x DP={layout.dp} (ZeRO-{layout.zero}), "
+              f"{layout.gib_per_gpu:.1f} GiB per GPU")
+        for reason in layout.reasons:
+            print(f"  - {reason}")
+    if a.run:
+        result["measured"] = measured_vs_predicted(a.run)
+    _write(a.out, "parallel.json", result)
+
+    def draw(ax):
+        ax.plot(list(bubbles), [100 * b for b in bubbles.values()], marker="o")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("micro-batches m")
+        ax.set_ylabel("bubble, % of step time")
+        ax.set_title(f"pipeline bubble, p={stages}")
+
+    _plot(a.out, "bubble.png", draw)
+    return result
+
+
+def numerics_report(argv: Sequence[str]) -> Dict[str, Any]:
+    p = argparse.ArgumentParser(prog="refinery report numerics")
+    p.add_argument("--out")
+    p.add_argument("--bands", type=int, default=14)
+    p.add_argument("--rows", type=int, default=8)
+    p.add_argument("--trials", type=int, default=200)
+    a = p.parse_args(argv)
+    formats = numerics.format_table()
+    print(table(["format", "bits", "max", "smallest normal", "smallest subnormal", "epsilon"],
+                [[f["format"], f["bits"], f"{f['max']:.4g}", f"{f['smallest_normal']:.4g}",
+                  f"{f['smallest_subnormal']:.4g}", f"{f['epsilon']:.4g}"] for f in formats]))
+    under = numerics.gradient_underflow()
+    print(f"\ngradients {under['distribution']}: share that becomes 0")
+    print(table(["loss scale", "fp16", "bf16"],
+                [[s, f"{under[f'fp16_zero_share_scale_{s}']:.4%}", f"{under[f'bf16_zero_share_scale_{s}']:.4%}"]
+                 for s in ("1", "1024", "65536")]))
+    swamp = numerics.swamping()
+    print("\nswamping: " + ", ".join(f"{k} = {v!r}" for k, v in swamp.items()))
+    mh = numerics.minhash_error(trials=a.trials)
+    print("\nMinHash estimator: measured std of the J estimate vs sqrt(J(1-J)/k)")
+    print(table(["J", "k", "measured std", "predicted", "mean estimate"],
+                [[f"{r['jaccard']:.2f}", r["k"], f"{r['measured_std']:.4f}", f"{r['predicted_std']:.4f}",
+                  f"{r['mean_estimate']:.3f}"] for r in mh]))
+    curve = numerics.lsh_s_curve(a.bands, a.rows)
+    print(f"\nLSH S-curve, {a.bands} bands x {a.rows} rows: "
+          + ", ".join(f"J={c['jaccard']:.2f}: {c['p_candidate']:.3f}" for c in curve[::4]))
+    result = {"formats": formats, "gradient_underflow": under, "swamping": swamp, "minhash": mh, "lsh_s_curve": curve}
+    _write(a.out, "numerics.json", result)
+
+    def draw(ax):
+        ax.plot([c["jaccard"] for c in curve], [c["p_candidate"] for c in curve])
+        ax.set_xlabel("Jaccard similarity")
+        ax.set_ylabel("P(candidate pair)")
+        ax.set_title(f"LSH S-curve, b={a.bands}, r={a.rows}")
+
+    _plot(a.out, "lsh_s_curve.png", draw)
+    return result
+
+
+def main(argv: Sequence[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    kinds = {"memory": memory_report, "parallel": parallel_report, "numerics": numerics_report}
+    if argv[0] not in kinds:
+        print(f"refinery report: unknown kind {argv[0]!r}\n{USAGE}")
+        return 2
+    kinds[argv[0]](argv[1:])
+    return 0
