@@ -66,12 +66,13 @@ def activations_per_layer(shape: Shape, flash: bool = True, tensor_parallel: int
 
 def activations(shape: Shape, flash: bool = True, checkpointing: bool = False, tensor_parallel: int = 1) -> float:
     """Bytes of activations of all layers; with per-layer checkpointing only the layer inputs are kept,
-    plus one layer's activations during its recomputation."""
+    plus one layer's activations during its recomputation (which include that layer's own input, so
+    it is not counted twice: checkpointing one layer saves nothing, and never costs more)."""
     layer = activations_per_layer(shape, flash, tensor_parallel)
     if not checkpointing:
         return shape.layers * layer
     inputs = 2 * shape.seq * shape.micro_batch * shape.hidden  # one 16-bit (s, b, h) tensor per layer
-    return shape.layers * inputs + layer
+    return (shape.layers - 1) * inputs + layer
 
 
 def lora(params: float, trainable: float, quantized: bool = False) -> Dict[str, float]:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
+from tests.conftest import REPO
 from tests.training.conftest import TINY, losses_by_step, metrics, ok, train
 
 
@@ -27,6 +30,19 @@ def test_two_ranks_train_on_the_pipeline_shards_and_the_loss_goes_down(shards, t
     assert not any(r["skipped"] for r in steps)
     assert f"2 rank(s) {strategy} on cpu" in proc.stdout and "finished at step 25" in proc.stdout
     assert os.path.isfile(tmp_path / "checkpoints" / "step-00000025.pt")
+
+    # measured next to predicted (issue: memory and parallel-cost reports)
+    summary = json.load(open(tmp_path / "summary.json"))
+    check = summary["measured_vs_predicted"]
+    assert check["zero"] == (3 if strategy == "fsdp" else 0) and len(check["ranks"]) == 2
+    assert check["max_state_difference"] < 0.01  # model states within 1 % on CPU (in fact exact)
+    expected_kinds = {"ddp": {"all_reduce"}, "fsdp": {"all_gather_single", "reduce_scatter_single"}}[strategy]
+    assert set(check["communication"]) == expected_kinds
+    for kind, row in check["communication"].items():
+        assert row["measured"] == row["predicted"] > 0, kind
+    shown = subprocess.run([sys.executable, "-m", "pipeline.cli", "report", "memory", "--run", str(tmp_path)],
+                           cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "+0.000%" in shown.stdout, shown.stderr
 
 
 @pytest.mark.parametrize("strategy,mode,workers", [("ddp", "packed", "0"), ("fsdp", "padded", "1")])
