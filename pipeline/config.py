@@ -44,6 +44,7 @@ class RunConfig:
     anneal_fraction: Optional[float] = None  # also write anneal/: high-quality docs, this share of the tokens
     anneal_min_quality: float = 0.8     # quality_score needed to enter the anneal split
     num_shards: int = 0                 # ledger files (0 lets the runner choose)
+    inject_errors: Tuple[str, ...] = () # fault injection for tests: "STAGE=URL_SUBSTRING" raises ValueError there
     warc: WarcConfig = field(default_factory=WarcConfig)
     extract: ExtractConfig = field(default_factory=ExtractConfig)
     langid: LangIdConfig = field(default_factory=LangIdConfig)
@@ -143,6 +144,9 @@ def _check(config: RunConfig) -> None:
         raise ConfigError(f"sources: expected NAME=GLOB, got {bad}")
     if config.num_shards < 0:
         raise ConfigError("num_shards must be >= 0")
+    bad = [s for s in config.inject_errors if "=" not in s or not all(part.strip() for part in s.split("=", 1))]
+    if bad:
+        raise ConfigError(f"inject_errors: expected STAGE=URL_SUBSTRING, got {bad}")
     if config.quality.threshold is not None and not 0.0 <= config.quality.threshold <= 1.0:
         raise ConfigError(f"quality.threshold must be in [0, 1] or null, got {config.quality.threshold}")
     d = config.dedup

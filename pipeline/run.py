@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed of the shard shuffle and the mix draws (default 0)")
     p.add_argument("--shard-size-mb", type=float, metavar="MB",
                    help="target uncompressed text per output shard (default 256)")
+    p.add_argument("--inject-error", action="append", metavar="STAGE=URL_PART", dest="inject_errors",
+                   help="fault injection (testing): STAGE raises ValueError on documents whose URL contains "
+                        "URL_PART; they must end in the ledger as error:ValueError while the job goes on")
     p.add_argument("--row-group-rows", type=int, metavar="N",
                    help="documents per Parquet row group, the unit training readers fetch (default 4096)")
     p.add_argument("--languages", metavar="CODES", help="keep only these languages, e.g. en,de (default: all)")
@@ -106,7 +109,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     overrides: Dict[str, Any] = {}
     simple = {"input": "inputs", "output": "output", "languages": "langid.languages", "text_field": "text_field",
               "mix": "mix", "seed": "seed", "shard_size_mb": "shard_size_mb",
-              "row_group_rows": "row_group_rows",
+              "row_group_rows": "row_group_rows", "inject_errors": "inject_errors",
               "anneal_fraction": "anneal_fraction", "anneal_min_quality": "anneal_min_quality",
               "lang_threshold": "langid.threshold", "lid_model": "langid.model",
               "max_html_bytes": "extract.max_html_bytes", "quality_model": "quality.model",
@@ -175,7 +178,16 @@ def make_steps(config: RunConfig) -> list:
     optional = [(config.gopher_repetition, GopherRepetition), (config.gopher_quality, GopherQuality),
                 (config.c4, C4Filter), (config.fineweb, FineWebFilter), (config.quality, QualityScorer)]
     stages += [(make(cfg), False) for cfg, make in optional if cfg.enabled]
-    steps = [(stage.name, ApplyStage(stage, progress=progress)) for stage, progress in stages]
+    faults: Dict[str, List[str]] = {}
+    for spec in config.inject_errors:
+        stage_name, _, url_part = spec.partition("=")
+        faults.setdefault(stage_name, []).append(url_part)
+    steps = [(stage.name, ApplyStage(stage, progress=progress, fail_urls=faults.get(stage.name, ())))
+             for stage, progress in stages]
+    unknown = set(faults) - {stage.name for stage, _ in stages} - ({PiiRemover.name} if config.pii.enabled else set())
+    if unknown:
+        raise ConfigError(f"--inject-error: no per-document stage named {sorted(unknown)} in this run "
+                          f"(stages: {', '.join(s.name for s, _ in stages)}{', pii' if config.pii.enabled else ''})")
     if config.dedup.exact:
         steps.append((EXACT_DEDUP, ExactDedup()))
     if config.dedup.near:
@@ -185,7 +197,7 @@ def make_steps(config: RunConfig) -> list:
                                      config.decontam.min_words)
         steps.append((DECONTAM_STAGE, Decontaminate(index, config.decontam)))
     if config.pii.enabled:
-        steps.append((PiiRemover.name, ApplyStage(PiiRemover(config.pii))))
+        steps.append((PiiRemover.name, ApplyStage(PiiRemover(config.pii), fail_urls=faults.get(PiiRemover.name, ()))))
     return steps
 
 

@@ -83,6 +83,6 @@ def ledger_row(drop: Drop) -> Dict[str, Any]:
         "source": drop.source,
         "url": drop.url or None,
         "stage": drop.stage,
-        "reason": str(drop.reason),
+        "reason": drop.label,
         "detail": drop.detail or None,
     }

@@ -19,7 +19,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.metrics import Metrics
 
-from stages.record import Document, Drop, DropReason, StageEnvironmentError
+from stages.record import Document, Drop, StageEnvironmentError
 from stages.warc import STAGE as WARC_STAGE, WarcConfig, read_warc
 
 NAMESPACE = "refinery"
@@ -34,7 +34,7 @@ def _count(name: str, n: int = 1) -> None:
 def _route(stage: str, result):
     """Count one stage result and send it on: a Document to the main output, a Drop to the ledger."""
     if isinstance(result, Drop):
-        _count(f"{stage}.drop.{result.reason}")
+        _count(f"{stage}.drop.{result.label}")
         return beam.pvalue.TaggedOutput(LEDGER, result)
     _count(f"{stage}.kept")
     return result
@@ -114,10 +114,11 @@ class RunStage(beam.DoFn):
     `error` and the exception type, and the rest of the bundle goes on.
     """
 
-    def __init__(self, stage, progress: bool = False):
+    def __init__(self, stage, progress: bool = False, fail_urls: Sequence[str] = ()):
         self._stage = stage
         self._progress_enabled = progress
         self._progress = None
+        self._fail_urls = tuple(fail_urls)  # fault injection (--inject-error), empty in real runs
 
     def setup(self) -> None:
         self._stage.setup()
@@ -133,11 +134,13 @@ class RunStage(beam.DoFn):
 
     def _run_one(self, doc: Document):
         try:
+            if self._fail_urls and any(part in (doc.url or "") for part in self._fail_urls):
+                raise ValueError(f"injected fault in {self._stage.name} (--inject-error)")
             result = self._stage(doc)
         except StageEnvironmentError:
             raise  # every document would fail alike: fail the job with the real cause
         except Exception as exc:
-            result = doc.drop(self._stage.name, DropReason.ERROR, f"{type(exc).__name__}: {exc}"[:500])
+            result = doc.drop_for_error(self._stage.name, exc)
         if self._progress is not None:
             self._progress.tick()
         return result
@@ -153,6 +156,8 @@ class RunStageOnBatches(RunStage):
         name = self._stage.name
         _count(f"{name}.in", len(batch))
         try:
+            if self._fail_urls and any(part in (d.url or "") for d in batch for part in self._fail_urls):
+                raise ValueError("injected fault")  # handled one by one below, like a real failure
             results = self._stage.process_batch(batch)
         except StageEnvironmentError:
             raise
@@ -165,16 +170,16 @@ class RunStageOnBatches(RunStage):
 class ApplyStage(beam.PTransform):
     """documents -> (kept documents, ledger drops) for one stage."""
 
-    def __init__(self, stage, progress: bool = False):
+    def __init__(self, stage, progress: bool = False, fail_urls: Sequence[str] = ()):
         super().__init__()
-        self._stage, self._progress = stage, progress
+        self._stage, self._progress, self._fail_urls = stage, progress, tuple(fail_urls)
 
     def expand(self, documents):
         if hasattr(self._stage, "process_batch"):
             documents = documents | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=256)
-            fn = RunStageOnBatches(self._stage, self._progress)
+            fn = RunStageOnBatches(self._stage, self._progress, self._fail_urls)
         else:
-            fn = RunStage(self._stage, self._progress)
+            fn = RunStage(self._stage, self._progress, self._fail_urls)
         results = documents | "Run" >> beam.ParDo(fn).with_outputs(LEDGER, main=DOCUMENTS)
         return results[DOCUMENTS], results[LEDGER]
 

@@ -68,7 +68,7 @@ class DropReason(str, enum.Enum):
     # mix
     MIX_DOWNSAMPLED = "mix_downsampled"              # not drawn: its source is above its share of the mix
     # any stage
-    ERROR = "error"                          # a stage raised; detail holds the exception type
+    ERROR = "error"                          # a stage raised; the ledger says error:<ExceptionType>
 
     def __str__(self) -> str:  # so f-strings and Parquet get "no_text", not "DropReason.NO_TEXT"
         return self.value
@@ -102,6 +102,11 @@ class Document:
         return Drop(id=self.id, url=self.url, source=self.source, stage=stage,
                     reason=DropReason(reason), detail=detail)
 
+    def drop_for_error(self, stage: str, exc: BaseException) -> "Drop":
+        """A stage raised on this document: ledgered as `error:<ExceptionType>` with the message."""
+        return Drop(id=self.id, url=self.url, source=self.source, stage=stage, reason=DropReason.ERROR,
+                    detail=f"{type(exc).__name__}: {exc}"[:500], error_type=type(exc).__name__)
+
 
 @dataclass(frozen=True)
 class Drop:
@@ -113,6 +118,12 @@ class Drop:
     stage: str
     reason: DropReason
     detail: str = ""
+    error_type: str = ""   # for DropReason.ERROR: the exception's class name
+
+    @property
+    def label(self) -> str:
+        """The ledger's reason column: the reason, and for errors the exception type (`error:ValueError`)."""
+        return f"{self.reason}:{self.error_type}" if self.error_type else str(self.reason)
 
 
 StageResult = Union[Document, Drop]

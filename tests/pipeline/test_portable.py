@@ -1,0 +1,77 @@
+"""The same job submitted through Beam's portable Job API (a real job service, and a real external
+SDK worker pool or LOOPBACK workers) writes what the in-process FnApiRunner writes, including the
+ledger entries of documents on which a stage raised."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.run import run
+from tests.conftest import REPO, WARC_DIR
+
+# Two kept documents of the bundled WARCs: one fails in a per-document stage, one in a batched stage.
+FAULTS = ["--inject-error", "gopher_quality=http://commoncrawl.org/", "--inject-error", "quality=pete_dye.asp"]
+RUN_ARGS = ["--input", str(WARC_DIR / "*.warc.gz"), "--quiet", *FAULTS]
+
+
+def _namespaces_work() -> bool:
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    probe = ["unshare", "-n", "true"] if os.geteuid() == 0 else ["unshare", "-r", "-n", "true"]
+    return subprocess.run(probe, capture_output=True).returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _namespaces_work(), reason="needs `unshare -n` (root or user namespaces) "
+                                "to keep the job service and worker pool off every network but loopback")
+
+
+def contents(out):
+    docs = pq.read_table(str(out / "data"), columns=["id", "text", "url", "epoch"]).to_pylist()
+    ledger = pq.read_table(str(out / "ledger"), columns=["id", "stage", "reason"]).to_pylist()
+    return (sorted((d["id"], d["text"], d["epoch"]) for d in docs),
+            sorted((r["id"], r["stage"], r["reason"]) for r in ledger))
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fnapi")
+    report = run([*RUN_ARGS, "--output", str(out)])
+    return out, report
+
+
+def submit(out, environment):
+    cmd = [sys.executable, "-m", "pipeline.local_cluster", "--environment", environment, "--timeout", "600",
+           "--log-dir", str(out.parent / f"logs-{environment}"), "--", *RUN_ARGS, "--output", str(out)]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+
+
+def test_stage_errors_go_to_the_ledger_with_their_type_and_the_job_finishes(reference):
+    out, report = reference
+    _, ledger = contents(out)
+    errors = [(stage, reason) for _, stage, reason in ledger if reason.startswith("error")]
+    assert sorted(errors) == [("gopher_quality", "error:ValueError"), ("quality", "error:ValueError")]
+    assert report["conservation"]["holds"] and report["kept"] > 100
+    funnel = {f["stage"]: f["dropped_by_reason"] for f in report["funnel"]}
+    assert funnel["gopher_quality"]["error:ValueError"] == 1 and funnel["quality"]["error:ValueError"] == 1
+
+
+@pytest.mark.parametrize("environment", ["external", "loopback"])
+def test_portable_runner_output_equals_fnapi_output(reference, tmp_path, environment):
+    expected_dir, expected_report = reference
+    out = tmp_path / "portable"
+    proc = submit(out, environment)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    assert "--runner=PortableRunner" in proc.stderr
+    assert contents(out) == contents(expected_dir)  # same rows, same ledger (errors included)
+    report = json.loads((out / "report.json").read_text())
+    assert report["runner"] == "PortableRunner"
+    assert report["conservation"]["holds"]  # the job service returned Beam metrics that match the files
+    assert {f["stage"]: (f["in"], f["kept"]) for f in report["funnel"]} == \
+        {f["stage"]: (f["in"], f["kept"]) for f in expected_report["funnel"]}
+
