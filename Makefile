@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_OUT ?= out/demo
 
-.PHONY: install demo test clean quality-model
+.PHONY: install demo test clean quality-model cluster-demo
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ demo: install
 	$(BIN)/refinery train --nproc-per-node 2 --data $(DEMO_OUT) --out $(DEMO_OUT)-train --overwrite \
 		--size tiny --seq-len 128 --micro-batch 8 --steps 60 --log-every 10
 	@echo "Read the shards: $(BIN)/python -c \"import pyarrow.parquet as pq; print(pq.read_table('$(DEMO_OUT)/data'))\""
+
+# The same job through Beam's portable Job API: a real job service and SDK worker pool, started inside
+# a network namespace with only loopback (needs root or user namespaces), torn down afterwards.
+cluster-demo: install
+	$(BIN)/python -m pipeline.local_cluster --environment external --timeout 900 -- \
+		--input 'data/warc/*.warc.gz' --output out/cluster-demo --overwrite
 
 test: install
 	$(BIN)/python -m pytest
