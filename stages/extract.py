@@ -29,6 +29,9 @@ class ExtractConfig:
     # trafilatura's `deduplicate` keeps a process-wide cache of seen paragraphs, so a page's
     # text would depend on which pages the same worker saw before: off, for reproducibility.
     deduplicate: bool = False
+    # trafilatura's fast mode skips the fallback extractors (readability, jusText) that run when its
+    # own result looks too short; bench/extract_agreement.py measures what that changes.
+    fast: bool = False
     # Per-page time limit in seconds; None runs in-process with no limit (tests, benchmarks).
     # datatrove uses 1 s; we allow 5 s because shared machines stall, and a spurious timeout
     # would make output depend on machine load.
@@ -42,7 +45,7 @@ class ExtractConfig:
     def trafilatura_options(self) -> Dict[str, Any]:
         return dict(favor_precision=self.favor_precision, include_comments=self.include_comments,
                     include_tables=self.include_tables, include_images=False,
-                    deduplicate=self.deduplicate)
+                    deduplicate=self.deduplicate, fast=self.fast)
 
 
 def extract_text(html: str, url: Optional[str], options: Dict[str, Any]) -> Optional[str]:
