@@ -37,7 +37,7 @@ def one_run(input_glob: str, extra) -> tuple:
             raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
         report = json.load(open(os.path.join(out, "report.json")))
         ids = sorted(pq.read_table(os.path.join(out, "data"), columns=["id"]).column(0).to_pylist())
-        return elapsed, report["read"], ids
+        return elapsed, report["documents_read"], ids
 
 
 def main() -> None:

@@ -1,0 +1,136 @@
+"""Documents per second per core: this project's stages vs Hugging Face datatrove, same input, same run.
+
+    .venv/bin/python bench/pipeline.py [--warc ../shared/data/warc/bench_trafilatura_pages.warc.gz]
+        [--datatrove-python /tmp/dtvenv/bin/python] [--repeat 3] [--fast]
+
+Both sides run WARC read -> trafilatura -> lid.176 (threshold 0.65) -> Gopher repetition -> Gopher
+quality, pinned to one core (`taskset -c 0`, which the extraction child inherits), each in its own
+process. Ours runs the stage classes the Beam job runs, in production settings (extraction in a
+killable child process with a time limit); datatrove runs its LocalPipelineExecutor with FineWeb's
+settings (Trafilatura(favour_precision, timeout=1)) and its JSONL writer, its language filter given
+the same bundled lid.176.ftz (nothing downloads here).
+
+datatrove lives in its own virtual environment (its trafilatura and fastText pins differ from ours):
+    python3 -m venv /tmp/dtvenv && /tmp/dtvenv/bin/pip install "datatrove[processing]" warcio \\
+        fasteners spacy faust-cchardet python-magic orjson lxml_html_clean fasttext-community
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_WARC = os.path.join(REPO, "..", "shared", "data", "warc", "bench_trafilatura_pages.warc.gz")
+LID = os.path.join(REPO, "stages", "models", "lid.176.ftz")
+STEP_NAMES = {"READER": "read", "EXTRAC": "extract", "Language ID": "langid", "Gopher Repetition": "repetition",
+              "Gopher Quality": "quality", "WRITER": "write"}
+
+
+def ours(warc: str, fast: bool) -> dict:
+    """Runs in a child process pinned to one core."""
+    sys.path.insert(0, REPO)
+    from stages.extract import ExtractConfig, Extractor
+    from stages.gopher import GopherQuality, GopherRepetition
+    from stages.langid import LanguageIdentifier
+    from stages.record import Document
+    from stages.warc import read_warc
+
+    stages = [("extract", Extractor(ExtractConfig(fast=fast))), ("langid", LanguageIdentifier()),
+              ("repetition", GopherRepetition()), ("quality", GopherQuality())]
+    for _, stage in stages:
+        stage.setup()
+    seconds, counts = collections.Counter(), collections.Counter()
+    started = time.perf_counter()
+    with open(warc, "rb") as fh:
+        records = iter(read_warc(fh, source="bench"))
+        while True:
+            t0 = time.perf_counter()
+            doc = next(records, None)
+            seconds["read"] += time.perf_counter() - t0
+            if doc is None:
+                break
+            if not isinstance(doc, Document):
+                continue
+            counts["read"] += 1
+            for name, stage in stages:
+                t0 = time.perf_counter()
+                doc = stage(doc)
+                seconds[name] += time.perf_counter() - t0
+                if not isinstance(doc, Document):
+                    break
+            else:
+                counts["kept"] += 1
+    wall = time.perf_counter() - started
+    for _, stage in stages:
+        stage.teardown()
+    return {"wall_s": wall, "read": counts["read"], "kept": counts["kept"], "seconds": dict(seconds)}
+
+
+def run_ours(warc: str, fast: bool) -> dict:
+    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--side", "ours", "--warc", warc] + (["--fast"] if fast else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    if proc.returncode:
+        raise SystemExit(proc.stderr[-3000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_datatrove(python: str, warc: str) -> dict:
+    with tempfile.TemporaryDirectory() as work:
+        cmd = ["taskset", "-c", "0", python, os.path.join(REPO, "bench", "_datatrove_side.py"), warc, LID, work]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            raise SystemExit(proc.stderr[-3000:])
+        raw = json.loads(proc.stdout.strip().splitlines()[-1])
+    seconds, read, kept = {}, 0, 0
+    for name, step in raw["steps"].items():
+        key = next((v for k, v in STEP_NAMES.items() if k in name), name)
+        seconds[key] = step["seconds"]
+        if key == "read":
+            read = step["stats"]["documents"]["total"]
+        if key == "write":
+            kept = step["stats"].get("total", 0)
+    return {"wall_s": raw["wall_s"], "read": read, "kept": kept, "seconds": seconds}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--warc", default=DEFAULT_WARC)
+    p.add_argument("--datatrove-python", default="/tmp/dtvenv/bin/python")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--fast", action="store_true", help="our extraction with trafilatura fast=True")
+    p.add_argument("--side", choices=("ours",), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.side == "ours":
+        print(json.dumps(ours(args.warc, args.fast)))
+        return
+    results = {"datatrove": [], "refinery": []}
+    for _ in range(args.repeat):  # interleaved, so drift in machine load hits both sides alike
+        results["datatrove"].append(run_datatrove(args.datatrove_python, args.warc))
+        results["refinery"].append(run_ours(args.warc, args.fast))
+    print(f"input {os.path.basename(args.warc)}; one core each (taskset -c 0); median of {args.repeat} runs; "
+          f"our extraction {'fast' if args.fast else 'favor_precision (FineWeb)'}")
+    print("| pipeline | docs read | kept | wall s | docs/s per core | read | extract | langid | repetition | "
+          "quality | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    base = statistics.median(r["read"] / r["wall_s"] for r in results["datatrove"])
+    for name, runs in results.items():
+        rate = statistics.median(r["read"] / r["wall_s"] for r in runs)
+        per_stage = []
+        for key in ("read", "extract", "langid", "repetition", "quality"):
+            ms = statistics.median(1000 * r["seconds"].get(key, 0.0) / r["read"] for r in runs)
+            per_stage.append(f"{ms:.1f}")
+        wall = statistics.median(r["wall_s"] for r in runs)
+        print(f"| {name} | {runs[0]['read']} | {runs[0]['kept']} | {wall:.1f} | {rate:.1f} | "
+              + " | ".join(per_stage) + f" | {rate / base:.2f}x |")
+    print("(per-stage columns: ms per document read)")
+
+
+if __name__ == "__main__":
+    main()
