@@ -6,9 +6,10 @@ are skipped where they do not apply, and the skip is counted (`count("skip....")
 """
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
 
 from stages.record import Document, DropReason, Stage, StageResult
 from stages.text import NO_SPACE_LANGS, is_punctuation, normalized_words, split_paragraphs, split_words, stop_words
@@ -142,16 +143,16 @@ class GopherRepetition(_RuleStage):
                 return reasons[0], f"{fraction:.2f} > {max_fraction}"
             if max_chars is not None and chars > max_chars:
                 return reasons[1], f"{chars:.2f} > {max_chars}"
-        words = normalized_words(text, lang)
-        total = sum(map(len, words))
+        grams = NGrams(normalized_words(text, lang))
+        total = grams.total
         if not total:
             return None
         for n, limit in c.max_top_ngram_chars:
-            share = top_ngram_chars(words, n) / total
+            share = grams.top_chars(n) / total
             if share > limit:
                 return DropReason.TOP_NGRAM_CHARS, f"n={n}: {share:.3f} > {limit}"
         for n, limit in c.max_dup_ngram_chars:
-            share = duplicated_ngram_chars(words, n) / total
+            share = grams.duplicated_chars(n) / total
             if share > limit:
                 return DropReason.DUP_NGRAM_CHARS, f"n={n}: {share:.3f} > {limit}"
         return None
@@ -169,34 +170,65 @@ def duplicate_units(units: Sequence[str]) -> Tuple[int, int]:
     return count, chars
 
 
-def _ngrams(words: Sequence[str], n: int):
-    return zip(*(words[i:] for i in range(n)))
+class NGrams:
+    """Exact n-gram identities of a word sequence as dense integer arrays, built up one n at a time:
+    an n-gram is the pair (its (n-1)-gram, its last word), numbered by np.unique. No hashing, so no
+    collisions; O(len(words) log len(words)) per n instead of hashing n-word tuples."""
+
+    def __init__(self, words: Sequence[str]):
+        vocabulary: Dict[str, int] = {}
+        self.words = np.fromiter((vocabulary.setdefault(w, len(vocabulary)) for w in words), dtype=np.int64,
+                                 count=len(words))
+        self.vocabulary = max(len(vocabulary), 1)
+        self.lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        self.total = int(self.lengths.sum())
+        self._n, self._ids = 1, self.words
+
+    def ids(self, n: int) -> np.ndarray:
+        """One id per n-gram start position (len(words) - n + 1 of them); equal n-grams, equal ids."""
+        if n < self._n:
+            self._n, self._ids = 1, self.words
+        while self._n < n:
+            self._n += 1
+            pairs = self._ids[:-1] * self.vocabulary + self.words[self._n - 1:]
+            self._ids = np.unique(pairs, return_inverse=True)[1].reshape(-1)
+        return self._ids
+
+    def top_chars(self, n: int) -> int:
+        """Word characters covered by the most frequent n-gram (its length times its count)."""
+        if len(self.words) < n:
+            return 0
+        ids = self.ids(n)
+        freq = np.bincount(ids)[ids]
+        best = int(freq.max())
+        if best < 2:
+            return 0
+        ends = np.concatenate(([0], np.cumsum(self.lengths)))
+        chars = (ends[n:] - ends[:-n])[freq == best].max()
+        return min(int(chars) * best, self.total)
+
+    def duplicated_chars(self, n: int) -> int:
+        """Word characters at positions covered by any n-gram that occurs at least twice."""
+        if len(self.words) < n:
+            return 0
+        ids = self.ids(n)
+        starts = np.flatnonzero(np.bincount(ids)[ids] > 1)
+        if not len(starts):
+            return 0
+        cover = np.zeros(len(self.words) + 1, dtype=np.int64)
+        np.add.at(cover, starts, 1)
+        np.add.at(cover, starts + n, -1)
+        return int(self.lengths[np.cumsum(cover[:-1]) > 0].sum())
 
 
 def top_ngram_chars(words: Sequence[str], n: int) -> int:
     """Word characters covered by the most frequent n-gram (its length times its count)."""
-    if len(words) < n:
-        return 0
-    counts = collections.Counter(_ngrams(words, n))
-    best, freq = max(counts.items(), key=lambda kv: (kv[1], sum(map(len, kv[0]))))
-    return min(sum(map(len, best)) * freq, sum(map(len, words))) if freq > 1 else 0
+    return NGrams(words).top_chars(n)
 
 
 def duplicated_ngram_chars(words: Sequence[str], n: int) -> int:
-    """Word characters at positions covered by any n-gram that occurs at least twice. O(len(words) * n)."""
-    if len(words) < n:
-        return 0
-    grams = list(_ngrams(words, n))
-    counts = collections.Counter(grams)
-    covered: List[bool] = [False] * len(words)
-    # Positions covered so far, as the end of the last marked run: each position is marked once.
-    marked_until = 0
-    for start, gram in enumerate(grams):
-        if counts[gram] > 1:
-            for i in range(max(start, marked_until), start + n):
-                covered[i] = True
-            marked_until = start + n
-    return sum(len(w) for w, is_covered in zip(words, covered) if is_covered)
+    """Word characters at positions covered by any n-gram that occurs at least twice."""
+    return NGrams(words).duplicated_chars(n)
 
 
 def repetition_stats(text: str, lang: Optional[str] = None) -> Dict[str, float]:

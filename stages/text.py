@@ -7,9 +7,10 @@ word-count rule then drops it.
 """
 from __future__ import annotations
 
+import functools
 import string
 import unicodedata
-from typing import FrozenSet, List, Optional
+from typing import FrozenSet, List, Optional, Tuple
 
 # Languages written without spaces between words: segment them with ICU.
 NO_SPACE_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "yue", "wuu"})
@@ -18,6 +19,7 @@ NO_SPACE_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "yue", "wu
 TERMINAL_PUNCTUATION = (".", "!", "?", '"', "'", "”", "»", "。", "！", "？", "…", "؟", "।", "۔", "｡")
 
 _PUNCT = frozenset(string.punctuation) | frozenset("«»„“”‘’‚‹›–—…·•、。，！？；：（）【】《》「」『』〈〉")
+_STRIP = "".join(sorted(_PUNCT))
 
 # Stop words: Gopher's rule needs >= 2 of {the, be, to, of, and, that, have, with} in English.
 # For other languages we use eight of their most frequent function words, so that the same
@@ -57,29 +59,50 @@ def stop_words(lang: Optional[str]) -> Optional[FrozenSet[str]]:
     return frozenset(words) if words else None
 
 
-def is_punctuation(token: str) -> bool:
+def _all_punctuation(token: str) -> bool:
     return all(ch in _PUNCT or unicodedata.category(ch).startswith("P") for ch in token)
 
 
+_short_token_is_punctuation = functools.lru_cache(maxsize=1 << 16)(_all_punctuation)
+
+
+def is_punctuation(token: str) -> bool:
+    # Words repeat: memoize short ones (a bounded cache; long tokens are rare and not kept)
+    return _short_token_is_punctuation(token) if len(token) <= 32 else _all_punctuation(token)
+
+
 def strip_punctuation(token: str) -> str:
-    return token.strip("".join(_PUNCT))
+    return token.strip(_STRIP)
 
 
 def split_words(text: str, lang: Optional[str] = None) -> List[str]:
     """Words as a reader would count them: whitespace tokens, or ICU segments for no-space scripts."""
-    if lang in NO_SPACE_LANGS:
-        return _icu_words(text, lang)
-    return text.split()
+    return list(_split_words(text, lang))
 
 
 def normalized_words(text: str, lang: Optional[str] = None) -> List[str]:
     """Lower-cased words without surrounding punctuation; punctuation-only tokens removed."""
+    return list(_normalized_words(text, lang))
+
+
+# The quality and repetition rules (and MinHash) tokenize the same text one after another on the
+# same worker: keep the last few results instead of segmenting again. Tuples, so no caller can
+# change a cached result.
+@functools.lru_cache(maxsize=4)
+def _split_words(text: str, lang: Optional[str]) -> Tuple[str, ...]:
+    if lang in NO_SPACE_LANGS:
+        return tuple(_icu_words(text, lang))
+    return tuple(text.split())
+
+
+@functools.lru_cache(maxsize=4)
+def _normalized_words(text: str, lang: Optional[str]) -> Tuple[str, ...]:
     out = []
-    for w in split_words(text, lang):
-        w = strip_punctuation(w).lower()
+    for w in _split_words(text, lang):
+        w = w.strip(_STRIP).lower()
         if w and not is_punctuation(w):
             out.append(w)
-    return out
+    return tuple(out)
 
 
 def split_paragraphs(text: str) -> List[str]:

@@ -1,8 +1,12 @@
 """Gopher rules at both sides of each threshold, the n-gram character definitions, and real text."""
+import collections
+import random
+
 import pytest
 
-from stages.gopher import (GopherQuality, GopherQualityConfig, GopherRepetition, GopherRepetitionConfig,
+from stages.gopher import (GopherQuality, GopherQualityConfig, GopherRepetition, GopherRepetitionConfig, NGrams,
                            duplicated_ngram_chars, top_ngram_chars)
+from stages.text import normalized_words
 from stages.record import Document, Drop, DropReason
 from tests.conftest import SENTENCES_DIR
 
@@ -174,3 +178,39 @@ def test_real_article_pages_pass(gold_pages):
     dropped = [(lang, r) for lang, r in outcomes if r is not None]
     assert len(dropped) <= 3, dropped
     assert not any(r[0] is DropReason.GOPHER_STOP_WORDS for _, r in dropped)
+
+
+def _reference_top_ngram_chars(words, n):
+    """The straightforward definition (tuples in a Counter), to check the vectorized one against."""
+    if len(words) < n:
+        return 0
+    counts = collections.Counter(zip(*(words[i:] for i in range(n))))
+    best, freq = max(counts.items(), key=lambda kv: (kv[1], sum(map(len, kv[0]))))
+    return min(sum(map(len, best)) * freq, sum(map(len, words))) if freq > 1 else 0
+
+
+def _reference_duplicated_ngram_chars(words, n):
+    if len(words) < n:
+        return 0
+    grams = list(zip(*(words[i:] for i in range(n))))
+    counts = collections.Counter(grams)
+    covered = [False] * len(words)
+    for start, gram in enumerate(grams):
+        if counts[gram] > 1:
+            for i in range(start, start + n):
+                covered[i] = True
+    return sum(len(w) for w, c in zip(words, covered) if c)
+
+
+def test_vectorized_ngram_statistics_equal_the_definition():
+    rng = random.Random(7)
+    texts = [" ".join(EN[:300]), " ".join(DE[:300]), "\n".join(EN[:40] * 3), " ".join(ZH[:100])]
+    samples = [normalized_words(t, lang) for t, lang in zip(texts, ("en", "de", "en", "zh"))]
+    for _ in range(200):  # small vocabularies make many repeats, ties and overlaps
+        vocab = [rng.choice("abcdefgh") * rng.randint(1, 4) for _ in range(rng.randint(1, 6))]
+        samples.append([rng.choice(vocab) for _ in range(rng.randint(0, 60))])
+    for words in samples:
+        grams = NGrams(words)
+        for n in range(1, 11):
+            assert grams.top_chars(n) == _reference_top_ngram_chars(words, n), (words[:20], n)
+            assert grams.duplicated_chars(n) == _reference_duplicated_ngram_chars(words, n), (words[:20], n)
