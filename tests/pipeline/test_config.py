@@ -40,3 +40,14 @@ def test_missing_input_or_output_is_an_error():
         config_from_args(build_parser().parse_args(["--output", "o"]))
     with pytest.raises(ConfigError, match="no output"):
         config_from_args(build_parser().parse_args(["--input", "x"]))
+
+
+def test_extract_fast_and_fault_injection_flags():
+    args = build_parser().parse_args(["--input", "x", "--output", "o", "--extract-fast",
+                                      "--inject-error", "langid=example.com"])
+    config = config_from_args(args)
+    assert config.extract.fast is True and config.extract.trafilatura_options()["fast"] is True
+    assert config.inject_errors == ("langid=example.com",)
+    assert config_from_args(build_parser().parse_args(["--input", "x", "--output", "o"])).extract.fast is False
+    with pytest.raises(ConfigError, match="STAGE=URL_SUBSTRING"):
+        config_from_args(build_parser().parse_args(["--input", "x", "--output", "o", "--inject-error", "langid"]))
