@@ -10,7 +10,6 @@ file, never a silent restart from step 0.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -19,6 +18,8 @@ from typing import Any, Dict, Optional
 import numpy as np
 import torch
 
+from training.data import file_sha256
+
 FORMAT = "refinery-checkpoint/1"
 LATEST = "latest.json"
 REQUIRED = ("format", "step", "model", "optimizer", "scheduler", "data", "rng")
@@ -26,14 +27,6 @@ REQUIRED = ("format", "step", "model", "optimizer", "scheduler", "data", "rng")
 
 class CheckpointError(RuntimeError):
     pass
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _write_atomic(path: str, write) -> None:
@@ -51,7 +44,7 @@ def save(directory: str, payload: Dict[str, Any], keep: int = 2) -> str:
     name = f"step-{payload['step']:08d}.pt"
     path = os.path.join(directory, name)
     _write_atomic(path, lambda fh: torch.save(dict(payload, format=FORMAT), fh))
-    latest = {"file": name, "step": payload["step"], "bytes": os.path.getsize(path), "sha256": _sha256(path)}
+    latest = {"file": name, "step": payload["step"], "bytes": os.path.getsize(path), "sha256": file_sha256(path)}
     _write_atomic(os.path.join(directory, LATEST), lambda fh: fh.write(json.dumps(latest, indent=1).encode()))
     old = sorted(f for f in os.listdir(directory) if f.startswith("step-") and f.endswith(".pt") and f != name)
     for stale in old[:max(0, len(old) - (keep - 1))]:
@@ -85,7 +78,7 @@ def load(directory: str) -> Dict[str, Any]:
     size = os.path.getsize(path)
     if size != latest.get("bytes"):
         raise CheckpointError(f"{path} is {size} bytes, {LATEST} recorded {latest.get('bytes')}: partial or replaced file")
-    if _sha256(path) != latest.get("sha256"):
+    if file_sha256(path) != latest.get("sha256"):
         raise CheckpointError(f"{path} does not match its sha256 in {LATEST}: the file is corrupt")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)

@@ -138,21 +138,14 @@ def load_full_state(model: nn.Module, optimizer: torch.optim.Optimizer, model_st
                    options=_options())
 
 
-def local_gradients(model: nn.Module) -> dict:
-    """This rank's gradients by parameter name (FSDP: this rank's shard, flattened)."""
+def gradients(model: nn.Module, full: bool = True) -> dict:
+    """Gradients by parameter name: unsharded (FSDP DTensors gathered, a collective), or this rank's
+    local shard (`full=False`)."""
     out = {}
     for name, p in unwrap(model).named_parameters():
         if p.grad is not None:
             g = p.grad
-            out[name] = (g.to_local() if hasattr(g, "to_local") else g).detach().clone().cpu()
-    return out
-
-
-def full_gradients(model: nn.Module) -> dict:
-    """Gradients by parameter name, unsharded (FSDP DTensors gathered)."""
-    out = {}
-    for name, p in unwrap(model).named_parameters():
-        if p.grad is not None:
-            g = p.grad
-            out[name] = (g.full_tensor() if hasattr(g, "full_tensor") else g).detach().clone().cpu()
+            if hasattr(g, "full_tensor"):
+                g = g.full_tensor() if full else g.to_local()
+            out[name] = g.detach().clone().cpu()
     return out

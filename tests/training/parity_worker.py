@@ -13,7 +13,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from tests.training.fixed_batches import MICRO_BATCHES_BY_RANK, make_model  # noqa: E402
-from training.distributed import full_gradients, gradient_sync, init, local_gradients, shutdown, wrap  # noqa: E402
+from training.distributed import gradient_sync, gradients, init, shutdown, wrap  # noqa: E402
 from training.step import accumulation_step, token_loss_sum  # noqa: E402
 
 
@@ -29,12 +29,12 @@ def main() -> None:
     if strategy == "ddp":
         with gradient_sync(model, enabled=False):
             token_loss_sum(model, mine[0], "fp32", env.device).backward()
-        torch.save(local_gradients(model), os.path.join(out, f"nosync_rank{env.rank}.pt"))
+        torch.save(gradients(model, full=False), os.path.join(out, f"nosync_rank{env.rank}.pt"))
         model.zero_grad(set_to_none=True)
 
     # 2. a full accumulation step (uneven token counts per micro-batch and per rank)
     result = accumulation_step(model, mine, env.world_size)
-    grads = full_gradients(model)  # collective under FSDP
+    grads = gradients(model)  # collective under FSDP
     if env.rank == 0:
         torch.save({"grads": grads, "loss": result.loss, "tokens": result.tokens}, os.path.join(out, "step.pt"))
     shutdown()
