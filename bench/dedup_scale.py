@@ -8,11 +8,15 @@ earlier document with 3 words replaced (near duplicates), 5 % exact copies. Each
 fresh subprocess so peak RSS (ru_maxrss) is that size's own.
 """
 import json
+import os
 import random
 import resource
 import subprocess
 import sys
 import time
+
+# The project ahead of bench/ on the path: bench/pipeline.py (a script) would shadow the package.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def corpus(n: int, seed: int = 0):
