@@ -13,6 +13,7 @@ commands:
   train-quality  train the fastText quality classifier used for `quality_score`
   train          train a small GPT on the shards (`--nproc-per-node N` starts N ranks
                  through torchrun; `refinery train --help` lists every option)
+  train-tokenizer  a byte-level BPE (Hugging Face tokenizers) from the shards, for `train --tokenizer`
   report         memory | parallel | numerics: what training a model of a given size costs
                  (memory per GPU by ZeRO stage, communication, pipeline bubble, number formats);
                  `--run OUT` sets a training run's measurements next to the predictions
@@ -44,6 +45,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from training.launch import main as train
 
         return train(rest)
+    if command == "train-tokenizer":
+        from training.tokenizer import main as train_tokenizer
+
+        return train_tokenizer(rest)
     if command == "report":
         from training.report import main as report
 

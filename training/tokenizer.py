@@ -81,3 +81,37 @@ def train_bpe(texts: Iterable[str], vocab_size: int, path: str) -> BPETokenizer:
 def load_tokenizer(spec: str):
     """`bytes` or the path of a `tokenizer.json`."""
     return ByteTokenizer() if spec in ("", "bytes") else BPETokenizer(spec)
+
+
+def main(argv) -> int:
+    """`refinery train-tokenizer --data OUT --vocab-size N --out tokenizer.json`: a byte-level BPE
+    trained on the text of a pipeline output's shards (all rows, or the first --max-documents)."""
+    import argparse
+    import itertools
+
+    import pyarrow.parquet as pq
+
+    from training.data import DataError, read_manifest
+
+    p = argparse.ArgumentParser(prog="refinery train-tokenizer")
+    p.add_argument("--data", required=True, help="output directory of `refinery run` (has manifest.json)")
+    p.add_argument("--out", required=True, help="where to write tokenizer.json")
+    p.add_argument("--vocab-size", type=int, default=32000)
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--max-documents", type=int, default=None)
+    a = p.parse_args(argv)
+    try:
+        manifest = read_manifest(a.data)
+    except DataError as exc:
+        print(f"refinery train-tokenizer: error: {exc}")
+        return 2
+
+    def texts():
+        for shard in manifest["shards"]:
+            for batch in pq.ParquetFile(os.path.join(a.data, shard["path"])).iter_batches(columns=[a.text_field]):
+                yield from batch.column(0).to_pylist()
+
+    tok = train_bpe(itertools.islice(texts(), a.max_documents), a.vocab_size, a.out)
+    print(f"wrote {a.out}: byte-level BPE, {tok.vocab_size} tokens (EOS {tok.eos_id}, PAD {tok.pad_id}); "
+          f"train with --tokenizer {a.out}")
+    return 0

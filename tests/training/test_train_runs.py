@@ -120,3 +120,14 @@ def test_mixed_precision_runs_train(shards, tmp_path, precision):
     ok(train(common(shards, tmp_path, "--precision", precision, "--steps", "12", "--grad-checkpoint")))
     steps = [r for r in metrics(tmp_path) if "loss" in r]
     assert steps[-1]["loss"] < steps[0]["loss"] - 0.3
+
+
+def test_trained_bpe_tokenizer_from_the_cli_trains(shards, tmp_path):
+    tokenizer = tmp_path / "tokenizer.json"
+    made = subprocess.run([sys.executable, "-m", "pipeline.cli", "train-tokenizer", "--data", str(shards), "--out",
+                           str(tokenizer), "--vocab-size", "800"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    ok(train(common(shards, tmp_path / "run", "--tokenizer", str(tokenizer), "--steps", "8")))
+    steps = [r for r in metrics(tmp_path / "run") if "loss" in r]
+    assert steps[0]["loss"] == pytest.approx(6.68, abs=0.3)  # ln(800): uniform over the BPE vocabulary
+    assert json.load(open(tmp_path / "run" / "summary.json"))["model_config"]["vocab_size"] == 800
