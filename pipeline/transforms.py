@@ -111,7 +111,7 @@ class RunStage(beam.DoFn):
     """Runs one stage on each document: kept documents go on, drops go to the ledger output.
 
     A stage that raises does not fail the job: the document is ledgered with reason
-    `error` and the exception type, and the rest of the bundle goes on.
+    `error:<ExceptionType>` and the message, and the rest of the bundle goes on.
     """
 
     def __init__(self, stage, progress: bool = False, fail_urls: Sequence[str] = ()):
