@@ -170,7 +170,14 @@ class ShardStream(IterableDataset):
                 if len(tokens):
                     buffer.append([dict(where), tokens])
                     held += len(tokens)
-            window = np.concatenate([t for _, t in buffer])[:width]
+            # only the segments this window needs: a long document must not be copied per window
+            parts, need = [], width
+            for _, tokens in buffer:
+                parts.append(tokens[:need])
+                need -= len(parts[-1])
+                if not need:
+                    break
+            window = np.concatenate(parts)
             consume = self.cfg.seq_len  # the last target is the next window's first input
             held -= consume
             while consume:
