@@ -3,8 +3,10 @@
     .venv/bin/python bench/pipeline.py [--warc ../shared/data/warc/bench_trafilatura_pages.warc.gz]
         [--datatrove-python /tmp/dtvenv/bin/python] [--repeat 3]
 
-Three sides: datatrove, ours with FineWeb's extraction settings (the default), ours with trafilatura's
-fast mode (`extract.fast: true`, see bench/extract_agreement.py). All run WARC read -> trafilatura -> lid.176 (threshold 0.65) -> Gopher repetition -> Gopher
+Four sides: datatrove; ours with FineWeb's extraction settings and trafilatura as shipped
+(`extract.speedups: false`); the same with our identical-output speedups (the default,
+stages/trafilatura_speedups.py); ours with trafilatura's fast mode (`extract.fast: true`, which
+changes output, see bench/extract_agreement.py). All run WARC read -> trafilatura -> lid.176 (threshold 0.65) -> Gopher repetition -> Gopher
 quality, pinned to one core (`taskset -c 0`, which the extraction child inherits), each in its own
 process. Ours runs the stage classes the Beam job runs, in production settings (extraction in a
 killable child process with a time limit); datatrove runs its LocalPipelineExecutor with FineWeb's
@@ -34,7 +36,7 @@ STEP_NAMES = {"READER": "read", "EXTRAC": "extract", "Language ID": "langid", "G
               "Gopher Quality": "quality", "WRITER": "write"}
 
 
-def ours(warc: str, fast: bool) -> dict:
+def ours(warc: str, fast: bool, speedups: bool = True) -> dict:
     """Runs in a child process pinned to one core."""
     sys.path.insert(0, REPO)
     from stages.extract import ExtractConfig, Extractor
@@ -43,7 +45,7 @@ def ours(warc: str, fast: bool) -> dict:
     from stages.record import Document
     from stages.warc import read_warc
 
-    stages = [("extract", Extractor(ExtractConfig(fast=fast))), ("langid", LanguageIdentifier()),
+    stages = [("extract", Extractor(ExtractConfig(fast=fast, speedups=speedups))), ("langid", LanguageIdentifier()),
               ("repetition", GopherRepetition()), ("quality", GopherQuality())]
     for _, stage in stages:
         stage.setup()
@@ -74,8 +76,9 @@ def ours(warc: str, fast: bool) -> dict:
     return {"wall_s": wall, "read": counts["read"], "kept": counts["kept"], "seconds": dict(seconds)}
 
 
-def run_ours(warc: str, fast: bool) -> dict:
-    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--side", "ours", "--warc", warc] + (["--fast"] if fast else [])
+def run_ours(warc: str, fast: bool, speedups: bool = True) -> dict:
+    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--side", "ours", "--warc", warc] + (["--fast"] if fast else []) \
+        + ([] if speedups else ["--no-speedups"])
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     if proc.returncode:
         raise SystemExit(proc.stderr[-3000:])
@@ -106,17 +109,20 @@ def main() -> None:
     p.add_argument("--datatrove-python", default="/tmp/dtvenv/bin/python")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--fast", action="store_true", help=argparse.SUPPRESS)  # child: trafilatura fast=True
+    p.add_argument("--no-speedups", action="store_true", help=argparse.SUPPRESS)  # child: trafilatura as shipped
     p.add_argument("--side", choices=("ours",), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.side == "ours":
-        print(json.dumps(ours(args.warc, args.fast)))
+        print(json.dumps(ours(args.warc, args.fast, not args.no_speedups)))
         return
-    ours_fineweb, ours_fast = "refinery, FineWeb extraction (default)", "refinery, extract.fast: true"
-    results = {"datatrove": [], ours_fineweb: [], ours_fast: []}
+    sides = {"refinery, FineWeb extraction, trafilatura as shipped (extract.speedups: false)": (False, False),
+             "refinery, FineWeb extraction (the default)": (False, True),
+             "refinery, extract.fast: true": (True, True)}
+    results = {"datatrove": [], **{name: [] for name in sides}}
     for _ in range(args.repeat):  # interleaved, so drift in machine load hits every side alike
         results["datatrove"].append(run_datatrove(args.datatrove_python, args.warc))
-        results[ours_fineweb].append(run_ours(args.warc, False))
-        results[ours_fast].append(run_ours(args.warc, True))
+        for name, (fast, speedups) in sides.items():
+            results[name].append(run_ours(args.warc, fast, speedups))
     print(f"input {os.path.basename(args.warc)}; one core each (taskset -c 0); median of {args.repeat} runs")
     print("| pipeline | docs read | kept | wall s | docs/s per core | read | extract | langid | repetition | "
           "quality | docs/s ratio | wall-time ratio |")

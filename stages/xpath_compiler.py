@@ -264,7 +264,7 @@ class _Parser:
         raise Unsupported(f"the function {name} with {len(args)} arguments")
 
 
-_MEMO_SIZE = 1 << 16
+_MEMO_SIZE = 4096  # per test; pages repeat a few hundred values, and a bound keeps workers small
 
 
 def _searcher(pattern: "re.Pattern") -> Callable[[str], bool]:
