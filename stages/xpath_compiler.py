@@ -324,12 +324,15 @@ def _path_source(path: _Path, index: int, attribute_variables: Dict[str, str]) -
 class CompiledSelector:
     """Callable like an lxml XPath on an element: returns the matching elements in document order."""
 
-    def __init__(self, path_text: str, function: Callable, source: str):
+    def __init__(self, path_text: str, function: Callable, source: str, xpath: etree.XPath):
         self.path = path_text  # the XPath text, as lxml's XPath.path
         self.source = source  # the generated Python, for reading and debugging
         self._function = function
+        self._xpath = xpath  # for what the loop does not cover: a document as context, XPath variables
 
-    def __call__(self, tree, **_variables) -> list:
+    def __call__(self, tree, **variables) -> list:
+        if variables or not isinstance(tree, etree._Element):
+            return self._xpath(tree, **variables)
         return self._function(tree)
 
     def __repr__(self) -> str:
@@ -349,11 +352,12 @@ def _union(tree, results: List[list]) -> list:
 def compile_selector(path_text: str, namespaces: Optional[Dict[str, str]] = None) -> Optional[CompiledSelector]:
     """A Python selector equal to the XPath `path_text`, or None if it uses unsupported XPath."""
     try:
+        xpath = etree.XPath(path_text, namespaces=namespaces)
         parser = _Parser(path_text, namespaces or {})
         paths = parser.union()
         if parser.pos != len(parser.tokens):
             raise Unsupported(f"trailing {parser.peek()[1]!r}")
-    except (Unsupported, re.error):
+    except (Unsupported, re.error, etree.XPathSyntaxError):
         return None
     source = "\n".join(_path_source(p, i, parser.attribute_variables) for i, p in enumerate(paths))
     if len(paths) == 1:
@@ -363,5 +367,5 @@ def compile_selector(path_text: str, namespaces: Optional[Dict[str, str]] = None
         source += f"\ndef select(tree):\n    return _union(tree, [{calls}])\n"
     namespace = dict(parser.constants, _Element=etree.Element, _first=_first, _union=_union)
     exec(compile(source, "<trafilatura selector>", "exec"), namespace)
-    return CompiledSelector(path_text, namespace["select"], source)
+    return CompiledSelector(path_text, namespace["select"], source, xpath)
 

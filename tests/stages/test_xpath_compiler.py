@@ -148,6 +148,14 @@ def test_xpath_semantics_edge_cases(markup, path):
     assert _same(expected, compile_selector(path, NS)(tree))
 
 
+def test_document_context_goes_to_lxml():
+    tree = lxml.html.fromstring("<html><body><div class='a'>1</div></body></html>")
+    selector = compile_selector(".//*[@class='a' or self::html]", NS)
+    document = tree.getroottree()
+    assert _same(selector(document), etree.XPath(".//*[@class='a' or self::html]")(document))
+    assert _same(selector(tree), tree.xpath(".//*[@class='a' or self::html]"))
+
+
 def test_extraction_unchanged_by_speedups(real_pages, gold_pages):
     pages = [(url, html) for url, html in real_pages] + [(url, html) for html, url, _, _ in gold_pages]
     options = ExtractConfig().trafilatura_options()
