@@ -1,10 +1,16 @@
-"""Training options: command line -> one TrainConfig -> data, model, loop."""
+"""Training options: a YAML file and/or the command line -> one TrainConfig -> data, model, loop.
+
+`--config FILE` reads TrainConfig's fields from YAML (`seq_len: 512`, `spike: {factor: 4}`);
+options given on the command line win. A run's own `train_config.json` is valid input, so
+`--config RUN/train_config.json` repeats a run.
+"""
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
-from typing import List, Optional, Sequence, Tuple
+import typing
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from training.distributed import STRATEGIES
 from training.model import MODEL_SIZES, ModelConfig
@@ -81,8 +87,10 @@ def parser() -> argparse.ArgumentParser:
         "Train a small GPT on refinery shards. Several ranks: `refinery train --nproc-per-node 2 ...`, or "
         "torchrun --standalone --nproc_per_node=2 -m training.train --data OUT --out RUN"))
     d = TrainConfig(data="", out="")
-    p.add_argument("--data", required=True, help="output directory of `refinery run` (has manifest.json)")
-    p.add_argument("--out", required=True, help="run directory: checkpoints/, metrics.jsonl, train_config.json")
+    p.add_argument("--config", metavar="FILE.yaml", help="options as YAML (TrainConfig field names); "
+                   "command-line options override it")
+    p.add_argument("--data", help="output directory of `refinery run` (has manifest.json); required")
+    p.add_argument("--out", help="run directory: checkpoints/, metrics.jsonl, train_config.json; required")
     p.add_argument("--tokenizer", default=d.tokenizer, help="'bytes' (UTF-8 bytes) or a BPE tokenizer.json")
     p.add_argument("--mode", choices=("packed", "padded"), default=d.mode)
     p.add_argument("--text-field", default=d.text_field)
@@ -126,16 +134,84 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+_SPIKE_OPTIONS = {"factor": "spike_factor", "history": "spike_history", "min_history": "spike_min_history",
+                  "max_skips": "spike_max_skips", "skip_window": "spike_window"}
+_CHOICES = {"mode": ("packed", "padded"), "strategy": STRATEGIES, "precision": PRECISIONS,
+            "device": ("auto", "cpu", "cuda")}
+
+
+def _check_type(name: str, value: Any, hint: Any) -> Any:
+    """The value if it fits the field's type (ints for floats; YAML 1.1 reads `3e-4` as a string)."""
+    allowed = typing.get_args(hint) if typing.get_origin(hint) is typing.Union else (hint,)
+    if value is None and type(None) in allowed:
+        return value
+    if float in allowed and not isinstance(value, bool):
+        try:
+            return float(value) if isinstance(value, (int, str)) else value
+        except ValueError:
+            pass
+    if not any(isinstance(value, t) and not (t is int and isinstance(value, bool))
+               for t in allowed if isinstance(t, type)):
+        names = " or ".join(getattr(t, "__name__", str(t)) for t in allowed)
+        raise SystemExit(f"training.train: error: config {name}: expected {names}, got {value!r}")
+    return value
+
+
+def _file_options(path: str) -> Dict[str, Any]:
+    """argparse destinations -> values, from a YAML (or JSON) file of TrainConfig fields."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            raw = yaml.safe_load(fh) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise SystemExit(f"training.train: error: cannot read --config {path}: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise SystemExit(f"training.train: error: --config {path}: expected a mapping of option: value")
+    hints = typing.get_type_hints(TrainConfig)
+    spike_hints = typing.get_type_hints(SpikeConfig)
+    known = sorted(hints)
+    out: Dict[str, Any] = {}
+    for key, value in raw.items():
+        name = str(key).replace("-", "_")
+        if name == "spike":
+            if not isinstance(value, dict) or set(value) - set(_SPIKE_OPTIONS):
+                raise SystemExit(f"training.train: error: config spike: expected a mapping with keys "
+                                 f"{', '.join(_SPIKE_OPTIONS)}, got {value!r}")
+            for spike_key, spike_value in value.items():
+                out[_SPIKE_OPTIONS[spike_key]] = _check_type(f"spike.{spike_key}", spike_value, spike_hints[spike_key])
+        elif name == "inject":
+            try:
+                out["inject_fault"] = _faults(",".join(f"{int(step)}:{kind}" for step, kind in value or ()))
+            except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:
+                raise SystemExit(f"training.train: error: config inject: expected [[step, spike|nan], ...], "
+                                 f"got {value!r}") from exc
+        elif name in hints:
+            out[name] = _check_type(name, value, hints[name])
+        else:
+            raise SystemExit(f"training.train: error: config {path}: unknown option {key!r} (known: {', '.join(known)})")
+    return out
+
+
 def parse(argv: Optional[Sequence[str]] = None) -> TrainConfig:
-    a = parser().parse_args(argv)
+    p = parser()
+    first, _ = p.parse_known_args(argv)
+    if first.config:
+        p.set_defaults(**_file_options(first.config))  # the command line still overrides these
+    a = p.parse_args(argv)
+    missing = [f"--{k}" for k in ("data", "out") if not getattr(a, k)]
+    if missing:
+        p.error(f"{' and '.join(missing)} required (on the command line or in --config)")
     spike = SpikeConfig(factor=a.spike_factor, history=a.spike_history, min_history=a.spike_min_history,
                         max_skips=a.spike_max_skips, skip_window=a.spike_window)
-    values = {f.name: getattr(a, f.name) for f in dataclasses.fields(TrainConfig)
-              if f.name not in ("spike", "inject", "beta1", "beta2")}
-    cfg = TrainConfig(spike=spike, inject=a.inject_fault, **values)
+    values = {f.name: getattr(a, f.name, f.default) for f in dataclasses.fields(TrainConfig)
+              if f.name not in ("spike", "inject")}
+    cfg = TrainConfig(spike=spike, inject=tuple(a.inject_fault), **values)
     problems: List[str] = [f"--{k.replace('_', '-')} must be >= 1" for k in
                            ("seq_len", "micro_batch", "grad_accum", "steps", "checkpoint_every", "log_every")
                            if getattr(cfg, k) < 1]
+    problems += [f"--{k.replace('_', '-')} must be one of {', '.join(choices)}, not {getattr(cfg, k)!r}"
+                 for k, choices in _CHOICES.items() if getattr(cfg, k) not in choices]
     if problems:
         raise SystemExit("training.train: error: " + "; ".join(problems))
     return cfg

@@ -1,0 +1,63 @@
+"""Training options from YAML and the command line end in one TrainConfig; bad files fail clearly."""
+import dataclasses
+import json
+
+import pytest
+
+from training.config import TrainConfig, parse
+
+
+def write(tmp_path, text, name="train.yaml"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_yaml_sets_options_and_the_command_line_overrides(tmp_path):
+    path = write(tmp_path, "data: shards\nout: run\nseq-len: 64\nlr: 3e-4\nstrategy: fsdp\nbeta2: 0.99\n"
+                           "spike:\n  factor: 4\n  window: 30\n".replace("window", "skip_window"))
+    cfg = parse(["--config", path, "--lr", "0.002"])
+    assert (cfg.data, cfg.out, cfg.seq_len, cfg.strategy, cfg.beta2) == ("shards", "run", 64, "fsdp", 0.99)
+    assert cfg.lr == 0.002  # command line wins over the file's 3e-4 (a string to YAML 1.1)
+    assert cfg.spike.factor == 4.0 and cfg.spike.skip_window == 30
+    assert parse(["--config", path]).lr == 3e-4
+    assert cfg.micro_batch == TrainConfig(data="", out="").micro_batch  # untouched options keep defaults
+
+
+def test_a_runs_saved_config_repeats_the_run(tmp_path):
+    original = parse(["--data", "shards", "--out", "run", "--seq-len", "32", "--precision", "bf16",
+                      "--grad-checkpoint", "--inject-fault", "3:nan", "--spike-factor", "5"])
+    path = write(tmp_path, original.to_json(), "train_config.json")
+    assert parse(["--config", path]) == original
+    assert dataclasses.asdict(parse(["--config", path, "--out", "run2"])) == dict(dataclasses.asdict(original), out="run2")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("data: d\nout: o\nseq_lenn: 3\n", "unknown option 'seq_lenn'"),
+    ("data: d\nout: o\nseq_len: '64'\n", "seq_len: expected int"),
+    ("data: d\nout: o\ngrad_checkpoint: 1\n", "grad_checkpoint: expected bool"),
+    ("data: d\nout: o\nstrategy: zero\n", "--strategy must be one of"),
+    ("data: d\nout: o\nspike: {factr: 3}\n", "config spike"),
+    ("data: d\nout: o\ninject: [[2, boom]]\n", "config inject"),
+    ("- a\n- b\n", "expected a mapping"),
+    ("data: d\nout: [unclosed\n", "cannot read --config"),
+])
+def test_bad_config_files_fail_with_the_reason(tmp_path, text, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse(["--config", write(tmp_path, text)])
+    assert message in str(exc.value)
+
+
+def test_data_and_out_are_required_somewhere(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        parse(["--config", write(tmp_path, "data: d\n")])
+    assert "--out required" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        parse(["--config", str(tmp_path / "nope.yaml")])
+    assert "cannot read --config" in str(exc.value)
+
+
+def test_bundled_example_states_the_defaults():
+    from tests.conftest import REPO
+
+    assert parse(["--config", str(REPO / "configs" / "train.yaml")]) == TrainConfig(data="out/demo", out="out/run1")
