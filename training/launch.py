@@ -28,6 +28,9 @@ def main(argv: Sequence[str]) -> int:
         from training.train import main as train_main
 
         return train_main(rest)
+    from training.config import parse
+
+    parse(rest)  # a bad option or config file is reported once here, not once per rank
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "-m", "training.train", *rest]
     env = dict(os.environ)
