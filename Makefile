@@ -21,6 +21,9 @@ demo: install
 	# a short 2-rank DDP run (gloo on CPU, NCCL on a GPU) on the shards just written
 	$(BIN)/refinery train --nproc-per-node 2 --data $(DEMO_OUT) --out $(DEMO_OUT)-train --overwrite \
 		--size tiny --seq-len 128 --micro-batch 8 --steps 60 --log-every 10
+	# what that run held in memory and sent between ranks, measured next to the calculators
+	$(BIN)/refinery report memory --run $(DEMO_OUT)-train --out $(DEMO_OUT)-train/reports
+	$(BIN)/refinery report parallel --run $(DEMO_OUT)-train --out $(DEMO_OUT)-train/reports
 	@echo "Read the shards: $(BIN)/python -c \"import pyarrow.parquet as pq; print(pq.read_table('$(DEMO_OUT)/data'))\""
 
 # The same job through Beam's portable Job API: a real job service and SDK worker pool, started inside

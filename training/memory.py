@@ -16,6 +16,23 @@ from typing import Dict, Optional
 
 GIB = 2 ** 30
 
+
+def size(num_bytes: float) -> str:
+    """For reports: bytes in the largest binary unit that keeps the number >= 1."""
+    for unit, factor in (("GiB", GIB), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(num_bytes) >= factor:
+            return f"{num_bytes / factor:,.2f} {unit}"
+    return f"{num_bytes:,.0f} B"
+
+
+def duration(seconds: float) -> str:
+    """For reports: seconds in the largest unit that keeps the number >= 1."""
+    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= factor:
+            return f"{seconds / factor:,.1f} {unit}"
+    return f"{seconds * 1e9:,.0f} ns"
+
+
 # Bytes per parameter: (weights, gradients, optimizer states incl. any fp32 master copy)
 STATE_BYTES = {
     "mixed-adamw": (2, 2, 12),   # bf16/fp16 weights and grads; fp32 master + m + v

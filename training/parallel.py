@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List
 
-from training.memory import GIB, Shape, activations, model_states
+from training.memory import GIB, Shape, activations, duration, model_states, size
 
 
 def ring_all_reduce_bytes(payload: float, gpus: int) -> float:
@@ -92,12 +92,12 @@ def plan_layout(shape: Shape, gpus_per_node: int, nodes: int, gpu_gib: float, in
                 step_s = compute_s / (1 - bubble) + tp_s + dp_s
                 rate = dp * tokens / step_s
                 fits.append((-rate, zero, tp * pp, Layout(tp, pp, dp, zero, gib, [
-                    f"estimated {rate:,.0f} tokens/s: step {step_s:.2f} s = compute {compute_s:.2f} s "
+                    f"estimated {rate:,.0f} tokens/s: step {duration(step_s)} = compute {duration(compute_s)} "
                     f"(at {mfu:.0%} of {gpu_tflops:g} TFLOP/s){' / (1 - bubble)' if pp > 1 else ''} + comm",
-                    f"fits in {gib:.1f} of {gpu_gib:g} GiB per GPU (10 % kept free)",
-                    f"DP={dp} outermost, ZeRO-{zero}: {dp_s:.2f} s of gradient traffic per step at "
+                    f"fits in {size(gib * GIB)} of {gpu_gib:g} GiB per GPU (10 % kept free)",
+                    f"DP={dp} outermost, ZeRO-{zero}: {duration(dp_s)} of gradient traffic per step at "
                     f"{dp_link:g} GB/s" + (" (ZeRO-3 moves 1.5x DDP's bytes)" if zero == 3 else ""),
-                    *([f"TP={tp} inside a node: {tp_s * 1e3:.0f} ms of all-reduce per step at {intra_gb_s:g} GB/s "
+                    *([f"TP={tp} inside a node: {duration(tp_s)} of all-reduce per step at {intra_gb_s:g} GB/s "
                        f"({intra_gb_s / inter_gb_s:.0f}x that across nodes)"] if tp > 1 else []),
                     *([f"PP={pp}: bubble {bubble:.1%} of step time with {pp_micro_batches} micro-batches"]
                       if pp > 1 else []),

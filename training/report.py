@@ -8,7 +8,7 @@ import os
 from typing import Any, Dict, List, Optional, Sequence
 
 from training import memory, numerics, parallel
-from training.memory import GIB, Shape
+from training.memory import GIB, Shape, duration, size
 
 USAGE = "usage: refinery report {memory,parallel,numerics} [options]  (refinery report KIND --help)"
 
@@ -18,6 +18,17 @@ def table(headers: List[str], rows: List[List[Any]]) -> str:
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
     return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
+
+
+def _run_summary(run: Optional[str]) -> Dict[str, Any]:
+    if not run:
+        return {}
+    try:
+        with open(os.path.join(run, "summary.json"), encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"refinery report: --run {run}: cannot read summary.json ({exc}); "
+                         "is it the --out of a finished `refinery train`?") from exc
 
 
 def _shape_args(p: argparse.ArgumentParser) -> None:
@@ -38,8 +49,7 @@ def _shape(a: argparse.Namespace) -> Shape:
     if a.run and a.params is None and a.model_size is None and a.layers is None:
         from training.model import ModelConfig
 
-        with open(os.path.join(a.run, "summary.json"), encoding="utf-8") as fh:
-            summary = json.load(fh)
+        summary = _run_summary(a.run)
         return Shape.from_config(ModelConfig(**summary["model_config"]), summary["micro_batch"])
     if a.model_size:
         from training.model import MODEL_SIZES, ModelConfig
@@ -86,12 +96,15 @@ def _plot(out: Optional[str], name: str, draw) -> Optional[str]:
 def memory_report(argv: Sequence[str]) -> Dict[str, Any]:
     p = argparse.ArgumentParser(prog="refinery report memory")
     _shape_args(p)
-    p.add_argument("--gpus", type=int, default=8)
-    p.add_argument("--recipe", choices=sorted(memory.STATE_BYTES), default="mixed-adamw")
+    p.add_argument("--gpus", type=int, help="default 8, or the --run's number of ranks")
+    p.add_argument("--recipe", choices=sorted(memory.STATE_BYTES), help="default mixed-adamw, or the --run's")
     p.add_argument("--no-flash", action="store_true", help="attention scores stored (no FlashAttention)")
     p.add_argument("--tensor-parallel", type=int, default=1)
     p.add_argument("--lora-rank", type=int, default=16)
     a = p.parse_args(argv)
+    run = _run_summary(a.run)
+    a.gpus = a.gpus or run.get("world_size", 8)
+    a.recipe = a.recipe or run.get("measured_vs_predicted", {}).get("recipe", "mixed-adamw")
     shape = _shape(a)
     result: Dict[str, Any] = {"params": shape.params, "gpus": a.gpus, "recipe": a.recipe,
                               "bytes_per_param": dict(zip(("weights", "gradients", "optimizer"),
@@ -100,10 +113,10 @@ def memory_report(argv: Sequence[str]) -> Dict[str, Any]:
               for z in range(4)}
     result["model_states_gib"] = stages
     print(f"model states for {shape.params:.3g} parameters on {a.gpus} GPUs, {a.recipe} "
-          f"({sum(memory.STATE_BYTES[a.recipe])} B/parameter unsharded), GiB per GPU:")
+          f"({sum(memory.STATE_BYTES[a.recipe])} B/parameter unsharded), per GPU:")
     print(table(["stage", "weights", "gradients", "optimizer", "total"],
-                [[f"ZeRO-{z}" + (" (DDP)" if z == 0 else " (FSDP)" if z == 3 else ""), *stages[f"zero{z}"].values()]
-                 for z in range(4)]))
+                [[f"ZeRO-{z}" + (" (DDP)" if z == 0 else " (FSDP)" if z == 3 else ""),
+                  *(size(v * GIB) for v in stages[f"zero{z}"].values())] for z in range(4)]))
     if shape.layers and shape.hidden and shape.heads and shape.seq:
         flash = not a.no_flash
         acts = {"plain": memory.activations(shape, flash, False, a.tensor_parallel) / GIB,
@@ -111,13 +124,13 @@ def memory_report(argv: Sequence[str]) -> Dict[str, Any]:
         result["activations_gib"] = acts
         result["recompute_overhead"] = memory.recompute_overhead(True)
         print(f"\nactivations (Korthikanti et al. 2022, s·b·h·(34{'' if flash else ' + 5as/h'}) B per layer"
-              f"{', FlashAttention' if flash else ''}, TP={a.tensor_parallel}): {acts['plain']:.2f} GiB; with per-layer "
-              f"checkpointing {acts['checkpointed']:.2f} GiB for +{memory.recompute_overhead(True):.0%} compute")
+              f"{', FlashAttention' if flash else ''}, TP={a.tensor_parallel}): {size(acts['plain'] * GIB)}; with per-layer "
+              f"checkpointing {size(acts['checkpointed'] * GIB)} for +{memory.recompute_overhead(True):.0%} compute")
         trainable = memory.lora_parameters(shape.layers, shape.hidden, a.lora_rank)
         result["lora_gib"] = {k: v / GIB for k, v in memory.lora(shape.params, trainable).items()}
         result["qlora_gib"] = {k: v / GIB for k, v in memory.lora(shape.params, trainable, quantized=True).items()}
-        print(f"LoRA r={a.lora_rank} on q,k,v,o ({trainable:,} trainable): {result['lora_gib']['total']:.2f} GiB; "
-              f"QLoRA (NF4 base): {result['qlora_gib']['total']:.2f} GiB (one GPU, before activations)")
+        print(f"LoRA r={a.lora_rank} on q,k,v,o ({trainable:,} trainable): {size(result['lora_gib']['total'] * GIB)}; "
+              f"QLoRA (NF4 base): {size(result['qlora_gib']['total'] * GIB)} (one GPU, before activations)")
     if a.run:
         result["measured"] = measured_vs_predicted(a.run)
     _write(a.out, "memory.json", result)
@@ -139,8 +152,7 @@ def _bars(ax, stages: Dict[str, Dict[str, float]], gpus: int) -> None:
 
 def measured_vs_predicted(run: str) -> Dict[str, Any]:
     """The run's measured bytes next to the calculator (printed and returned)."""
-    with open(os.path.join(run, "summary.json"), encoding="utf-8") as fh:
-        summary = json.load(fh)
+    summary = _run_summary(run)
     check = summary.get("measured_vs_predicted")
     if not check:
         raise SystemExit(f"{run}/summary.json has no measurements (a run of an older version?)")
@@ -163,20 +175,21 @@ def measured_vs_predicted(run: str) -> Dict[str, Any]:
 def parallel_report(argv: Sequence[str]) -> Dict[str, Any]:
     p = argparse.ArgumentParser(prog="refinery report parallel")
     _shape_args(p)
-    p.add_argument("--gpus-per-node", type=int, default=8)
+    p.add_argument("--gpus-per-node", type=int, help="default 8, or the --run's number of ranks")
     p.add_argument("--nodes", type=int, default=1)
     p.add_argument("--gpu-gib", type=float, default=80.0)
     p.add_argument("--intra-gbps", type=float, default=600.0, help="GB/s per GPU inside a node (NVLink)")
     p.add_argument("--inter-gbps", type=float, default=25.0, help="GB/s per GPU across nodes (InfiniBand)")
     p.add_argument("--pp-micro-batches", type=int, default=16)
     a = p.parse_args(argv)
+    a.gpus_per_node = a.gpus_per_node or _run_summary(a.run).get("world_size", 8)
     shape = _shape(a)
     gpus = a.gpus_per_node * a.nodes
     dp = {f"zero{z}": parallel.data_parallel_bytes(shape.params, gpus, z) / GIB for z in range(4)}
-    print(f"data parallel on {gpus} GPUs, 16-bit gradients of {shape.params:.3g} parameters, GiB per GPU per step:")
-    print(table(["stage", "GiB", f"s at {a.intra_gbps:g} GB/s", f"s at {a.inter_gbps:g} GB/s"],
-                [[k, v, parallel.transfer_seconds(v * GIB, a.intra_gbps), parallel.transfer_seconds(v * GIB, a.inter_gbps)]
-                 for k, v in dp.items()]))
+    print(f"data parallel on {gpus} GPUs, 16-bit gradients of {shape.params:.3g} parameters, traffic per GPU per step:")
+    print(table(["stage", "bytes", f"time at {a.intra_gbps:g} GB/s", f"time at {a.inter_gbps:g} GB/s"],
+                [[k, size(v * GIB), duration(parallel.transfer_seconds(v * GIB, a.intra_gbps)),
+                  duration(parallel.transfer_seconds(v * GIB, a.inter_gbps))] for k, v in dp.items()]))
     result: Dict[str, Any] = {"data_parallel_gib": dp}
     bubbles = {m: parallel.bubble_fraction(a.nodes if a.nodes > 1 else 8, m) for m in (1, 2, 4, 8, 16, 32, 64)}
     stages = a.nodes if a.nodes > 1 else 8
@@ -187,16 +200,16 @@ def parallel_report(argv: Sequence[str]) -> Dict[str, Any]:
     if shape.layers and shape.hidden and shape.seq:
         tp = parallel.tensor_parallel_bytes(shape)
         result["tensor_parallel"] = tp
-        print(f"\ntensor parallel: {tp['all_reduces']} all-reduces per step of {tp['per_all_reduce'] / 2**20:.0f} MiB = "
-              f"{tp['total'] / GIB:.2f} GiB: {parallel.transfer_seconds(tp['total'], a.intra_gbps) * 1e3:.1f} ms at "
-              f"{a.intra_gbps:g} GB/s, {parallel.transfer_seconds(tp['total'], a.inter_gbps) * 1e3:.0f} ms at "
+        print(f"\ntensor parallel: {tp['all_reduces']} all-reduces per step of {size(tp['per_all_reduce'])} = "
+              f"{size(tp['total'])}: {duration(parallel.transfer_seconds(tp['total'], a.intra_gbps))} at "
+              f"{a.intra_gbps:g} GB/s, {duration(parallel.transfer_seconds(tp['total'], a.inter_gbps))} at "
               f"{a.inter_gbps:g} GB/s")
     if shape.layers and shape.hidden and shape.heads and shape.seq:
         layout = parallel.plan_layout(shape, a.gpus_per_node, a.nodes, a.gpu_gib, a.intra_gbps, a.inter_gbps,
                                       pp_micro_batches=a.pp_micro_batches)
         result["plan"] = vars(layout)
         print(f"\nrecommended layout: TP={layout.tp} x PP={layout.pp} x DP={layout.dp} (ZeRO-{layout.zero}), "
-              f"{layout.gib_per_gpu:.1f} GiB per GPU")
+              f"{size(layout.gib_per_gpu * GIB)} per GPU")
         for reason in layout.reasons:
             print(f"  - {reason}")
     if a.run:

@@ -119,3 +119,10 @@ def test_report_commands_print_tables_and_write_json_and_plots(tmp_path):
     assert "fp8_e4m3" in out.stdout and "LSH S-curve" in out.stdout
     for png in ("memory_by_zero_stage.png", "bubble.png", "lsh_s_curve.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+
+
+def test_report_units_follow_the_magnitude():
+    from training.memory import duration, size
+
+    assert [size(x) for x in (512, 499_200, 3 * 2**20, 17 * GIB)] == ["512 B", "487.50 KiB", "3.00 MiB", "17.00 GiB"]
+    assert [duration(x) for x in (4.16e-7, 1e-5, 0.0408, 7.0)] == ["416 ns", "10.0 µs", "40.8 ms", "7.0 s"]
