@@ -314,7 +314,7 @@ def prepare_out(cfg: TrainConfig) -> None:
 
 
 if __name__ == "__main__":
-    # Flush, then leave without interpreter teardown: pyarrow's native thread pool intermittently
+    # Flush, then leave without interpreter teardown: most likely pyarrow's thread pool intermittently
     # aborts at exit with "terminate called without an active exception" after all work is done
     # (apache/arrow#34314, open; also seen in the pipeline's CLI), which torchrun reports as a failed rank. Every
     # output is already closed (metrics) or fsynced and renamed (checkpoints) at this point.
