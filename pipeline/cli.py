@@ -58,11 +58,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def console_main() -> None:
-    """Entry point of the console script. It ends the process with os._exit after flushing: most likely pyarrow's
-    native thread pool intermittently aborts during interpreter shutdown with "terminate called
-    without an active exception" (a joinable std::thread destroyed at exit; apache/arrow#34314, open,
-    seen once Parquet was read and written here), after all outputs are written, which turned a
-    finished run into exit code 134."""
+    """Entry point of the console script. It ends the process with os._exit after flushing: most
+    likely pyarrow's native thread pool intermittently aborts during interpreter shutdown with
+    "terminate called without an active exception" (a joinable std::thread destroyed at exit;
+    apache/arrow#34314, open), after all outputs are written, which turned a finished run into exit
+    code 134."""
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
