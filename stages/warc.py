@@ -12,7 +12,7 @@ the page.
 from __future__ import annotations
 
 import hashlib
-import unicodedata
+import re
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Dict, Iterator, Optional, Tuple
@@ -218,11 +218,15 @@ def _looks_like_html(body: bytes) -> bool:
     return any(tag in head for tag in (b"<html", b"<!doctype html", b"<head", b"<body", b"<p>", b"<div"))
 
 
+# Unicode category Cc is exactly U+0000-001F and U+007F-009F (stable by policy); the whitespace
+# controls \t \n \v \f \r (U+0009-000D) are normal in text and not counted.
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+
+
 def _control_fraction(text: str) -> float:
     if not text:
         return 0.0
-    control = sum(1 for ch in text if ch not in "\t\n\r\f\v" and unicodedata.category(ch) == "Cc")
-    return control / len(text)
+    return len(_CONTROL.findall(text)) / len(text)
 
 
 def _digest(data: bytes) -> str:

@@ -134,3 +134,18 @@ def test_records_without_record_id_get_distinct_stable_ids():
     assert first[0].id != first[1].id
     assert [r.id for r in first] == [r.id for r in again]
     assert first[0].metadata["warc_record_id"] is None and first[0].metadata["warc_date"] is None
+
+
+def test_control_characters_are_exactly_unicode_category_cc():
+    import sys
+    import unicodedata
+
+    from stages.warc import _CONTROL, _control_fraction
+
+    whitespace = "\t\n\r\f\v"
+    for code in range(sys.maxunicode + 1):
+        ch = chr(code)
+        expected = ch not in whitespace and unicodedata.category(ch) == "Cc"
+        assert (_CONTROL.match(ch) is not None) == expected, hex(code)
+    assert _control_fraction("ab\x00\x01\t\n\x85é") == 3 / 8
+    assert _control_fraction("") == 0.0
