@@ -58,9 +58,11 @@ class _Expr:
     """A compiled sub-expression. Attribute node-sets stay symbolic (`names`) until used."""
 
     def __init__(self, source: str, kind: str, literal: bool = False, variables: Sequence[str] = (),
-                 names: Sequence[str] = ()):
+                 names: Sequence[str] = (), self_tags: Optional[List[str]] = None):
         self.source, self.kind, self.literal = source, kind, literal
         self.variables, self.names = list(variables), list(names)
+        # set when the expression is nothing but `self::a or self::b …`: a tag filter for the loop
+        self.self_tags = self_tags
 
     def boolean(self) -> str:
         if self.kind == "bool":
@@ -171,7 +173,10 @@ class _Parser:
         parts = [self.and_expr()]
         while self.accept("or"):
             parts.append(self.and_expr())
-        return parts[0] if len(parts) == 1 else _Expr("(" + " or ".join(p.boolean() for p in parts) + ")", "bool")
+        if len(parts) == 1:
+            return parts[0]
+        tags = [t for p in parts for t in p.self_tags or ()] if all(p.self_tags for p in parts) else None
+        return _Expr("(" + " or ".join(p.boolean() for p in parts) + ")", "bool", self_tags=tags)
 
     def and_expr(self) -> _Expr:
         parts = [self.comparison()]
@@ -212,7 +217,7 @@ class _Parser:
             name = self.take(kind="name")
             if axis != "self" or ":" in name:
                 raise Unsupported(f"the {axis} axis")
-            return _Expr(f"(tag == {self.constant(name)})", "bool")
+            return _Expr(f"(tag == {self.constant(name)})", "bool", self_tags=[name])
         if kind == "name" and self.peek(1)[1] == "(":
             return self.function(self.take())
         raise Unsupported(f"unexpected {value!r}")
@@ -283,21 +288,14 @@ def _first(el, names: Tuple[str, ...], values: Tuple[Optional[str], ...]) -> str
     return ""
 
 
-def _self_tags(expr: _Expr) -> Optional[List[str]]:
-    """The constant names of the tags if a predicate is nothing but `self::a or self::b …`."""
-    names = re.findall(r"\(tag == (_c\d+)\)", expr.source)
-    pure = " or ".join(f"(tag == {n})" for n in names)
-    return names if names and expr.source in (pure, f"({pure})") else None
-
-
 def _path_source(path: _Path, index: int, attribute_variables: Dict[str, str]) -> str:
     """Python source of `def _pN(tree) -> list` for one path."""
     predicates = list(path.predicates)
     tag_filter = "_Element"  # elements only: no comments, processing instructions or entities
     if path.tag != "*":
         tag_filter = repr(path.tag)
-    elif predicates and _self_tags(predicates[0]):
-        tag_filter = "*(" + ", ".join(_self_tags(predicates[0])) + ",)"
+    elif predicates and predicates[0].self_tags:
+        tag_filter = "*" + repr(tuple(predicates[0].self_tags))
         predicates = predicates[1:]
     condition = " and ".join(p.boolean() for p in predicates) or "True"
     used = [(name, var) for name, var in attribute_variables.items() if re.search(rf"\b{var}\b", condition)]
