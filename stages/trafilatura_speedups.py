@@ -6,7 +6,9 @@
 2. Element classes: lxml.html picks the Python class of every element proxy it hands out through
    a Python method (`HtmlElementClassLookup.lookup`), over a million calls per 400 pages. trafilatura's
    parser gets the same mapping as a C-level lookup: form/input/select/textarea/label keep their
-   special classes, every other element is an HtmlElement, comments an HtmlComment, as before.
+   special classes, every other element is an HtmlElement, comments an HtmlComment, as before
+   (lxml.html lower-cases the tag before its lookup; the C lookup relies on the HTML parser and
+   trafilatura producing lower-case tags, which they do).
 
 `install()` and `uninstall()` are idempotent and thread-safe. tests/stages/test_xpath_compiler.py
 extracts real pages both ways and requires identical text; bench/extract_agreement.py reports the
