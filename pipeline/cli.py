@@ -27,16 +27,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command == "run":
-        from pipeline.config import ConfigError
-        from pipeline.run import run
-        from stages.record import StageEnvironmentError
-
-        try:
-            run(rest)
-        except (ConfigError, FileNotFoundError, ValueError, StageEnvironmentError) as exc:
-            print(f"refinery run: error: {exc}", file=sys.stderr)
-            return 2
-        return 0
+        return _run(rest)
     if command == "train-quality":
         from pipeline.train_quality_cli import main as train_quality
 
@@ -55,6 +46,49 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return report(rest)
     print(f"refinery: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
+
+
+def _run(argv: Sequence[str]) -> int:
+    """`refinery run`: one error line and exit 2 for a mistake, 3 for a failed check, 130 on Ctrl-C."""
+    from pipeline.config import ConfigError
+    from pipeline.run import RunFailed, run
+    from stages.record import StageEnvironmentError
+
+    output = _flag_value(argv, "--output")
+    try:
+        run(argv)
+    except RunFailed as exc:
+        print(f"refinery run: error: {exc}", file=sys.stderr)
+        return RunFailed.exit_code
+    except (ConfigError, StageEnvironmentError, OSError, ValueError) as exc:
+        print(f"refinery run: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        where = f" {output}" if output else ""
+        print(f"\nrefinery run: interrupted; the output{where} is incomplete and has no manifest. "
+              "Run the same command again with --overwrite to start over.", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug, not a user's mistake: still one line, the traceback on request
+        if os.environ.get("REFINERY_DEBUG"):
+            raise
+        print(f"refinery run: internal error: {_one_line(exc)} (set REFINERY_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) < 2000 else text[:2000] + " ..."
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 def console_main() -> None:

@@ -7,6 +7,7 @@ so a misspelt key is an error instead of a silently ignored setting.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
@@ -22,6 +23,7 @@ from stages.gopher import GopherQualityConfig, GopherRepetitionConfig
 from stages.langid import LangIdConfig
 from stages.pii import KINDS as PII_KINDS, PiiConfig
 from stages.quality import QualityConfig
+from stages.textsource import TextSourceConfig
 from stages.warc import WarcConfig
 
 
@@ -36,8 +38,10 @@ class RunConfig:
     source: str = "web"                 # value of the `source` column for these inputs
     overwrite: bool = False             # replace an earlier run's outputs in `output`
     sources: Tuple[str, ...] = ()       # more sources as "NAME=GLOB" (WARC, or JSONL/Parquet text)
-    text_field: str = "text"            # text field of JSONL/Parquet sources
+    strict: bool = False                # a run that keeps 0 documents fails (no manifest)
     mix: Optional[str] = None           # target token shares "web=0.7,code=0.3"; None keeps everything
+    mix_max_epochs: int = 4             # at most this many copies of a document (Muennighoff et al. 2023:
+                                        # up to ~4 epochs of repeated data are nearly as good as new data)
     seed: int = 0                       # shard shuffle and mix draws
     shard_size_mb: float = 256.0        # target uncompressed text per output shard
     row_group_rows: int = 4096          # Parquet row group size: the unit streaming readers fetch
@@ -46,6 +50,7 @@ class RunConfig:
     num_shards: int = 0                 # ledger files (0 lets the runner choose)
     inject_errors: Tuple[str, ...] = () # fault injection for tests: "STAGE=URL_SUBSTRING" raises ValueError there
     warc: WarcConfig = field(default_factory=WarcConfig)
+    text: TextSourceConfig = field(default_factory=TextSourceConfig)
     extract: ExtractConfig = field(default_factory=ExtractConfig)
     langid: LangIdConfig = field(default_factory=LangIdConfig)
     gopher_repetition: GopherRepetitionConfig = field(default_factory=GopherRepetitionConfig)
@@ -101,6 +106,10 @@ def _coerce(hint, value, where: str):
     if hint in (int, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+        if hint is int and value != int(value):
+            raise ConfigError(f"{where}: expected a whole number, got {value!r}")
         return hint(value)
     if hint is str and not isinstance(value, str):
         raise ConfigError(f"{where}: expected a string, got {value!r}")
@@ -111,8 +120,15 @@ def load_config(yaml_path: Optional[str] = None, overrides: Optional[Mapping[str
     """Defaults, then the YAML file, then `overrides` given as dotted keys ("langid.threshold")."""
     values: Dict[str, Any] = {}
     if yaml_path:
-        with open(yaml_path, encoding="utf-8") as fh:
-            values = yaml.safe_load(fh) or {}
+        try:
+            with open(yaml_path, encoding="utf-8") as fh:
+                values = yaml.safe_load(fh) or {}
+        except OSError as exc:
+            raise ConfigError(f"--config {yaml_path}: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            where = getattr(exc, "problem_mark", None)
+            at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+            raise ConfigError(f"--config {yaml_path}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
         if not isinstance(values, dict):
             raise ConfigError(f"{yaml_path}: the top level must be a mapping")
     for dotted, value in (overrides or {}).items():
@@ -137,8 +153,19 @@ def _check(config: RunConfig) -> None:
         raise ConfigError("anneal_fraction must be in (0, 1]")
     if config.anneal_fraction is not None and not config.quality.enabled:
         raise ConfigError("the anneal split needs quality scores: enable the quality stage")
-    if config.shard_size_mb <= 0 or config.row_group_rows < 1:
-        raise ConfigError("shard_size_mb and row_group_rows must be positive")
+    if not (0 < config.shard_size_mb < 1e7) or config.row_group_rows < 1:  # also rejects .inf and .nan
+        raise ConfigError(f"shard_size_mb must be a positive number of MB below 1e7 (got {config.shard_size_mb}) "
+                          f"and row_group_rows >= 1 (got {config.row_group_rows})")
+    if config.mix_max_epochs < 1:
+        raise ConfigError("mix_max_epochs must be >= 1")
+    caps = {"warc.max_header_line_bytes": config.warc.max_header_line_bytes,
+            "warc.max_header_bytes": config.warc.max_header_bytes, "warc.max_url_chars": config.warc.max_url_chars,
+            "text.max_record_bytes": config.text.max_record_bytes, "text.max_url_chars": config.text.max_url_chars}
+    bad = [k for k, v in caps.items() if v <= 0]
+    if bad:
+        raise ConfigError(f"size caps must be positive: {', '.join(bad)}")
+    if config.warc.max_url_chars > config.warc.max_header_line_bytes:
+        raise ConfigError("warc.max_url_chars must not exceed warc.max_header_line_bytes")
     bad = [s for s in config.sources if "=" not in s or not s.split("=", 1)[0].strip()]
     if bad:
         raise ConfigError(f"sources: expected NAME=GLOB, got {bad}")

@@ -41,11 +41,22 @@ def _resolve(stage: str, reason: DropReason, docs: Iterable[Document], winner_id
             yield beam.pvalue.TaggedOutput(LEDGER, doc.drop(stage, reason, f"kept {winner_id}"))
 
 
+def _key_by_text(doc: Document):
+    """(text hash, doc); a document whose text cannot be hashed is ledgered, not a failed job."""
+    try:
+        yield exact_key(doc.text), doc
+    except Exception as exc:
+        _count(f"{EXACT}.in")
+        _count(f"{EXACT}.drop.{DropReason.ERROR}:{type(exc).__name__}")
+        yield beam.pvalue.TaggedOutput(LEDGER, doc.drop_for_error(EXACT, exc))
+
+
 class ExactDedup(beam.PTransform):
     """One document per normalized-text hash survives (best quality, then longest, then smallest id)."""
 
     def expand(self, documents):
-        keyed = documents | "KeyByText" >> beam.Map(lambda d: (exact_key(d.text), d))
+        keyed_or_failed = documents | "KeyByText" >> beam.FlatMap(_key_by_text).with_outputs(LEDGER, main="keyed")
+        keyed = keyed_or_failed["keyed"]
         winners = (keyed
                    | "Rank" >> beam.Map(lambda kv: (kv[0], _rank(kv[1])))
                    | "Best" >> beam.CombinePerKey(min))
@@ -54,7 +65,8 @@ class ExactDedup(beam.PTransform):
                    | "Resolve" >> beam.FlatMap(lambda kv: _resolve(EXACT, DropReason.EXACT_DUPLICATE, kv[1]["docs"],
                                                                    kv[1]["winner"][0][2]))
                    .with_outputs(LEDGER, main=DOCUMENTS))
-        return results[DOCUMENTS], results[LEDGER]
+        ledger = (results[LEDGER], keyed_or_failed[LEDGER]) | "ExactLedger" >> beam.Flatten()
+        return results[DOCUMENTS], ledger
 
 
 class _Signatures(beam.DoFn):
@@ -71,7 +83,11 @@ class _Signatures(beam.DoFn):
 
     def process(self, doc: Document):
         c = self._config
-        doc_shingles = shingles(doc.text, c.shingle_words, doc.lang)
+        try:
+            doc_shingles = shingles(doc.text, c.shingle_words, doc.lang)
+        except Exception:  # the document still reaches the output, unmatched: counted, not lost
+            _count(f"{NEAR}.note.shingling_failed")
+            return
         if not doc_shingles:
             _count(f"{NEAR}.note.no_shingles")
             return

@@ -13,9 +13,12 @@ from stages.record import Document, DropReason
 STAGE = "mix"
 
 
-def _draw(doc: Document, rates: Dict[str, float], seed: int):
+def _draw(doc: Document, rates: Dict[str, float], seed: int, max_epochs: int):
     _count(f"{STAGE}.in")
-    n = copies(doc.id, rates.get(doc.source, 1.0), seed)
+    rate = rates.get(doc.source, 1.0)
+    if rate > max_epochs:
+        _count(f"{STAGE}.note.capped.{doc.source}")  # the report names sources whose share is out of reach
+    n = copies(doc.id, rate, seed, max_epochs)
     if n == 0:
         _count(f"{STAGE}.drop.{DropReason.MIX_DOWNSAMPLED}")
         yield beam.pvalue.TaggedOutput(LEDGER, doc.drop(STAGE, DropReason.MIX_DOWNSAMPLED,
@@ -29,9 +32,9 @@ def _draw(doc: Document, rates: Dict[str, float], seed: int):
 
 
 class Mix(beam.PTransform):
-    def __init__(self, weights: Dict[str, float], seed: int):
+    def __init__(self, weights: Dict[str, float], seed: int, max_epochs: int = 4):
         super().__init__()
-        self._weights, self._seed = weights, seed
+        self._weights, self._seed, self._max_epochs = weights, seed, max_epochs
 
     def expand(self, documents):
         weights = self._weights
@@ -40,7 +43,7 @@ class Mix(beam.PTransform):
                  | "PerSource" >> beam.CombinePerKey(sum)
                  | "AsDict" >> beam.combiners.ToDict()
                  | "Rates" >> beam.Map(lambda tokens: mix_rates(weights, tokens)))
-        results = documents | "Draw" >> beam.FlatMap(_draw, beam.pvalue.AsSingleton(rates), self._seed) \
+        results = documents | "Draw" >> beam.FlatMap(_draw, beam.pvalue.AsSingleton(rates), self._seed, self._max_epochs) \
             .with_outputs(LEDGER, main=DOCUMENTS)
         return results[DOCUMENTS], results[LEDGER]
 

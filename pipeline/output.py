@@ -95,8 +95,9 @@ class WriteShards(beam.PTransform):
                 | "Stats" >> beam.io.WriteToText(self._stats_prefix, shard_name_template="-SSSSS"))
 
 
-def write_manifest(output: str, data_dir: str, extra: Dict[str, Any]) -> Dict[str, Any]:
-    """Collect the shard writers' stats into manifest.json (temp file + rename: all or nothing)."""
+def collect_shards(output: str, data_dir: str) -> List[Dict[str, Any]]:
+    """The shard writers' stats (path relative to `output`, rows, bytes, sha256, tokens per source);
+    an empty shard is written when no document survived, so readers still find a dataset."""
     stats_glob = FileSystems.join(output, STATS_DIR, "stats*")
     stat_files = [m.path for r in FileSystems.match([stats_glob]) for m in r.metadata_list]
     shards = []
@@ -104,7 +105,7 @@ def write_manifest(output: str, data_dir: str, extra: Dict[str, Any]) -> Dict[st
         with FileSystems.open(path) as fh:
             shards += [json.loads(line) for line in fh.read().decode("utf-8").splitlines() if line.strip()]
     shards.sort(key=lambda s: s["path"])
-    if not shards:  # no document survived: one empty shard, so readers still find a dataset
+    if not shards:
         empty = shard_name(0, 1)
         buffer = io.BytesIO()
         pq.write_table(DOCUMENT_SCHEMA.empty_table(), buffer, compression="zstd")
@@ -113,11 +114,18 @@ def write_manifest(output: str, data_dir: str, extra: Dict[str, Any]) -> Dict[st
         shards = [{"path": empty, "rows": 0, "originals": 0, "bytes": len(buffer.getvalue()), "row_groups": 0,
                    "sha256": hashlib.sha256(buffer.getvalue()).hexdigest(), "tokens_by_source": {},
                    "rows_by_source": {}}]
-    tokens: Dict[str, int] = {}
-    rows: Dict[str, int] = {}
     for s in shards:
         s["path"] = f"{data_dir}/{s['path']}"
         s["tokens"] = sum(s["tokens_by_source"].values())
+    return shards
+
+
+def write_manifest(output: str, shards: List[Dict[str, Any]], extra: Dict[str, Any]) -> Dict[str, Any]:
+    """manifest.json from the shards' stats (temp file + rename: all or nothing). The commit point of a
+    run: called last, only after every check passed."""
+    tokens: Dict[str, int] = {}
+    rows: Dict[str, int] = {}
+    for s in shards:
         for k, v in s["tokens_by_source"].items():
             tokens[k] = tokens.get(k, 0) + v
         for k, v in s["rows_by_source"].items():

@@ -17,7 +17,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from pipeline.transforms import NAMESPACE
 
 
-READ_STAGES = ("warc", "read_text")  # where documents enter: their `in` counters are "documents read"
+READ_STAGES = ("read", "warc", "read_text")  # where documents enter: their `in` counters are "documents read"
 
 
 class ConservationError(RuntimeError):

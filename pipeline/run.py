@@ -8,6 +8,7 @@ not know are Beam pipeline options (--runner, --direct_num_workers, ...).
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 import time
@@ -18,12 +19,14 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from pipeline import report as reporting
+from pipeline.beam_options import check_beam_args, loopback_only_grpc
 from pipeline.config import ConfigError, RunConfig, load_config
 from pipeline.dedup import EXACT as EXACT_DEDUP, NEAR as NEAR_DEDUP, ExactDedup, NearDedup, dedup_report
-from pipeline.schema import LEDGER_SCHEMA, ledger_row
 from pipeline.mix import STAGE as MIX_STAGE, AnnealSplit, Mix
-from pipeline.output import MANIFEST, STATS_DIR, WriteShards, write_manifest
-from pipeline.transforms import ApplyStage, Decontaminate, ReadTextFiles, ReadWarc
+from pipeline.outdir import OutputLock, lock_note, prepare_output
+from pipeline.output import STATS_DIR, WriteShards, collect_shards, write_manifest
+from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
+from pipeline.transforms import READ_STAGE, SOURCE_RECORDS, ApplyStage, Decontaminate, ReadFileFn, ReadSource
 from stages.c4 import C4Filter
 from stages.decontam import STAGE as DECONTAM_STAGE, DecontaminationIndex, read_benchmarks
 from stages.extract import Extractor
@@ -33,7 +36,7 @@ from stages.pii import PiiRemover
 from stages.quality import QualityScorer, load_model as load_quality_model
 from stages.langid import LanguageIdentifier, load_model
 from stages.mix import parse_weights
-from stages.textsource import STAGE as TEXT_STAGE, is_text_source
+from stages.textsource import STAGE as TEXT_STAGE
 from stages.warc import STAGE as WARC_STAGE
 
 VERSION = "0.1.0"
@@ -60,8 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "source; WARC files are extracted, JSONL[.gz]/Parquet text (e.g. code, books) joins after "
                         "extraction")
     p.add_argument("--text-field", help="text field of JSONL/Parquet sources (default: text)")
+    p.add_argument("--strict", action="store_true", default=None,
+                   help="fail (exit 3, no manifest) when the run keeps no document")
     p.add_argument("--mix", metavar="NAME=W,...", help="target token shares, e.g. web=0.7,code=0.2,books=0.1: "
                    "sources are downsampled by hashed id or repeated (with an epoch field) to match")
+    p.add_argument("--mix-max-epochs", type=int, metavar="N",
+                   help="at most N copies of a document when --mix repeats a small source (default 4)")
     p.add_argument("--anneal-fraction", type=float, metavar="F",
                    help="also write OUT/anneal/: documents with quality_score >= --anneal-min-quality, about F of "
                         "the output's tokens, for the final (annealing) phase of training")
@@ -110,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     overrides: Dict[str, Any] = {}
-    simple = {"input": "inputs", "output": "output", "languages": "langid.languages", "text_field": "text_field",
+    if args.languages is not None:
+        args.languages = args.languages.lower()  # lid.176 labels are lower case: EN means en
+    simple = {"input": "inputs", "output": "output", "languages": "langid.languages", "text_field": "text.field", "strict": "strict",
               "mix": "mix", "seed": "seed", "shard_size_mb": "shard_size_mb",
               "row_group_rows": "row_group_rows", "inject_errors": "inject_errors",
               "anneal_fraction": "anneal_fraction", "anneal_min_quality": "anneal_min_quality",
@@ -118,7 +127,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
               "max_html_bytes": "extract.max_html_bytes", "extract_fast": "extract.fast", "quality_model": "quality.model",
               "quality_threshold": "quality.threshold", "dedup_threshold": "dedup.threshold",
               "dedup_verify": "dedup.verify", "decontaminate": "decontam.benchmarks",
-              "decontam_policy": "decontam.policy", "num_shards": "num_shards", "overwrite": "overwrite"}
+              "decontam_policy": "decontam.policy", "num_shards": "num_shards", "overwrite": "overwrite",
+              "mix_max_epochs": "mix_max_epochs"}
     for attr, key in simple.items():
         value = getattr(args, attr)
         if value is not None:
@@ -150,29 +160,43 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def check_inputs(patterns: Sequence[str]) -> List[str]:
-    """Fail before the job starts if a pattern matches nothing (a typo would otherwise give an empty run)."""
-    files = []
-    for pattern, match in zip(patterns, FileSystems.match(list(patterns))):
+    """Fail before the job starts if a pattern matches nothing (a typo would otherwise give an empty run)
+    or names a folder; the distinct files matched."""
+    files: Dict[str, None] = {}
+    for pattern in patterns:
+        if "://" not in pattern and os.path.isdir(pattern):
+            raise ConfigError(f"--input {pattern!r} is a folder: give a glob of its files, e.g. "
+                              f"'{os.path.join(pattern, '*.warc.gz')}'")
+        match = FileSystems.match([pattern])[0]
         if not match.metadata_list:
             raise ConfigError(f"--input {pattern!r} matches no files")
-        files.extend(m.path for m in match.metadata_list)
-    return files
+        files.update((m.path, None) for m in match.metadata_list)
+    return list(files)
 
 
-def prepare_output(output: str, overwrite: bool) -> None:
-    """Refuse to mix two runs' shards in one folder; with --overwrite, delete only our own outputs."""
-    ours = [FileSystems.join(output, DATA_DIR, "part-*"), FileSystems.join(output, LEDGER_DIR, "part-*"),
-            FileSystems.join(output, REPORT_FILE), FileSystems.join(output, MANIFEST),
-            FileSystems.join(output, STATS_DIR, "*"), FileSystems.join(output, ANNEAL_DIR, "*", "*"),
-            FileSystems.join(output, ANNEAL_DIR, MANIFEST)]
-    existing = [m.path for r in FileSystems.match(ours) for m in r.metadata_list]
-    if existing and not overwrite:
-        raise ConfigError(f"{output} already holds a run's outputs ({len(existing)} files); "
-                          "pass --overwrite to replace them or choose another --output")
-    if existing:
-        FileSystems.delete(existing)
-    if "://" not in output:
-        os.makedirs(output, exist_ok=True)
+def preflight(config: RunConfig) -> None:
+    """Everything every worker will need, checked once here: models load, language codes exist,
+    the extractor runs, optional decoders are installed. A failure is one error line, before any work."""
+    lid = load_model(config.langid.model)
+    if config.langid.languages:
+        labels = sorted(label.replace("__label__", "") for label in lid.get_labels())
+        unknown = [code for code in config.langid.languages if code not in labels]
+        if unknown:
+            hints = []
+            for code in unknown:
+                close = difflib.get_close_matches(code.lower(), labels, n=3)
+                hints.append(f"{code!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+            raise ConfigError(f"--languages: not a label of the language-ID model: {'; '.join(hints)}; "
+                              f"codes are ISO 639 as the model writes them ({', '.join(labels[:12])}, ...)")
+    if config.quality.enabled:
+        load_quality_model(config.quality.model)
+    Extractor(config.extract).check()
+    try:
+        import brotli  # noqa: F401  (Content-Encoding: br pages)
+    except ImportError as exc:
+        raise ConfigError(f"brotli is not installed ({exc}): pip install 'brotli>=1.2'") from exc
+    if not hasattr(brotli.Decompressor(), "can_accept_more_data"):
+        raise ConfigError("brotli is too old for bounded decompression: pip install 'brotli>=1.2'")
 
 
 def make_steps(config: RunConfig) -> list:
@@ -201,48 +225,47 @@ def make_steps(config: RunConfig) -> list:
         steps.append((DECONTAM_STAGE, Decontaminate(index, config.decontam)))
     if config.pii.enabled:
         steps.append((PiiRemover.name, ApplyStage(PiiRemover(config.pii), fail_urls=faults.get(PiiRemover.name, ()))))
+    steps.append((OutputCheck.name, ApplyStage(OutputCheck())))
     return steps
 
 
 def source_groups(config: RunConfig) -> List[tuple]:
-    """[(source name, kind, [globs])]: --input globs under --source, plus every --source NAME=GLOB."""
-    groups: Dict[tuple, List[str]] = {}
+    """[(source name, [globs])]: --input globs under --source, plus every --source NAME=GLOB. The reader
+    (WARC or text) is chosen per file when it is read, not from the glob."""
+    groups: Dict[str, List[str]] = {}
     for name, pattern in [(config.source, g) for g in config.inputs] + [tuple(spec.split("=", 1)) for spec in config.sources]:
-        kind = "text" if is_text_source(pattern) else "warc"
-        groups.setdefault((name, kind), []).append(pattern)
-    return [(name, kind, globs) for (name, kind), globs in groups.items()]
+        groups.setdefault(name.strip(), []).append(pattern)
+    return list(groups.items())
 
 
 def build_pipeline(p: beam.Pipeline, config: RunConfig) -> List[str]:
     """Adds the job to `p`; returns the stage names in order (for the report)."""
-    warc_docs, text_docs, ledgers, names = [], [], [], []
-    for name, kind, globs in source_groups(config):
-        if kind == "warc":
-            docs, drops = p | f"ReadWarc_{name}" >> ReadWarc(globs, name, config.warc)
-            warc_docs.append(docs)
-        else:
-            docs, drops = p | f"ReadText_{name}" >> ReadTextFiles(globs, name, config.text_field)
-            text_docs.append(docs)
+    html_docs, text_docs, ledgers = [], [], []
+    for name, globs in source_groups(config):
+        read = ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes)
+        html, text, drops = p | f"Read_{name}" >> ReadSource(globs, read)
+        html_docs.append(html)
+        text_docs.append(text)
         ledgers.append(drops)
-    names += [WARC_STAGE] if warc_docs else []
-    names += [TEXT_STAGE] if text_docs else []
+    names = [READ_STAGE, WARC_STAGE, TEXT_STAGE]
     (extract_name, extract), *steps = make_steps(config)
-    streams = list(text_docs)  # pre-extracted text joins right after extraction
-    if warc_docs:
-        html = warc_docs[0] if len(warc_docs) == 1 else warc_docs | "AllWarc" >> beam.Flatten()
-        extracted, drops = html | f"Stage_{extract_name}" >> extract
-        ledgers.append(drops)
-        names.append(extract_name)
-        streams.insert(0, extracted)
-    documents = streams[0] if len(streams) == 1 else streams | "JoinTextSources" >> beam.Flatten()
-    for name, step in steps:
+    html = html_docs[0] if len(html_docs) == 1 else html_docs | "AllHtml" >> beam.Flatten()
+    extracted, drops = html | f"Stage_{extract_name}" >> extract
+    ledgers.append(drops)
+    names.append(extract_name)
+    documents = [extracted, *text_docs] | "JoinTextSources" >> beam.Flatten()  # text skips extraction
+    for name, step in steps[:-1]:
         documents, drops = documents | f"Stage_{name}" >> step
         ledgers.append(drops)
         names.append(name)
     if config.mix:
-        documents, drops = documents | "Stage_mix" >> Mix(parse_weights(config.mix), config.seed)
+        documents, drops = documents | "Stage_mix" >> Mix(parse_weights(config.mix), config.seed, config.mix_max_epochs)
         ledgers.append(drops)
         names.append(MIX_STAGE)
+    write_name, write_check = steps[-1]  # last: no document reaches a shard that cannot be stored
+    documents, drops = documents | f"Stage_{write_name}" >> write_check
+    ledgers.append(drops)
+    names.append(write_name)
     _ = documents | "WriteShards" >> WriteShards(
         FileSystems.join(config.output, DATA_DIR), FileSystems.join(config.output, STATS_DIR, "stats"),
         config.shard_size_mb, config.seed, config.row_group_rows)
@@ -261,72 +284,133 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig) -> List[str]:
     return names
 
 
-def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-    """Run the job; returns the report. Raises ConfigError on bad settings, ConservationError on lost documents."""
-    args, beam_args = build_parser().parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    config = config_from_args(args)
-    files = check_inputs([pattern for _, _, globs in source_groups(config) for pattern in globs])
-    # A missing model or a broken extractor install fails here, before any worker starts.
-    load_model(config.langid.model)
-    if config.quality.enabled:
-        load_quality_model(config.quality.model)
-    Extractor(config.extract).check()
-    prepare_output(config.output, config.overwrite)
+class RunFailed(RuntimeError):
+    """The job ran, but a check failed: report.json says which; no manifest was written."""
 
+    exit_code = 3
+
+
+def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """Run the job; returns the report. Raises ConfigError/OutputError on bad settings (nothing
+    written), RunFailed when a check after the job fails (report.json written, no manifest)."""
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    check_beam_args(beam_args, parser)
+    config = config_from_args(args)
+    files = check_inputs([pattern for _, globs in source_groups(config) for pattern in globs])
+    preflight(config)
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = [f"--runner={DEFAULT_RUNNER}", *beam_args]
     options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner
-    if not args.quiet:
-        size = sum(m.size_in_bytes for r in FileSystems.match(files) for m in r.metadata_list)
-        print(f"[refinery] {len(files)} input file(s), {size / 1e6:.1f} MB; runner {runner}", file=sys.stderr)
+    with OutputLock(config.output):
+        prepare_output(config.output, config.overwrite)
+        if not args.quiet:
+            size = sum(m.size_in_bytes for r in FileSystems.match(files) for m in r.metadata_list)
+            print(f"[refinery] {len(files)} input file(s), {size / 1e6:.1f} MB; runner {runner}", file=sys.stderr)
+        started = time.monotonic()
+        p = beam.Pipeline(options=options)
+        names = build_pipeline(p, config)
+        with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
+            result = p.run()
+            result.wait_until_finish()
+        elapsed = time.monotonic() - started
+        report = _finish(config, result, names, runner, elapsed, quiet=args.quiet)
+    return report
 
-    started = time.monotonic()
-    p = beam.Pipeline(options=options)
-    names = build_pipeline(p, config)
-    result = p.run()
-    result.wait_until_finish()
-    elapsed = time.monotonic() - started
+
+def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float, quiet: bool) -> Dict[str, Any]:
+    """Count what reached storage, check it against what was read, write report.json; then, only if
+    every check passed, the manifest (the commit point)."""
+    counters = reporting.counters(result)
+    shards = collect_shards(config.output, DATA_DIR)
+    shard_paths = [FileSystems.join(config.output, s["path"]) for s in shards]
+    ledger_files = reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet"))
+    originals = reporting.column_counts(shard_paths, ["epoch"])  # from the files, not the writers' stats
+    if counters is not None:  # a read stage that saw nothing (no such files) stays out of the funnel
+        names = [n for n in names if n not in reporting.READ_STAGES or counters.get(f"{n}.in", 0)]
+    report = reporting.build_report(
+        stages=names, beam_counters=counters,
+        shard_rows={"all": originals.get((0,), 0)},
+        ledger_rows=reporting.parquet_row_counts(ledger_files),
+        ledger_reasons=reporting.column_counts(ledger_files, ["stage", "reason"]),
+        languages={lang: n for (lang,), n in reporting.column_counts(shard_paths, ["lang"]).items()},
+        config=config.to_dict(), runner=str(runner), elapsed_s=elapsed)
+    report["shards"] = [{"path": s["path"], "rows": s["rows"]} for s in shards]
+    rows = sum(originals.values())
+    tokens = sum(s["tokens"] for s in shards)
+    report["output"] = {"rows": rows, "repeats": rows - report["kept"], "tokens": tokens}
+    if config.mix:
+        achieved: Dict[str, int] = {}
+        for s in shards:
+            for k, v in s["tokens_by_source"].items():
+                achieved[k] = achieved.get(k, 0) + v
+        requested = parse_weights(config.mix)
+        report["mix"] = {"requested": requested,
+                         "achieved": {k: round(v / max(tokens, 1), 4) for k, v in sorted(achieved.items())},
+                         "max_epochs": config.mix_max_epochs,
+                         "capped_sources": sorted(k.split(".", 2)[2] for k, v in (counters or {}).items()
+                                                  if k.startswith(f"{MIX_STAGE}.note.capped.") and v)}
+    if config.dedup.exact or config.dedup.near:
+        report["dedup"] = dedup_report(config.dedup, counters or {})
+    if lock_note(config.output):
+        report["lock"] = lock_note(config.output)
+    problems = _checks(config, report, counters, shards)
+    report["status"] = "failed" if problems else "ok"
+    report["problems"] = problems
+    reporting.write_json(FileSystems.join(config.output, REPORT_FILE), report)
+    if not quiet:
+        print(reporting.format_funnel(report))
+    if report["kept"] == 0:
+        print("[refinery] WARNING: this run kept 0 documents (see the funnel above and the ledger); "
+              "--strict makes that an error", file=sys.stderr)
+    if report.get("mix", {}).get("capped_sources"):
+        print(f"[refinery] warning: the mix shares of {', '.join(report['mix']['capped_sources'])} cannot be "
+              f"reached with at most {config.mix_max_epochs} copies per document "
+              f"(achieved {report['mix']['achieved']})", file=sys.stderr)
+    if problems:
+        raise RunFailed(f"run failed its checks, no manifest written ({REPORT_FILE} has details): " + "; ".join(problems))
 
     extra = {"config": config.to_dict(), "refinery_version": VERSION}
     if config.anneal_fraction:
-        anneal_manifest = write_manifest(FileSystems.join(config.output, ANNEAL_DIR), DATA_DIR, extra)
-        extra["anneal"] = {"manifest": f"{ANNEAL_DIR}/{MANIFEST}", "rows": anneal_manifest["rows"],
+        anneal = FileSystems.join(config.output, ANNEAL_DIR)
+        anneal_manifest = write_manifest(anneal, collect_shards(anneal, DATA_DIR), extra)
+        extra["anneal"] = {"manifest": f"{ANNEAL_DIR}/manifest.json", "rows": anneal_manifest["rows"],
                            "tokens": anneal_manifest["tokens"]}
-    manifest = write_manifest(config.output, DATA_DIR, extra)  # last: its presence means everything is written
-    shards = [FileSystems.join(config.output, s["path"]) for s in manifest["shards"]]
-    ledger_files = reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet"))
-    report = reporting.build_report(
-        stages=names,
-        beam_counters=reporting.counters(result),
-        shard_rows={s["path"]: s["originals"] for s in manifest["shards"]},
-        ledger_rows=reporting.parquet_row_counts(ledger_files),
-        ledger_reasons=reporting.column_counts(ledger_files, ["stage", "reason"]),
-        languages={lang: n for (lang,), n in reporting.column_counts(shards, ["lang"]).items()},
-        config=config.to_dict(), runner=str(runner), elapsed_s=elapsed)
-    report["output"] = {"rows": manifest["rows"], "repeats": manifest["rows"] - report["kept"],
-                        "tokens": manifest["tokens"], "sources": manifest["sources"]}
-    if config.anneal_fraction:
-        report["anneal"] = dict(extra["anneal"], fraction_of_tokens=round(
-            extra["anneal"]["tokens"] / max(manifest["tokens"], 1), 4), requested_fraction=config.anneal_fraction)
-    if config.mix:
-        requested = parse_weights(config.mix)
-        achieved = {k: v["tokens"] / max(manifest["tokens"], 1) for k, v in manifest["sources"].items()}
-        report["mix"] = {"requested": requested, "achieved": {k: round(v, 4) for k, v in achieved.items()}}
-    if config.dedup.exact or config.dedup.near:
-        report["dedup"] = dedup_report(config.dedup, reporting.counters(result) or {})
-    reporting.write_json(FileSystems.join(config.output, REPORT_FILE), report)
-    if not args.quiet:
-        print(reporting.format_funnel(report))
+        report["anneal"] = dict(extra["anneal"], fraction_of_tokens=round(extra["anneal"]["tokens"] / max(tokens, 1), 4),
+                                requested_fraction=config.anneal_fraction)
+        reporting.write_json(FileSystems.join(config.output, REPORT_FILE), report)
+    manifest = write_manifest(config.output, shards, extra)  # last: its presence means every check passed
+    report["output"]["sources"] = manifest["sources"]
+    if not quiet:
         print(f"shards: {FileSystems.join(config.output, DATA_DIR)} ({len(shards)} file(s)); "
               f"ledger: {FileSystems.join(config.output, LEDGER_DIR)}; "
               f"report: {FileSystems.join(config.output, REPORT_FILE)}; {elapsed:.1f} s")
+    return report
+
+
+def _checks(config: RunConfig, report: Dict[str, Any], counters: Optional[Dict[str, int]],
+            shards: List[Dict[str, Any]]) -> List[str]:
+    """Why this run's output must not be published (empty when it may)."""
+    problems = []
+    written = sum(s["rows"] for s in shards)
+    if written != report["output"]["rows"]:
+        problems.append(f"shard writers reported {written} rows but the shard files hold {report['output']['rows']}")
     if report.get("dedup", {}).get("converged") is False:
-        raise RuntimeError(f"near-duplicate clustering did not converge in {config.dedup.max_rounds} rounds: "
-                           "raise dedup.max_rounds (the output holds unresolved clusters)")
-    if report["conservation"]["holds"] is None:
+        problems.append(f"near-duplicate clustering did not converge in {config.dedup.max_rounds} rounds: "
+                        "raise dedup.max_rounds")
+    conservation = report["conservation"]
+    if conservation["holds"] is None:
         print("[refinery] warning: this runner reported no metrics, so conservation could not be checked "
               "against an independent count", file=sys.stderr)
-    elif not report["conservation"]["holds"]:
-        raise reporting.ConservationError(f"documents lost or double-counted: {report['conservation']}")
-    return report
+    elif not conservation["holds"]:
+        problems.append(f"documents lost or double-counted: read {conservation['read']} != kept "
+                        f"{conservation['kept']} + ledger {conservation['ledger']} (or counters disagree with the ledger)")
+    if counters is not None:
+        for name, _ in source_groups(config):
+            if not counters.get(f"{SOURCE_RECORDS}{name}", 0):
+                problems.append(f"source {name!r} yielded no records: its files hold no WARC response, JSONL or "
+                                "Parquet record (the ledger's `read` rows say why)")
+    if config.strict and report["kept"] == 0:
+        problems.append("the run kept 0 documents (--strict)")
+    return problems

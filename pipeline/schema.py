@@ -9,9 +9,9 @@ from typing import Any, Dict
 
 import pyarrow as pa
 
-from stages.record import Document, Drop
+from stages.record import Document, Drop, DropReason, Stage, StageResult, clean_text
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"  # 5: ids unique by construction; the input's own id is `record_id`
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -33,9 +33,10 @@ PII_COUNTS_TYPE = pa.struct([pa.field(kind.lower(), pa.int32()) for kind in PII_
 
 DOCUMENT_SCHEMA = pa.schema(
     [
-        pa.field("id", pa.string(), nullable=False),
+        pa.field("id", pa.string(), nullable=False),     # unique: derived from source, file and place in it
         pa.field("source", pa.string(), nullable=False),
         pa.field("url", pa.string()),
+        pa.field("record_id", pa.string()),              # the input's own id (WARC-Record-ID, JSONL `id`)
         pa.field("text", pa.string(), nullable=False),
         pa.field("lang", pa.string()),
         pa.field("lang_score", pa.float32()),
@@ -67,6 +68,7 @@ def document_row(doc: Document) -> Dict[str, Any]:
         "id": doc.id,
         "source": doc.source,
         "url": doc.url or None,
+        "record_id": doc.record_id,
         "text": doc.text,
         "lang": doc.lang,
         "lang_score": doc.lang_score,
@@ -78,11 +80,32 @@ def document_row(doc: Document) -> Dict[str, Any]:
 
 
 def ledger_row(drop: Drop) -> Dict[str, Any]:
+    """Never fails: a ledger row is how a document that broke something is accounted for."""
     return {
-        "id": drop.id,
-        "source": drop.source,
-        "url": drop.url or None,
+        "id": clean_text(str(drop.id)),
+        "source": clean_text(str(drop.source)),
+        "url": clean_text(str(drop.url))[:8192] if drop.url else None,
         "stage": drop.stage,
         "reason": drop.label,
-        "detail": drop.detail or None,
+        "detail": clean_text(str(drop.detail))[:1000] if drop.detail else None,
     }
+
+
+class OutputCheck(Stage):
+    """The last stage: a document that cannot be stored as DOCUMENT_SCHEMA (an unencodable string,
+    a missing id) is ledgered here instead of failing the shard it would land in."""
+
+    name = "write"
+
+    def __call__(self, doc: Document) -> StageResult:
+        row = document_row(doc)
+        if not row["id"] or not isinstance(row["text"], str):
+            return doc.drop(self.name, DropReason.UNWRITABLE, "no id or no text")
+        for key in ("id", "source", "url", "record_id", "text", "lang"):
+            value = row[key]
+            if value is not None:
+                try:
+                    value.encode("utf-8")
+                except (UnicodeError, AttributeError) as exc:
+                    return doc.drop(self.name, DropReason.UNWRITABLE, f"{key}: {type(exc).__name__}: {exc}"[:300])
+        return doc

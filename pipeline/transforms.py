@@ -19,12 +19,17 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.metrics import Metrics
 
-from stages.record import Document, Drop, StageEnvironmentError
+from stages.formats import SNIFF_BYTES, WARC, is_gzip, sniff_format
+from stages.record import Document, Drop, DropReason, StageEnvironmentError, stable_id
+from stages.textsource import STAGE as TEXT_STAGE, TextSourceConfig, read_text_records
 from stages.warc import STAGE as WARC_STAGE, WarcConfig, read_warc
 
 NAMESPACE = "refinery"
 LEDGER = "ledger"
 DOCUMENTS = "documents"
+TEXT = "text"          # documents read as text (JSONL/Parquet): they skip extraction
+READ_STAGE = "read"    # files that are no known format, or cannot be opened
+SOURCE_RECORDS = "source_records."  # + source name: records its files held (file-level read errors aside)
 
 
 def _count(name: str, n: int = 1) -> None:
@@ -59,29 +64,61 @@ class _Progress:
 
 
 class ReadFileFn(beam.DoFn):
-    """One input file in, its documents out (ledger Drops for unreadable parts).
+    """One input file in, its records out: WARC pages (HTML still to extract) to the main output,
+    JSONL/Parquet text to TEXT, ledger Drops for what cannot be read.
 
-    `reader(stream, source=, filename=, count=)` is a stages/ reader (WARC or text records);
-    `stage` names its counters. The raw bytes are passed on: readers undo gzip themselves.
+    The reader is chosen per file from its first bytes (stages/formats.py), so one glob may hold
+    both kinds; a file that is neither is one `read` ledger row. Readers undo gzip themselves.
     """
 
-    def __init__(self, stage: str, reader, source: str):
-        self._stage, self._reader, self._source = stage, reader, source
+    def __init__(self, source: str, warc_config: WarcConfig, text_config: TextSourceConfig, max_payload_bytes: int):
+        self._source, self._warc, self._text, self._max_payload = source, warc_config, text_config, max_payload_bytes
 
     def process(self, readable_file: fileio.ReadableFile) -> Iterable:
         path = readable_file.metadata.path
+        try:
+            with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+                head = stream.read(SNIFF_BYTES)
+        except IsADirectoryError:
+            _count(f"{READ_STAGE}.note.directories_skipped")  # `dir/*` also matches sub-folders
+            return
+        except Exception as exc:  # unreadable (permissions, vanished): one row for the file
+            yield from self._file_error(path, f"cannot open: {type(exc).__name__}: {exc}")
+            return
+        fmt = sniff_format(path, head)
+        if fmt is None:
+            yield from self._file_error(path, "not a WARC, JSONL or Parquet file")
+            return
+        stage = WARC_STAGE if fmt == WARC else TEXT_STAGE
+        count = functools.partial(self._count_note, stage)
         with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
-            for result in self._reader(stream, source=self._source, filename=path, count=self._count):
-                _count(f"{self._stage}.in")
-                yield _route(self._stage, result)
+            if fmt == WARC:
+                records = read_warc(stream, source=self._source, filename=path, config=self._warc,
+                                    max_payload_bytes=self._max_payload, count=count)
+            else:
+                records = read_text_records(stream, source=self._source, filename=path, fmt=fmt,
+                                            gzipped=is_gzip(head), config=self._text, count=count)
+            for result in records:
+                _count(f"{stage}.in")
+                if not (isinstance(result, Drop) and result.reason == DropReason.READ_ERROR):
+                    _count(SOURCE_RECORDS + self._source)
+                routed = _route(stage, result)
+                yield routed if fmt == WARC or isinstance(result, Drop) else beam.pvalue.TaggedOutput(TEXT, routed)
 
-    def _count(self, name: str) -> None:
-        _count(f"{self._stage}.{name}")
+    def _file_error(self, path: str, detail: str):
+        _count(f"{READ_STAGE}.in")
+        doc = Document(id=stable_id(READ_STAGE, self._source, path), url="", source=self._source)
+        yield _route(READ_STAGE, doc.drop(READ_STAGE, DropReason.READ_ERROR, f"{path}: {detail}"[:500]))
+
+    @staticmethod
+    def _count_note(stage: str, name: str) -> None:
+        _count(f"{stage}.{name}")
 
 
-class ReadFiles(beam.PTransform):
-    """File patterns -> (documents, ledger). Files are matched and read on workers, never in the driver;
-    one file holds thousands of documents, so they are spread before the expensive stages."""
+class ReadSource(beam.PTransform):
+    """File patterns of one source -> (HTML documents, text documents, ledger). Files are matched and
+    read on workers, never in the driver, each file once even when several patterns match it; one
+    file holds thousands of documents, so they are spread before the expensive stages."""
 
     def __init__(self, patterns: Sequence[str], read_fn: ReadFileFn):
         super().__init__()
@@ -91,20 +128,13 @@ class ReadFiles(beam.PTransform):
         results = (pbegin
                    | "Patterns" >> beam.Create(self._patterns)
                    | "Match" >> fileio.MatchAll()
+                   | "Paths" >> beam.Map(lambda metadata: metadata.path)
+                   | "EachFileOnce" >> beam.Distinct()
                    | "Open" >> fileio.ReadMatches()
                    | "SpreadFiles" >> beam.Reshuffle()
-                   | "Read" >> beam.ParDo(self._read_fn).with_outputs(LEDGER, main=DOCUMENTS))
-        return results[DOCUMENTS] | "SpreadDocuments" >> beam.Reshuffle(), results[LEDGER]
-
-
-def ReadWarc(patterns: Sequence[str], source: str, config: WarcConfig) -> ReadFiles:
-    return ReadFiles(patterns, ReadFileFn(WARC_STAGE, functools.partial(read_warc, config=config), source))
-
-
-def ReadTextFiles(patterns: Sequence[str], source: str, text_field: str) -> ReadFiles:
-    from stages.textsource import STAGE, read_text_records
-
-    return ReadFiles(patterns, ReadFileFn(STAGE, functools.partial(read_text_records, text_field=text_field), source))
+                   | "Read" >> beam.ParDo(self._read_fn).with_outputs(LEDGER, TEXT, main=DOCUMENTS))
+        return (results[DOCUMENTS] | "SpreadDocuments" >> beam.Reshuffle(),
+                results[TEXT] | "SpreadText" >> beam.Reshuffle(), results[LEDGER])
 
 
 class RunStage(beam.DoFn):

@@ -51,6 +51,8 @@ def _codec(label: Optional[str]) -> Optional[str]:
         info = codecs.lookup(label)
     except LookupError:
         return None
+    if info.name == "undefined" or not getattr(info, "_is_text_encoding", True):
+        return None  # Python's "undefined" codec (a real label on the web: charset=undefined) always raises
     # utf-16/32 without a BOM are almost always mislabelled UTF-8 on the web (WHATWG says the same)
     if info.name in ("utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"):
         return "utf-8"
@@ -60,7 +62,7 @@ def _codec(label: Optional[str]) -> Optional[str]:
 def _strict(data: bytes, codec: str) -> Optional[str]:
     try:
         text = data.decode(codec)
-    except (UnicodeDecodeError, LookupError):
+    except (UnicodeError, LookupError, TypeError):  # UnicodeError: codecs that refuse any input
         return None
     return text
 

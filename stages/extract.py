@@ -178,8 +178,10 @@ class _ExtractionWorker:
 
 def _worker_main(conn, options: Dict[str, Any], memory_mb: int) -> None:
     if memory_mb:
-        limit = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        # Never above the limits this process already has (e.g. under `ulimit -v`): raising one is refused.
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = min([memory_mb * 1024 * 1024] + [x for x in (soft, hard) if x != resource.RLIM_INFINITY])
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     # Pay trafilatura's import once, before the first page's clock starts.
     try:
         import trafilatura  # noqa: F401

@@ -47,8 +47,11 @@ def mix_rates(weights: Mapping[str, float], tokens: Mapping[str, int]) -> Dict[s
     return rates
 
 
-def copies(doc_id: str, rate: float, seed: int) -> int:
-    """How many times a document appears: floor(rate), plus one with probability frac(rate)."""
+def copies(doc_id: str, rate: float, seed: int, max_copies: int = 4) -> int:
+    """How many times a document appears: floor(rate), plus one with probability frac(rate), at most
+    `max_copies` (a share that needs more is reported as unreachable rather than met by repetition)."""
+    if rate >= max_copies:
+        return max_copies
     whole = int(rate)
     return whole + (1 if unit_hash(seed, "mix", doc_id) < rate - whole else 0)
 

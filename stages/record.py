@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
@@ -23,9 +24,10 @@ class DropReason(str, enum.Enum):
     EMPTY_PAYLOAD = "empty_payload"          # response with no body
     BINARY_CONTENT = "binary_content"        # labelled as HTML but the bytes are not text
     UNDECODABLE = "undecodable"              # the HTTP content/transfer encoding cannot be undone
-    READ_ERROR = "read_error"                # the WARC file itself is unreadable from this point on
+    READ_ERROR = "read_error"                # a record (or the rest of a file) cannot be read; detail: file and place
+    HEADER_TOO_LONG = "header_too_long"      # a WARC header line or the URL is over its cap
     # extract
-    TOO_LARGE = "too_large"                  # over the configured size cap
+    TOO_LARGE = "too_large"                  # over the configured size cap (decoded HTML, text record)
     EXTRACT_TIMEOUT = "extract_timeout"      # extraction exceeded the per-document time limit
     EXTRACT_ERROR = "extract_error"          # the extractor raised or its worker died
     NO_TEXT = "no_text"                      # extraction found no main text
@@ -63,10 +65,14 @@ class DropReason(str, enum.Enum):
     # exact_dedup / near_dedup (detail: "kept <id of the surviving copy>")
     EXACT_DUPLICATE = "exact_duplicate"
     NEAR_DUPLICATE = "near_duplicate"
+    # pii
+    PII_BUDGET = "pii_budget"                        # PII search ran past its per-document time budget
     # decontaminate (detail: n-gram count and the benchmark items matched)
     CONTAMINATED = "contaminated"
     # mix
     MIX_DOWNSAMPLED = "mix_downsampled"              # not drawn: its source is above its share of the mix
+    # write: the last check before a shard
+    UNWRITABLE = "unwritable"                        # the record cannot be stored as the output schema requires
     # any stage
     ERROR = "error"                          # a stage raised; the ledger says error:<ExceptionType>
 
@@ -83,7 +89,7 @@ class Document:
     (see `pipeline.schema.METADATA_FIELDS`) and is never mutated in place.
     """
 
-    id: str
+    id: str                 # unique by construction: derived from source, file and place in the file
     url: str
     source: str
     text: str = ""
@@ -93,6 +99,7 @@ class Document:
     quality_score: Optional[float] = None            # P(high quality) from the quality classifier
     pii_counts: Optional[Mapping[str, int]] = None   # placeholders inserted per PII kind (None: PII stage off)
     epoch: int = 0                                   # 0 = original; k > 0 = k-th repeat added by source mixing
+    record_id: Optional[str] = None                  # the input's own id (WARC-Record-ID, a JSONL/Parquet `id`)
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> "Document":
@@ -155,6 +162,16 @@ class StageEnvironmentError(RuntimeError):
     The pipeline ledgers ordinary exceptions per document and goes on; this one fails the
     job, since every document would fail the same way.
     """
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(value: str) -> str:
+    """`value` with every lone surrogate (JSON's "\\ud83d" alone, undecodable bytes kept by
+    surrogateescape) replaced by U+FFFD: such a string cannot be encoded as UTF-8, so Parquet,
+    hashing and every later stage would fail on it. A Python str never holds a valid pair."""
+    return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
 
 
 def stable_id(*parts: Optional[str]) -> str:

@@ -1,62 +1,137 @@
 """Pre-extracted text sources (code, books, papers): JSONL[.gz] or Parquet records -> Documents.
 
-They join the pipeline after extraction. The id is the record's `id` field when there is one,
-else derived from (source, file name, record number), so reruns give the same ids.
+They join the pipeline after extraction. Errors are per record: a bad line (invalid UTF-8, broken
+JSON, no text, over the size cap) is one ledger row naming the file and line, and every good line
+is read. The internal id is derived from (source, file, record number), so it is unique even when
+several files number their records 1, 2, ...; the record's own `id` is kept as `record_id`.
 """
 from __future__ import annotations
 
 import gzip
 import json
-from typing import BinaryIO, Callable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Iterator, Optional
 
-from stages.record import Document, DropReason, StageResult, stable_id
+from stages.formats import PARQUET
+from stages.record import Document, DropReason, StageResult, clean_text, stable_id
 
 STAGE = "read_text"
-TEXT_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".parquet")
+_SKIP_CHUNK = 1 << 20
+_PARQUET_BATCH_ROWS = 64  # rows decoded at a time: a row group is never turned into Python objects whole
 
 
-def is_text_source(path: str) -> bool:
-    return path.lower().endswith(TEXT_SUFFIXES)
+@dataclass(frozen=True)
+class TextSourceConfig:
+    field: str = "text"                         # text field of JSONL/Parquet records
+    # A JSONL line (or Parquet text) larger than this is ledgered as too_large without being held:
+    # books run to a few MB; 64 MiB only stops pathological records.
+    max_record_bytes: int = 64 * 1024 * 1024
+    max_url_chars: int = 8192                   # longer `url` values are ledgered as header_too_long
 
 
-def read_text_records(stream: BinaryIO, *, source: str, filename: str, text_field: str = "text",
+def record_id(source: str, filename: str, n: int) -> str:
+    """The internal id of record `n` (0-based) of a text file."""
+    return stable_id(STAGE, source, filename, str(n))
+
+
+def read_text_records(stream: BinaryIO, *, source: str, filename: str, fmt: str, gzipped: bool = False,
+                      config: TextSourceConfig = TextSourceConfig(),
                       count: Callable[[str], None] = lambda name: None) -> Iterator[StageResult]:
-    """Documents (or ledger Drops for records without usable text) from one file."""
-    lower = filename.lower()
-    try:
-        if lower.endswith(".parquet"):
-            import pyarrow.parquet as pq
+    """Documents (or ledger Drops) for every record of one JSONL (`gzipped` or not) or Parquet file."""
+    if fmt == PARQUET:
+        yield from _read_parquet(stream, source, filename, config)
+    else:
+        yield from _read_jsonl(gzip.GzipFile(fileobj=stream, mode="rb") if gzipped else stream,
+                               source, filename, config)
 
-            records = pq.ParquetFile(stream).iter_batches()
-            rows = (row for batch in records for row in batch.to_pylist())
-        else:
-            text_stream = gzip.open(stream, "rt", encoding="utf-8") if lower.endswith(".gz") else \
-                (line.decode("utf-8") for line in stream)
-            rows = (_parse_line(line) for line in text_stream)
-        for n, row in enumerate(rows):
-            if row is None:
-                continue
-            if isinstance(row, Exception):  # one broken line: ledger it, keep reading
-                doc = Document(id=stable_id(source, filename, str(n)), url="", source=source)
-                yield doc.drop(STAGE, DropReason.READ_ERROR, f"{filename}#{n}: {row}"[:300])
-                continue
-            doc_id = str(row.get("id")) if row.get("id") is not None else stable_id(source, filename, str(n))
-            doc = Document(id=doc_id, url=str(row.get("url") or ""), source=source)
-            text = row.get(text_field)
-            if not isinstance(text, str) or not text.strip():
-                yield doc.drop(STAGE, DropReason.NO_TEXT, f"{filename}#{n}: no {text_field!r} text")
-                continue
-            yield doc.replace(text=text)
-    except Exception as exc:  # corrupt Parquet, broken JSON line, bad gzip: ledger the rest of the file
-        doc = Document(id=stable_id("read_error", filename), url="", source=source)
+
+def _read_jsonl(lines: BinaryIO, source: str, filename: str, config: TextSourceConfig) -> Iterator[StageResult]:
+    n = 0
+    while True:
+        try:
+            line, size = _bounded_line(lines, config.max_record_bytes)
+        except Exception as exc:  # corrupt gzip from here on: what was read stays read
+            doc = Document(id=stable_id(STAGE, source, filename, "rest", str(n)), url="", source=source)
+            yield doc.drop(STAGE, DropReason.READ_ERROR,
+                           f"{filename} line {n + 1} onwards: {type(exc).__name__}: {exc}"[:500])
+            return
+        if size == 0:
+            return
+        n += 1
+        if line is not None and not line.strip():
+            continue  # a blank line holds no record
+        yield _line_record(line, size, n, source, filename, config)
+
+
+def _line_record(line: Optional[bytes], size: int, n: int, source: str, filename: str,
+                 config: TextSourceConfig) -> StageResult:
+    doc = Document(id=record_id(source, filename, n - 1), url="", source=source)
+    where = f"{filename} line {n}"
+    if line is None:
+        return doc.drop(STAGE, DropReason.TOO_LARGE, f"{where}: {size} bytes > {config.max_record_bytes}")
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return doc.drop(STAGE, DropReason.READ_ERROR, f"{where}: invalid UTF-8 at byte {exc.start}")
+    try:
+        row = json.loads(text)
+    except ValueError as exc:
+        return doc.drop(STAGE, DropReason.READ_ERROR, f"{where}: bad JSON: {exc}"[:500])
+    if not isinstance(row, dict):
+        return doc.drop(STAGE, DropReason.READ_ERROR, f"{where}: not a JSON object")
+    return _row_document(doc, row, where, config)
+
+
+def _row_document(doc: Document, row: dict, where: str, config: TextSourceConfig) -> StageResult:
+    """Validate and clean one record's id, url and text (no lone surrogates leave reading)."""
+    own_id = row.get("id")
+    url = row.get("url")
+    doc = doc.replace(record_id=None if own_id is None else clean_text(str(own_id))[:1024],
+                      url=clean_text(url) if isinstance(url, str) else "")
+    if len(doc.url) > config.max_url_chars:
+        return doc.replace(url=doc.url[:config.max_url_chars]).drop(
+            STAGE, DropReason.HEADER_TOO_LONG, f"{where}: url of {len(url)} characters > {config.max_url_chars}")
+    text = row.get(config.field)
+    if not isinstance(text, str) or not text.strip():
+        return doc.drop(STAGE, DropReason.NO_TEXT, f"{where}: no {config.field!r} text")
+    if len(text) > config.max_record_bytes:  # Parquet cells arrive whole; JSONL lines were capped already
+        return doc.drop(STAGE, DropReason.TOO_LARGE, f"{where}: {len(text)} characters > {config.max_record_bytes}")
+    return doc.replace(text=clean_text(text))
+
+
+def _bounded_line(stream, limit: int):
+    """(line, bytes) of the next line; (None, bytes) when it is longer than `limit`, which is skipped
+    in chunks and never held whole; (b"", 0) at the end."""
+    line = stream.readline(limit + 1)
+    if len(line) <= limit or line.endswith(b"\n"):
+        return line, len(line)
+    size = len(line)
+    while True:
+        chunk = stream.readline(_SKIP_CHUNK)
+        size += len(chunk)
+        if not chunk or chunk.endswith(b"\n"):
+            return None, size
+
+
+def _read_parquet(stream: BinaryIO, source: str, filename: str, config: TextSourceConfig) -> Iterator[StageResult]:
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(stream)
+        names = set(parquet.schema_arrow.names)
+        columns = [c for c in (config.field, "id", "url") if c in names]
+        batches = parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=columns)
+    except Exception as exc:  # not readable at all: one row for the file
+        doc = Document(id=stable_id(STAGE, source, filename, "file"), url="", source=source)
         yield doc.drop(STAGE, DropReason.READ_ERROR, f"{filename}: {type(exc).__name__}: {exc}"[:500])
-
-
-def _parse_line(line: str):
-    if not line.strip():
-        return None
+        return
+    n = 0
     try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return ValueError(f"bad JSON: {exc}")
-    return row if isinstance(row, dict) else ValueError("not a JSON object")
+        for batch in batches:
+            for row in batch.to_pylist():
+                n += 1
+                doc = Document(id=record_id(source, filename, n - 1), url="", source=source)
+                yield _row_document(doc, row, f"{filename} row {n}", config)
+    except Exception as exc:  # a damaged row group: the rows it held are counted in one ledger row
+        doc = Document(id=stable_id(STAGE, source, filename, "rest", str(n)), url="", source=source)
+        yield doc.drop(STAGE, DropReason.READ_ERROR, f"{filename} row {n + 1} onwards: {type(exc).__name__}: {exc}"[:500])

@@ -11,7 +11,6 @@ the page.
 """
 from __future__ import annotations
 
-import hashlib
 import re
 import zlib
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import BinaryIO, Callable, Dict, Iterator, Optional, Tuple
 from warcio.archiveiterator import ArchiveIterator
 
 from stages.charset import charset_from_content_type, decode_html
-from stages.record import Document, DropReason, StageResult, stable_id
+from stages.record import Document, DropReason, StageResult, clean_text, stable_id
 
 STAGE = "warc"
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -32,20 +31,81 @@ class WarcConfig:
     # Memory guard: a record block larger than this is not read into memory at all.
     # Common Crawl truncates payloads at 1 MiB (5 MiB since 2025), so 64 MiB only stops pathological files.
     max_record_bytes: int = 64 * 1024 * 1024
+    # A WARC header line longer than this is never held (the rest of the line is skipped in chunks) and
+    # its record is ledgered; more header bytes than `max_header_bytes` in one record end the file.
+    max_header_line_bytes: int = 64 * 1024
+    max_header_bytes: int = 1024 * 1024
+    # Longer target URIs are ledgered as header_too_long (browsers and crawlers stop far below this).
+    max_url_chars: int = 8192
     # Share of control characters in the head of a decoded page above which it is not text.
     max_control_char_fraction: float = 0.05
 
 
+class HeaderTooLarge(ValueError):
+    pass
+
+
+class _HeaderGuard:
+    """Bounds warcio's line reads, which parse every WARC header: a line longer than the cap is cut
+    (its rest read in chunks and discarded) and remembered, so its record is ledgered, not held."""
+
+    def __init__(self, reader, max_line: int, max_total: int):
+        self._readline, self._max_line, self._max_total = reader.readline, max_line, max_total
+        self.oversized: Optional[int] = None   # length of the first over-long line since reset()
+        self._total = 0
+
+    def reset(self) -> None:
+        self.oversized, self._total = None, 0
+
+    def readline(self, length: Optional[int] = None) -> bytes:
+        if length is not None and 0 <= length <= self._max_line:
+            return self._readline(length)
+        parts, size = [], 0
+        while size <= self._max_line:
+            chunk = self._readline(self._max_line + 1 - size)
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+            if chunk.endswith(b"\n"):
+                break
+        line = b"".join(parts)
+        if size > self._max_line and not line.endswith(b"\n"):
+            while True:  # skip the rest of the line without holding it
+                chunk = self._readline(1 << 16)
+                size += len(chunk)
+                if not chunk or chunk.endswith(b"\n"):
+                    break
+            self.oversized = self.oversized or size
+            line = line[:self._max_line] + b"\r\n"
+        self._total += min(size, self._max_line)
+        if self._total > self._max_total:
+            raise HeaderTooLarge(f"more than {self._max_total} header bytes in one record")
+        return line
+
+
+def record_id(source: str, filename: str, offset: int) -> str:
+    """The internal id of the record at `offset` of a WARC file: unique by construction, even when
+    two files hold the same WARC-Record-ID (the record's own id is kept as `record_id`)."""
+    return stable_id(STAGE, source, filename, str(offset))
+
+
 def read_warc(stream: BinaryIO, *, source: str, filename: str = "", config: WarcConfig = WarcConfig(),
+              max_payload_bytes: int = 5 * 1024 * 1024,
               count: Callable[[str], None] = lambda name: None) -> Iterator[StageResult]:
     """Yield a Document or Drop for every `response` record; count the other record types.
 
     `count(name)` is called once per record with `record.<type>` so the caller can
     report what was skipped. A file that breaks mid-way (corrupt gzip, garbage)
-    yields one READ_ERROR drop for the rest of the file instead of raising.
+    yields one READ_ERROR drop for the rest of the file instead of raising. A payload that
+    decodes to more than `max_payload_bytes` (the extraction cap) is ledgered here, so no
+    page over the cap is ever passed on.
     """
     records = ArchiveIterator(stream, no_record_parse=True)
+    guard = _HeaderGuard(records.reader, config.max_header_line_bytes, config.max_header_bytes)
+    records.reader.readline = guard.readline
     while True:
+        guard.reset()
         try:
             record = next(records)
         except StopIteration:
@@ -67,36 +127,46 @@ def read_warc(stream: BinaryIO, *, source: str, filename: str = "", config: Warc
         count(f"record.{rec_type}")
         if rec_type != "response":
             continue
-        try:
-            yield _response_to_document(record, source=source, filename=filename,
-                                        offset=records.offset, config=config)
-        except Exception as exc:  # a record we cannot even read: ledger it, keep going
-            yield _file_drop(filename, source, records.offset, f"{type(exc).__name__}: {exc}"[:500])
-            # the iterator may be mid-record; let the next() above decide whether the file is usable
+        yield _response_to_document(record, source=source, filename=filename, offset=records.offset,
+                                    config=config, max_payload_bytes=max_payload_bytes, oversized=guard.oversized)
 
 
 def _file_drop(filename: str, source: str, offset: int, detail: str) -> StageResult:
-    doc = Document(id=stable_id("read_error", filename, str(offset)), url="", source=source)
-    return doc.drop(STAGE, DropReason.READ_ERROR, f"{filename}@{offset}: {detail}")
+    doc = Document(id=stable_id(STAGE, source, filename, str(offset), "rest"), url="", source=source)
+    return doc.drop(STAGE, DropReason.READ_ERROR, f"{filename}@{offset} onwards: {detail}")
 
 
-def _response_to_document(record, *, source: str, filename: str, offset: int, config: WarcConfig) -> StageResult:
+def _response_to_document(record, *, source: str, filename: str, offset: int, config: WarcConfig,
+                          max_payload_bytes: int, oversized: Optional[int]) -> StageResult:
+    """The record as a Document with decoded HTML, or its Drop; never raises (the drop keeps id and URL)."""
+    doc = Document(id=record_id(source, filename, offset), url="", source=source,
+                   metadata={"warc_filename": filename, "warc_offset": offset})
+    try:
+        return _read_response(doc, record, config, max_payload_bytes, oversized)
+    except Exception as exc:  # a record we cannot read: ledger it, keep going
+        return doc.drop(STAGE, DropReason.READ_ERROR, f"{filename}@{offset}: {type(exc).__name__}: {exc}"[:500])
+
+
+def _read_response(doc: Document, record, config: WarcConfig, max_payload_bytes: int,
+                   oversized: Optional[int]) -> StageResult:
     headers = record.rec_headers
-    url = (headers.get_header("WARC-Target-URI") or "").strip().strip("<>")
+    url = clean_text((headers.get_header("WARC-Target-URI") or "").strip().strip("<>"))
+    doc = doc.replace(url=url[:config.max_url_chars])
+    if oversized is not None:
+        return doc.drop(STAGE, DropReason.HEADER_TOO_LONG,
+                        f"a header line of {oversized} bytes > {config.max_header_line_bytes}")
+    if len(url) > config.max_url_chars:
+        return doc.drop(STAGE, DropReason.HEADER_TOO_LONG, f"URL of {len(url)} characters > {config.max_url_chars}")
     date = headers.get_header("WARC-Date")
     if date and date.strip().lower() in ("null", "none", ""):
         date = None  # Wayback exports write the literal "null"
-    record_id = headers.get_header("WARC-Record-ID")
+    own_id = headers.get_header("WARC-Record-ID")
     declared_length = _int(headers.get_header("Content-Length"))
+    metadata = dict(doc.metadata, warc_record_id=own_id and clean_text(own_id), warc_date=date and clean_text(date),
+                    warc_truncated=headers.get_header("WARC-Truncated"))
+    doc = doc.replace(record_id=metadata["warc_record_id"], metadata=metadata)
 
     block = record.raw_stream.read(config.max_record_bytes + 1)
-    # Without a record id, URL + date + content identify the capture (the same URL is often captured twice).
-    doc_id = stable_id(record_id) if record_id else stable_id(url, date, _digest(block))
-    metadata = {
-        "warc_record_id": record_id, "warc_date": date, "warc_filename": filename,
-        "warc_offset": offset, "warc_truncated": headers.get_header("WARC-Truncated"),
-    }
-    doc = Document(id=doc_id, url=url, source=source, metadata=metadata)
     if len(block) > config.max_record_bytes:
         return doc.drop(STAGE, DropReason.TOO_LARGE, f"record block > {config.max_record_bytes} bytes")
     if declared_length is not None and len(block) < declared_length:
@@ -122,9 +192,13 @@ def _response_to_document(record, *, source: str, filename: str, offset: int, co
         return doc.drop(STAGE, DropReason.NON_HTML, mime)
     if http_headers is not None:
         try:
-            body = _decode_transfer(body, http_headers, config.max_record_bytes)
+            body = _decode_transfer(body, http_headers, max_payload_bytes)
+        except PayloadTooLarge as exc:
+            return doc.drop(STAGE, DropReason.TOO_LARGE, str(exc))
         except Exception as exc:
             return doc.drop(STAGE, DropReason.UNDECODABLE, f"{type(exc).__name__}: {exc}"[:300])
+    if len(body) > max_payload_bytes:
+        return doc.drop(STAGE, DropReason.TOO_LARGE, f"{len(body)} bytes of HTML > {max_payload_bytes}")
     if not body.strip():
         return doc.drop(STAGE, DropReason.EMPTY_PAYLOAD)
     if not mime and not _looks_like_html(body):
@@ -172,15 +246,12 @@ def _decode_transfer(body: bytes, http_headers: Dict[str, str], limit: int) -> b
         wbits = zlib.MAX_WBITS if (body[0] & 0x0F) == 8 and int.from_bytes(body[:2], "big") % 31 == 0 else -zlib.MAX_WBITS
         return _inflate(zlib.decompressobj(wbits), body, limit)
     if encoding == "br":
-        import brotli  # a dependency of apache-beam
-        try:
-            out = brotli.decompress(body)
-        except brotli.error as exc:
-            raise ValueError(f"brotli: {exc}") from exc
-        if len(out) > limit:
-            raise ValueError(f"decoded payload > {limit} bytes")
-        return out
+        return _unbrotli(body, limit)
     return body  # identity, an unknown coding, or a body that was already decoded
+
+
+class PayloadTooLarge(ValueError):
+    pass
 
 
 def _inflate(decompressor, body: bytes, limit: int) -> bytes:
@@ -189,8 +260,31 @@ def _inflate(decompressor, body: bytes, limit: int) -> bytes:
     except zlib.error as exc:
         raise ValueError(f"zlib: {exc}") from exc
     if len(out) > limit:
-        raise ValueError(f"decoded payload > {limit} bytes")
+        raise PayloadTooLarge(f"decoded payload > {limit} bytes")
     return out
+
+
+def _unbrotli(body: bytes, limit: int) -> bytes:
+    """Brotli in bounded steps: a 1 KB body can expand to gigabytes, so output stops at the cap."""
+    import brotli  # declared in setup.py (>= 1.2 for output_buffer_limit); checked before a run
+
+    decompressor, parts, size = brotli.Decompressor(), [], 0
+    try:
+        data = body
+        while True:
+            chunk = decompressor.process(data, output_buffer_limit=min(1 << 20, limit + 1 - size))
+            data = b""
+            parts.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"decoded payload > {limit} bytes")
+            if decompressor.is_finished() or (not chunk and decompressor.can_accept_more_data()):
+                break
+    except brotli.error as exc:
+        raise ValueError(f"brotli: {exc}") from exc
+    if not decompressor.is_finished():
+        raise ValueError("brotli: truncated stream")
+    return b"".join(parts)
 
 
 def _dechunk(body: bytes) -> bytes:
@@ -227,10 +321,6 @@ def _control_fraction(text: str) -> float:
     if not text:
         return 0.0
     return len(_CONTROL.findall(text)) / len(text)
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha1(data).hexdigest()
 
 
 def _int(value: Optional[str]) -> Optional[int]:

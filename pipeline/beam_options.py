@@ -1,0 +1,91 @@
+"""Beam's side of the command line: unknown flags are errors, and local worker servers stay on loopback.
+
+`refinery run` passes every flag it does not know to Beam, and Beam only logs a warning for flags it
+does not know either, so `--langauges en` ran every language and exited 0. Here a flag that is
+neither ours nor a registered Beam pipeline option is refused, with the nearest known flag.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+from typing import Iterator, List, Sequence
+
+from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+
+from pipeline.config import ConfigError
+
+
+def _beam_parser() -> argparse.ArgumentParser:
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    classes = {}
+    for cls in PipelineOptions.__subclasses__():  # what PipelineOptions.get_all_options parses
+        classes.setdefault(str(cls), cls)
+    for cls in classes.values():
+        cls._add_argparse_args(parser)  # noqa: SLF001  (Beam's own registration hook)
+    return parser
+
+
+def check_beam_args(beam_args: Sequence[str], ours: argparse.ArgumentParser) -> None:
+    """Raise ConfigError naming each flag that neither `ours` nor Beam knows."""
+    beam = _beam_parser()
+    _, unknown = beam.parse_known_args(list(beam_args))
+    bad = [arg for arg in unknown if arg.startswith("-")]
+    if not bad:
+        if unknown:
+            raise ConfigError(f"unexpected argument(s) {' '.join(unknown)} (flags take the form --name=value)")
+        return
+    known: List[str] = [opt for parser in (ours, beam) for action in parser._actions  # noqa: SLF001
+                        for opt in action.option_strings if opt.startswith("--")]
+    messages = []
+    for arg in bad:
+        name = arg.split("=", 1)[0]
+        close = difflib.get_close_matches(name, known, n=1)
+        messages.append(f"{name}" + (f" (did you mean {close[0]}?)" if close else ""))
+    raise ConfigError(f"unknown option {', '.join(messages)}: not a `refinery run` option nor a Beam pipeline "
+                      "option (`refinery run --help` lists ours)")
+
+
+class _LoopbackServer:
+    """A grpc.Server whose insecure ports bind loopback instead of every interface."""
+
+    def __init__(self, server):
+        self._server = server
+
+    def __getattr__(self, name):
+        return getattr(self._server, name)
+
+    def add_insecure_port(self, address: str) -> int:
+        host, _, port = address.rpartition(":")
+        if host in ("[::]", "0.0.0.0", "", "[::0]"):
+            address = f"localhost:{port}"  # 127.0.0.1 and ::1; workers dial localhost:PORT
+        return self._server.add_insecure_port(address)
+
+
+class _LoopbackGrpc:
+    def __init__(self, grpc_module):
+        self._grpc = grpc_module
+
+    def __getattr__(self, name):
+        return getattr(self._grpc, name)
+
+    def server(self, *args, **kwargs):
+        return _LoopbackServer(self._grpc.server(*args, **kwargs))
+
+
+@contextlib.contextmanager
+def loopback_only_grpc() -> Iterator[None]:
+    """While active, the control/data/state/logging servers that FnApiRunner starts for its worker
+    processes (`--direct_running_mode=multi_processing` or `multi_threading`) listen on loopback only:
+    Beam binds them to [::] (every interface), unauthenticated. Affects only that Beam module."""
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+    original = getattr(worker_handlers, "grpc", None)
+    if original is None:  # a Beam release that no longer starts servers there: nothing to narrow
+        yield
+        return
+    worker_handlers.grpc = _LoopbackGrpc(original)
+    try:
+        yield
+    finally:
+        worker_handlers.grpc = original

@@ -1,0 +1,134 @@
+"""The output folder: one run at a time (an exclusive lock), only our own files, old outputs replaced safely.
+
+The lock is a file created with O_CREAT | O_EXCL (atomic on local and network filesystems that
+honour it), naming the run's host, pid and start time. A lock whose process is gone (same host)
+is reported as stale with the command that clears it; a live one refuses the second run.
+Object stores (gs://, s3://) have no atomic create: there the lock is not taken, and the report says so.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import socket
+import time
+from typing import List, Optional
+
+from apache_beam.io.filesystems import FileSystems
+
+LOCK_FILE = ".refinery.lock"
+# Everything a run (or an interrupted one) writes, relative to the output folder.
+OWN_PATTERNS = (
+    "data/part-*.parquet", "data/.part-*.tmp", "ledger/part-*.parquet", "ledger/beam-temp-*",
+    "report.json", "manifest.json", ".manifest.json.tmp", "_shard_stats/*",
+    "anneal/data/part-*.parquet", "anneal/data/.part-*.tmp", "anneal/_shard_stats/*", "anneal/manifest.json",
+    "anneal/.manifest.json.tmp", LOCK_FILE,
+)
+
+
+class OutputError(ValueError):
+    """The output folder cannot be used as asked (held by another run, foreign files, not a folder)."""
+
+
+def is_local(path: str) -> bool:
+    return "://" not in path
+
+
+class OutputLock:
+    """`with OutputLock(folder):` holds the folder for one run; released on every exit path."""
+
+    def __init__(self, folder: str):
+        self.path = os.path.join(folder, LOCK_FILE) if is_local(folder) else None
+        self._held = False
+
+    def __enter__(self) -> "OutputLock":
+        if self.path is None:
+            return self
+        folder = os.path.dirname(self.path)
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise OutputError(f"--output {folder} is a file, not a folder")
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            raise OutputError(self._held_message()) from None
+        with os.fdopen(fd, "w") as fh:
+            json.dump(owner, fh)
+        self._held = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._held:
+            try:
+                os.remove(self.path)
+            except FileNotFoundError:
+                pass
+            self._held = False
+
+    def _held_message(self) -> str:
+        try:
+            with open(self.path, encoding="utf-8") as fh:
+                owner = json.load(fh)
+        except (OSError, ValueError):
+            owner = {}
+        who = f"pid {owner.get('pid', '?')} on {owner.get('host', '?')} since {owner.get('started', '?')}"
+        if owner.get("host") == socket.gethostname() and not _alive(owner.get("pid")):
+            return (f"{os.path.dirname(self.path)} has a stale lock from a run that is gone ({who}); "
+                    f"if no other run uses the folder, delete {self.path} and rerun")
+        return f"{os.path.dirname(self.path)} is in use by another refinery run ({who}); wait for it or choose another --output"
+
+
+def _alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError, TypeError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def foreign_files(folder: str) -> List[str]:
+    """Files under a local `folder` that no refinery run writes (relative paths)."""
+    if not is_local(folder) or not os.path.isdir(folder):
+        return []
+    foreign = []
+    for root, dirs, files in os.walk(folder):
+        rel_root = os.path.relpath(root, folder)
+        if rel_root != "." and any(fnmatch.fnmatch(rel_root, p) for p in OWN_PATTERNS):
+            dirs[:] = []  # inside one of our temp folders (ledger/beam-temp-*)
+            continue
+        for name in files:
+            rel = os.path.normpath(os.path.join(rel_root, name))
+            if not any(fnmatch.fnmatch(rel, p) for p in OWN_PATTERNS):
+                foreign.append(rel)
+    return sorted(foreign)
+
+
+def prepare_output(output: str, overwrite: bool) -> None:
+    """Refuse a file, a folder with files we did not write, or an earlier run's outputs without
+    --overwrite; with --overwrite, remove the manifest first (a crash mid-way then leaves no folder
+    that claims to be complete), then the rest of our own outputs."""
+    foreign = foreign_files(output)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise OutputError(f"--output {output} holds files refinery did not write ({shown}); "
+                          "choose an empty or new folder")
+    ours = [FileSystems.join(output, p) for p in OWN_PATTERNS if p != LOCK_FILE]
+    existing = [m.path for r in FileSystems.match(ours) for m in r.metadata_list]
+    manifests = [p for p in existing if os.path.basename(p) == "manifest.json"]
+    if existing and not overwrite:
+        raise OutputError(f"{output} already holds a run's outputs ({len(existing)} files); "
+                          "pass --overwrite to replace them or choose another --output")
+    if manifests:
+        FileSystems.delete(manifests)
+    rest = [p for p in existing if p not in manifests]
+    if rest:
+        FileSystems.delete(rest)
+    if is_local(output):
+        os.makedirs(output, exist_ok=True)
+
+
+def lock_note(output: str) -> Optional[str]:
+    return None if is_local(output) else "output on an object store: no exclusive lock was taken"

@@ -1,0 +1,49 @@
+"""Which reader a file needs, decided per file from its first bytes (then its name).
+
+A source glob such as `books=dir/*` may match WARC, JSONL and Parquet files alike; deciding by
+the glob's suffix read every JSONL file as WARC (0 documents, exit 0). Content wins over the name:
+`.gz` is opened and the inner bytes are looked at.
+"""
+from __future__ import annotations
+
+import zlib
+from typing import Optional
+
+WARC, JSONL, PARQUET = "warc", "jsonl", "parquet"
+SNIFF_BYTES = 4096
+_WARC_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz")
+_JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson", ".ndjson.gz")
+
+
+def is_gzip(head: bytes) -> bool:
+    return head[:2] == b"\x1f\x8b"
+
+
+def _inner_head(head: bytes) -> bytes:
+    """The first decompressed bytes of a gzip file (as many as the head holds), else the head itself."""
+    if not is_gzip(head):
+        return head
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, SNIFF_BYTES)
+    except zlib.error:
+        return b""
+
+
+def sniff_format(path: str, head: bytes) -> Optional[str]:
+    """WARC, JSONL or PARQUET for a file starting with `head`; None when it is none of them."""
+    if head[:4] == b"PAR1":
+        return PARQUET
+    inner = _inner_head(head)
+    if inner.startswith(b"WARC/"):
+        return WARC
+    stripped = inner.lstrip(b"\xef\xbb\xbf \t\r\n")  # a UTF-8 BOM or blank lines before the first record
+    if stripped.startswith(b"{"):
+        return JSONL
+    lower = path.lower()
+    if not stripped and lower.endswith(_JSONL_SUFFIXES):
+        return JSONL  # an empty or blank JSONL file: read it, it holds no records
+    if lower.endswith(_WARC_SUFFIXES):
+        return WARC  # damaged from the first byte: the WARC reader ledgers it
+    if lower.endswith(_JSONL_SUFFIXES):
+        return JSONL  # likewise: every bad line becomes a ledger row
+    return None
