@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Optional, Sequence
 
@@ -55,6 +56,7 @@ def _run(argv: Sequence[str]) -> int:
     from stages.record import StageEnvironmentError
 
     output = _flag_value(argv, "--output")
+    signal.signal(signal.SIGTERM, _interrupt)  # `timeout`, a cluster's kill: unwind like Ctrl-C (lock, temp files)
     try:
         run(argv)
     except RunFailed as exc:
@@ -77,6 +79,10 @@ def _run(argv: Sequence[str]) -> int:
     return 0
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) < 2000 else text[:2000] + " ..."
@@ -91,12 +97,32 @@ def _flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
     return None
 
 
+def fit_address_space_limit() -> None:
+    """Under an address-space limit (`ulimit -v`, a batch system's memory cap), glibc's per-thread
+    malloc arenas (64 MiB of address space each, up to 8 per core) and Beam's many threads use the
+    limit up long before memory runs out ("can't start new thread"). Cap the arenas, here and in the
+    processes this one starts."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return
+    os.environ.setdefault("MALLOC_ARENA_MAX", "2")
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").mallopt(-8, int(os.environ["MALLOC_ARENA_MAX"]))  # M_ARENA_MAX
+    except (OSError, AttributeError, ValueError):  # not glibc: nothing to cap
+        pass
+
+
 def console_main() -> None:
     """Entry point of the console script. It ends the process with os._exit after flushing: most
     likely pyarrow's native thread pool intermittently aborts during interpreter shutdown with
     "terminate called without an active exception" (a joinable std::thread destroyed at exit;
     apache/arrow#34314, open), after all outputs are written, which turned a finished run into exit
     code 134."""
+    fit_address_space_limit()
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()

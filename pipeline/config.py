@@ -187,6 +187,8 @@ def _check(config: RunConfig) -> None:
         raise ConfigError(f"decontam.policy must be excise or drop, got {config.decontam.policy!r}")
     if config.decontam.n < 1 or config.decontam.min_words < 1:
         raise ConfigError("decontam.n and decontam.min_words must be >= 1")
+    if not config.pii.budget_s > 0:
+        raise ConfigError("pii.budget_s must be positive")
     unknown = set(config.pii.kinds) - set(PII_KINDS)
     if unknown:
         raise ConfigError(f"pii.kinds: unknown {sorted(unknown)}; known: {', '.join(PII_KINDS)}")

@@ -58,14 +58,43 @@ def _kill(proc: Optional[subprocess.Popen]) -> None:
             pass
 
 
+class _Terminated(BaseException):
+    """SIGTERM/SIGHUP arrived: unwind through every `finally`, which kills what we started."""
+
+
+def _raise_on_signals() -> None:
+    def handler(signum, frame):
+        raise _Terminated(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def non_loopback_interfaces() -> List[str]:
+    """Network interfaces of this process's namespace other than loopback (/proc/self/net/dev is per
+    namespace; /sys/class/net shows the namespace sysfs was mounted in)."""
+    try:
+        with open("/proc/self/net/dev", encoding="ascii") as fh:
+            names = [line.split(":", 1)[0].strip() for line in fh if ":" in line]
+    except OSError:
+        return ["(cannot read /proc/self/net/dev)"]
+    return sorted(name for name in names if name != "lo")
+
+
 def _inside(args: argparse.Namespace, run_args: Sequence[str]) -> int:
+    others = non_loopback_interfaces()
+    if others:  # the servers bind every interface: only a loopback-only namespace keeps them private
+        print(f"local_cluster: {INSIDE}=1 but this network namespace has interfaces besides loopback "
+              f"({', '.join(others)}); refusing to start unauthenticated servers here", file=sys.stderr)
+        return 2
+    _raise_on_signals()
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     env = dict(os.environ)
     # the worker pool starts SDK workers with the first `python` on PATH: make it this interpreter's
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     logs = args.log_dir
     os.makedirs(logs, exist_ok=True)
-    job = pool = None
+    job = pool = submit = None
     try:
         job = _start([sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
                       "--port", str(JOB_PORT)], env, os.path.join(logs, "job_service.log"))
@@ -80,13 +109,18 @@ def _inside(args: argparse.Namespace, run_args: Sequence[str]) -> int:
             beam_args += ["--environment_type=LOOPBACK"]
         cmd = [sys.executable, "-m", "pipeline.cli", "run", *run_args, *beam_args]
         print(f"[local-cluster] {' '.join(cmd)}", file=sys.stderr, flush=True)
+        submit = subprocess.Popen(cmd, env=env, start_new_session=True)
         try:
-            return subprocess.run(cmd, env=env, timeout=args.timeout).returncode
+            return submit.wait(timeout=args.timeout)
         except subprocess.TimeoutExpired:
             print(f"[local-cluster] the job did not finish within {args.timeout} s (a dead SDK worker makes "
                   f"portable jobs hang); logs in {logs}", file=sys.stderr)
             return 124
-    finally:
+    except (_Terminated, KeyboardInterrupt) as exc:
+        print(f"[local-cluster] stopped ({exc or 'interrupted'}): job, worker pool and submission killed", file=sys.stderr)
+        return 143
+    finally:  # every exit path: the submission (and its extraction child), worker pool, job service
+        _kill(submit)
         _kill(pool)
         _kill(job)
 
@@ -115,7 +149,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cmd = ["unshare", "-n", sys.executable, "-m", "pipeline.local_cluster", *argv, "--", *run_args]
     if os.geteuid() != 0:
         cmd = ["unshare", "-r", "-n", *cmd[2:]]  # an unprivileged user namespace, where the kernel allows it
-    return subprocess.run(cmd, env=env).returncode
+    child = subprocess.Popen(cmd, env=env)
+
+    def forward(signum, frame):  # the namespace's own process tidies up on SIGTERM (see _inside)
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, forward)
+    while True:
+        try:
+            return child.wait()
+        except InterruptedError:
+            continue
 
 
 if __name__ == "__main__":

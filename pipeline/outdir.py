@@ -132,3 +132,15 @@ def prepare_output(output: str, overwrite: bool) -> None:
 
 def lock_note(output: str) -> Optional[str]:
     return None if is_local(output) else "output on an object store: no exclusive lock was taken"
+
+
+def remove_partial(output: str) -> None:
+    """After an interrupted run: our temporary files go; finished shards stay until --overwrite."""
+    temps = [FileSystems.join(output, p) for p in ("ledger/beam-temp-*", "data/.part-*.tmp", "_shard_stats",
+                                                    ".manifest.json.tmp", "anneal/_shard_stats")]
+    try:
+        found = [m.path for r in FileSystems.match(temps) for m in r.metadata_list]
+        if found:
+            FileSystems.delete(found)
+    except Exception:  # best effort: the interrupted run's message matters more
+        pass

@@ -23,7 +23,7 @@ from pipeline.beam_options import check_beam_args, loopback_only_grpc
 from pipeline.config import ConfigError, RunConfig, load_config
 from pipeline.dedup import EXACT as EXACT_DEDUP, NEAR as NEAR_DEDUP, ExactDedup, NearDedup, dedup_report
 from pipeline.mix import STAGE as MIX_STAGE, AnnealSplit, Mix
-from pipeline.outdir import OutputLock, lock_note, prepare_output
+from pipeline.outdir import OutputLock, lock_note, prepare_output, remove_partial
 from pipeline.output import STATS_DIR, WriteShards, collect_shards, write_manifest
 from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
 from pipeline.transforms import READ_STAGE, SOURCE_RECORDS, ApplyStage, Decontaminate, ReadFileFn, ReadSource
@@ -311,9 +311,13 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         started = time.monotonic()
         p = beam.Pipeline(options=options)
         names = build_pipeline(p, config)
-        with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
-            result = p.run()
-            result.wait_until_finish()
+        try:
+            with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
+                result = p.run()
+                result.wait_until_finish()
+        except KeyboardInterrupt:
+            remove_partial(config.output)
+            raise
         elapsed = time.monotonic() - started
         report = _finish(config, result, names, runner, elapsed, quiet=args.quiet)
     return report
@@ -329,6 +333,8 @@ def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float,
     originals = reporting.column_counts(shard_paths, ["epoch"])  # from the files, not the writers' stats
     if counters is not None:  # a read stage that saw nothing (no such files) stays out of the funnel
         names = [n for n in names if n not in reporting.READ_STAGES or counters.get(f"{n}.in", 0)]
+        if not counters.get(f"{WARC_STAGE}.in", 0):
+            names = [n for n in names if n != Extractor.name]  # text sources alone: nothing to extract
     report = reporting.build_report(
         stages=names, beam_counters=counters,
         shard_rows={"all": originals.get((0,), 0)},
@@ -339,7 +345,14 @@ def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float,
     report["shards"] = [{"path": s["path"], "rows": s["rows"]} for s in shards]
     rows = sum(originals.values())
     tokens = sum(s["tokens"] for s in shards)
-    report["output"] = {"rows": rows, "repeats": rows - report["kept"], "tokens": tokens}
+    by_source: Dict[str, Dict[str, int]] = {}
+    for s in shards:
+        for k in s["rows_by_source"]:
+            entry = by_source.setdefault(k, {"rows": 0, "tokens": 0})
+            entry["rows"] += s["rows_by_source"][k]
+            entry["tokens"] += s["tokens_by_source"].get(k, 0)
+    report["output"] = {"rows": rows, "repeats": rows - report["kept"], "tokens": tokens,
+                        "sources": dict(sorted(by_source.items()))}
     if config.mix:
         achieved: Dict[str, int] = {}
         for s in shards:
@@ -349,7 +362,7 @@ def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float,
         report["mix"] = {"requested": requested,
                          "achieved": {k: round(v / max(tokens, 1), 4) for k, v in sorted(achieved.items())},
                          "max_epochs": config.mix_max_epochs,
-                         "capped_sources": sorted(k.split(".", 2)[2] for k, v in (counters or {}).items()
+                         "capped_sources": sorted(k.split(".", 3)[3] for k, v in (counters or {}).items()
                                                   if k.startswith(f"{MIX_STAGE}.note.capped.") and v)}
     if config.dedup.exact or config.dedup.near:
         report["dedup"] = dedup_report(config.dedup, counters or {})
@@ -380,8 +393,7 @@ def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float,
         report["anneal"] = dict(extra["anneal"], fraction_of_tokens=round(extra["anneal"]["tokens"] / max(tokens, 1), 4),
                                 requested_fraction=config.anneal_fraction)
         reporting.write_json(FileSystems.join(config.output, REPORT_FILE), report)
-    manifest = write_manifest(config.output, shards, extra)  # last: its presence means every check passed
-    report["output"]["sources"] = manifest["sources"]
+    write_manifest(config.output, shards, extra)  # last: its presence means every check passed
     if not quiet:
         print(f"shards: {FileSystems.join(config.output, DATA_DIR)} ({len(shards)} file(s)); "
               f"ledger: {FileSystems.join(config.output, LEDGER_DIR)}; "

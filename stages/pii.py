@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 import re2
 
-from stages.record import Document, Stage, StageResult
+from stages.record import Document, DropReason, Stage, StageResult
 
 EMAIL, IP, PHONE, CARD, IBAN = "EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "IBAN"
 KINDS = (EMAIL, IP, PHONE, CARD, IBAN)
@@ -66,27 +67,44 @@ _IBAN_LENGTHS = {
 class PiiConfig:
     enabled: bool = True
     kinds: Tuple[str, ...] = KINDS   # which kinds to replace
+    # Per-document time budget: a page still being searched after this is ledgered (pii_budget), not
+    # published unredacted. Real pages take milliseconds; 40,000 addresses in 1.2 MB take ~1 s.
+    budget_s: float = 10.0
 
 
-def find_pii(text: str, kinds=KINDS) -> List[Tuple[int, int, str]]:
-    """Validated, non-overlapping (start, end, kind) spans, in text order."""
+class PiiBudgetExceeded(RuntimeError):
+    pass
+
+
+_CHECK_EVERY = 256  # candidates between two looks at the clock
+
+
+def find_pii(text: str, kinds=KINDS, budget_s: Optional[float] = None) -> List[Tuple[int, int, str]]:
+    """Validated, non-overlapping (start, end, kind) spans, in text order. O(n log n) in the number
+    of candidates: overlaps are resolved against a mask of taken characters (spans are short), not
+    by comparing each candidate with every chosen span. Raises PiiBudgetExceeded past `budget_s`."""
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     found = []
     for kind in kinds:
         validate = _VALIDATORS[kind]
-        for m in _PATTERNS[kind].finditer(text):
+        for i, m in enumerate(_PATTERNS[kind].finditer(text)):
+            if deadline is not None and i % _CHECK_EVERY == 0 and time.monotonic() > deadline:
+                raise PiiBudgetExceeded(f"PII search over {budget_s:g} s ({len(found)} candidates so far)")
             span = validate(text, m.start(), m.end())
             if span is not None:
                 found.append((span[0], span[1], kind))
+    taken = bytearray(len(text))
     chosen: List[Tuple[int, int, str]] = []
     for start, end, kind in sorted(found, key=lambda s: (PRIORITY[s[2]], s[0])):
-        if all(end <= a or start >= b for a, b, _ in chosen):
+        if 1 not in taken[start:end]:
+            taken[start:end] = b"\x01" * (end - start)
             chosen.append((start, end, kind))
     return sorted(chosen)
 
 
-def redact(text: str, kinds=KINDS) -> Tuple[str, Dict[str, int]]:
+def redact(text: str, kinds=KINDS, budget_s: Optional[float] = None) -> Tuple[str, Dict[str, int]]:
     """Text with PII replaced by placeholders, and the count per kind."""
-    spans = find_pii(text, kinds)
+    spans = find_pii(text, kinds, budget_s)
     counts = {kind: 0 for kind in KINDS}
     if not spans:
         return text, counts
@@ -107,7 +125,10 @@ class PiiRemover(Stage):
         self.config = config
 
     def __call__(self, doc: Document) -> StageResult:
-        text, counts = redact(doc.text, self.config.kinds)
+        try:
+            text, counts = redact(doc.text, self.config.kinds, self.config.budget_s)
+        except PiiBudgetExceeded as exc:
+            return doc.drop(self.name, DropReason.PII_BUDGET, str(exc))
         for kind, n in counts.items():
             if n:
                 self.count(f"replaced.{kind}", n)

@@ -95,7 +95,7 @@ def pathological_warc(path: pathlib.Path) -> dict:
     add("http://t.example/wget-chunked-gzip", chunked, None,
         extra_http=[("Transfer-Encoding", "chunked"), ("Content-Encoding", "gzip")])
     add("http://t.example/huge-20mb", b"<html><body>" + b"<p>word salad here.</p>" * 900_000 + b"</body></html>",
-        ("extract", "too_large"))
+        ("warc", "too_large"))  # decoded size over the HTML cap: never leaves the reader
     add("http://t.example/deeply-nested", b"<html><body>" + b"<div>" * 100_000 + b"deep text" + b"</div>" * 100_000
         + b"</body></html>", ("extract", "no_text"))
     add("http://t.example/binary", rng.randbytes(50_000), ("warc", "binary_content"))

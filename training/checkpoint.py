@@ -46,10 +46,28 @@ def save(directory: str, payload: Dict[str, Any], keep: int = 2) -> str:
     _write_atomic(path, lambda fh: torch.save(dict(payload, format=FORMAT), fh))
     latest = {"file": name, "step": payload["step"], "bytes": os.path.getsize(path), "sha256": file_sha256(path)}
     _write_atomic(os.path.join(directory, LATEST), lambda fh: fh.write(json.dumps(latest, indent=1).encode()))
-    old = sorted(f for f in os.listdir(directory) if f.startswith("step-") and f.endswith(".pt") and f != name)
-    for stale in old[:max(0, len(old) - (keep - 1))]:
+    # Only older steps are collected: a checkpoint newer than this one (a rollback, a run resumed
+    # from an earlier step) is never deleted by it.
+    older = sorted(f for f in os.listdir(directory) if _step_of(f) is not None and _step_of(f) < payload["step"])
+    for stale in older[:max(0, len(older) - (keep - 1))]:
         os.remove(os.path.join(directory, stale))
     return path
+
+
+def _step_of(name: str) -> Optional[int]:
+    if name.startswith("step-") and name.endswith(".pt"):
+        try:
+            return int(name[5:-3])
+        except ValueError:
+            return None
+    return None
+
+
+def existing(directory: str) -> list:
+    """Checkpoint files in `directory` (step-*.pt, latest.json), whether or not latest.json is intact."""
+    if not os.path.isdir(directory):
+        return []
+    return sorted(f for f in os.listdir(directory) if f == LATEST or _step_of(f) is not None)
 
 
 def latest_step(directory: str) -> Optional[int]:

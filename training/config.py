@@ -128,6 +128,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--spike-min-history", type=int, default=s.min_history)
     p.add_argument("--spike-max-skips", type=int, default=s.max_skips)
     p.add_argument("--spike-window", type=int, default=s.skip_window)
+    p.add_argument("--spike-max-rollbacks", type=int, default=s.max_rollbacks,
+                   help="more rollbacks than this within --spike-rollback-window steps stop the run with an error")
+    p.add_argument("--spike-rollback-window", type=int, default=s.rollback_window)
     p.add_argument("--inject-fault", type=_faults, default=(), metavar="STEP:spike|nan,...",
                    help="fault injection for testing the spike guard: scale the loss of this process's STEP-th "
                         "update attempt by 1e3, or make it NaN")
@@ -135,9 +138,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 _SPIKE_OPTIONS = {"factor": "spike_factor", "history": "spike_history", "min_history": "spike_min_history",
-                  "max_skips": "spike_max_skips", "skip_window": "spike_window"}
+                  "max_skips": "spike_max_skips", "skip_window": "spike_window",
+                  "max_rollbacks": "spike_max_rollbacks", "rollback_window": "spike_rollback_window"}
 _CHOICES = {"mode": ("packed", "padded"), "strategy": STRATEGIES, "precision": PRECISIONS,
-            "device": ("auto", "cpu", "cuda")}
+            "device": ("auto", "cpu", "cuda"), "size": tuple(MODEL_SIZES)}
 
 
 def _check_type(name: str, value: Any, hint: Any) -> Any:
@@ -203,7 +207,8 @@ def parse(argv: Optional[Sequence[str]] = None) -> TrainConfig:
     if missing:
         p.error(f"{' and '.join(missing)} required (on the command line or in --config)")
     spike = SpikeConfig(factor=a.spike_factor, history=a.spike_history, min_history=a.spike_min_history,
-                        max_skips=a.spike_max_skips, skip_window=a.spike_window)
+                        max_skips=a.spike_max_skips, skip_window=a.spike_window,
+                        max_rollbacks=a.spike_max_rollbacks, rollback_window=a.spike_rollback_window)
     values = {f.name: getattr(a, f.name, f.default) for f in dataclasses.fields(TrainConfig)
               if f.name not in ("spike", "inject")}
     cfg = TrainConfig(spike=spike, inject=tuple(a.inject_fault), **values)

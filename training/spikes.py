@@ -1,33 +1,52 @@
-"""Loss-spike guard: skip updates whose loss or gradient norm jumps far above the recent median, and
-ask for a rollback when skips cluster (the remedy of PaLM, Chowdhery et al. 2022, section 5.1:
-restart from a checkpoint before the spike and skip the batches around it)."""
+"""Loss-spike guard: skip updates whose loss (or, while the loss is not falling, gradient norm) jumps
+far above the recent median, and ask for a rollback when skips cluster (the remedy of PaLM,
+Chowdhery et al. 2022, section 5.1: restart from a checkpoint before the spike and skip the batches
+around it).
+
+It must never make training worse than no guard, which an earlier version did: a gradient norm that
+rose after warm-up (2 -> 124, normal early in training) was skipped forever, the next checkpoint saved
+weights that had not moved, and every rollback returned to them. So:
+- nothing is tested or recorded during warm-up, whose norms say nothing about later steps;
+- a gradient-norm jump while the loss is still below its recent median is the usual early rise, not
+  instability (a real spike raises the loss too);
+- skipped values also enter the history, so a lasting change of level becomes the new normal;
+- the trainer saves no checkpoint when no update was applied since the last one, and stops with an
+  error naming the steps when rollbacks repeat (`max_rollbacks` within `rollback_window` steps).
+"""
 from __future__ import annotations
 
 import collections
 import dataclasses
 import math
 import statistics
-from typing import Deque, Optional
+from typing import Deque, List, Optional
 
 
 @dataclasses.dataclass
 class SpikeConfig:
-    factor: float = 3.0        # skip when loss or grad norm > factor x median of recent accepted steps
-    history: int = 50          # accepted steps the median is taken over
-    min_history: int = 10      # no spike test before this many accepted steps (early loss falls fast)
+    factor: float = 3.0        # skip when loss or grad norm > factor x median of recent steps (0: guard off)
+    history: int = 50          # steps the median is taken over
+    min_history: int = 10      # no spike test before this many steps after warm-up
     max_skips: int = 3         # this many skips ...
     skip_window: int = 20      # ... within this many steps: roll back to the last checkpoint
+    max_rollbacks: int = 3     # more rollbacks than this ...
+    rollback_window: int = 500  # ... within this many steps: stop with an error (training diverges)
+
+
+class TrainingDiverged(RuntimeError):
+    """Rollbacks keep happening: the run stops with the steps named instead of looping."""
 
 
 class SpikeGuard:
-    def __init__(self, cfg: SpikeConfig) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: SpikeConfig, warmup: int = 0) -> None:
+        self.cfg, self.warmup = cfg, warmup
         self.losses: Deque[float] = collections.deque(maxlen=cfg.history)
         self.norms: Deque[float] = collections.deque(maxlen=cfg.history)
         self.skipped_at: Deque[int] = collections.deque()
+        self.rollbacks: List[int] = []
 
-    def check(self, loss: float, grad_norm: float) -> Optional[str]:
-        """Why this step must not update the weights, or None. Non-finite values are always refused."""
+    def check(self, loss: float, grad_norm: float, step: Optional[int] = None) -> Optional[str]:
+        """Why this step (1-based) must not update the weights, or None. Non-finite values are always refused."""
         if not math.isfinite(loss):
             return "non-finite loss"
         if not math.isfinite(grad_norm):
@@ -37,13 +56,18 @@ class SpikeGuard:
         loss_median, norm_median = statistics.median(self.losses), statistics.median(self.norms)
         if loss > self.cfg.factor * loss_median:
             return f"loss spike {loss:.4g} > {self.cfg.factor:g} x median {loss_median:.4g}"
-        if grad_norm > self.cfg.factor * norm_median:
+        if grad_norm > self.cfg.factor * norm_median and loss >= loss_median:
             return f"grad-norm spike {grad_norm:.4g} > {self.cfg.factor:g} x median {norm_median:.4g}"
         return None
 
-    def accepted(self, loss: float, grad_norm: float) -> None:
-        self.losses.append(loss)
-        self.norms.append(grad_norm)
+    def observe(self, loss: float, grad_norm: float, step: int) -> None:
+        """Record a finite step after warm-up, applied or skipped (so a lasting shift becomes the median)."""
+        if step > self.warmup and math.isfinite(loss) and math.isfinite(grad_norm):
+            self.losses.append(loss)
+            self.norms.append(grad_norm)
+
+    def accepted(self, loss: float, grad_norm: float, step: Optional[int] = None) -> None:
+        self.observe(loss, grad_norm, self.warmup + 1 if step is None else step)
 
     def skipped(self, step: int) -> bool:
         """Record a skip; True when the skips in the window call for a rollback."""
@@ -51,6 +75,16 @@ class SpikeGuard:
         while self.skipped_at and self.skipped_at[0] <= step - self.cfg.skip_window:
             self.skipped_at.popleft()
         return len(self.skipped_at) >= self.cfg.max_skips
+
+    def rolled_back(self, step: int) -> None:
+        """Record a rollback at `step`; raises TrainingDiverged when they repeat too often."""
+        self.rollbacks.append(step)
+        recent = [s for s in self.rollbacks if s > step - self.cfg.rollback_window]
+        if len(recent) > self.cfg.max_rollbacks:
+            raise TrainingDiverged(
+                f"{len(recent)} rollbacks within {self.cfg.rollback_window} steps (at steps "
+                f"{', '.join(map(str, recent))}): training keeps diverging; lower --lr, raise --spike-factor, "
+                "or turn the guard off with --spike-factor 0")
 
     def reset_skips(self) -> None:
         self.skipped_at.clear()

@@ -19,7 +19,7 @@ from training.data import DataConfig, DataError, ShardStream, StreamState
 from training.distributed import Dist, barrier, full_state, gather_to_main, init, load_full_state, shutdown, wrap
 from training.measure import CommCounter, predicted, state_bytes
 from training.model import GPT, flops_per_token
-from training.spikes import SpikeGuard
+from training.spikes import SpikeGuard, TrainingDiverged
 from training.step import accumulation_step, clip_gradients, lr_at, make_scaler
 from training.tokenizer import load_tokenizer
 
@@ -82,7 +82,9 @@ class Trainer:
                               text_field=cfg.text_field, num_workers=cfg.workers,
                               verify_checksums=cfg.verify_checksums)
         self.loader = StreamState(ShardStream(data_cfg, self.tokenizer, env.rank, env.world_size))
-        self.guard = SpikeGuard(cfg.spike)
+        self.guard = SpikeGuard(cfg.spike, warmup=cfg.warmup)
+        self.last_applied = 0   # last step whose update was applied
+        self.last_saved = 0     # step of the last checkpoint written (or resumed from)
         self.step = 0
         self.ckpt_dir = os.path.join(cfg.out, "checkpoints")
         # per-rank streams for dropout etc.; restored from checkpoints on resume
@@ -135,10 +137,12 @@ class Trainer:
         history: List[Dict[str, Any]] = []
         if cfg.resume:
             self.restore()
+            self.last_applied = self.last_saved = self.step
             metrics.write({"event": "resumed", "step": self.step, "from": self.ckpt_dir})
-        elif checkpoint.latest_step(self.ckpt_dir) is not None:
-            raise checkpoint.CheckpointError(f"{self.ckpt_dir} already holds a checkpoint: pass --resume to "
-                                             "continue it, or choose another --out")
+        elif checkpoint.existing(self.ckpt_dir):
+            raise checkpoint.CheckpointError(f"{self.ckpt_dir} already holds checkpoint files "
+                                             f"({', '.join(checkpoint.existing(self.ckpt_dir)[:3])}): pass --resume "
+                                             "to continue, --overwrite to start over, or choose another --out")
         if env.main:
             print(f"[train] {self.n_params:,} parameters, {env.world_size} rank(s) {cfg.strategy} on "
                   f"{env.device.type}, {cfg.precision}, {len(self.loader.stream.units)} data units", flush=True)
@@ -160,13 +164,14 @@ class Trainer:
                 self.scaler.unscale_(self.optimizer)
             grad_norm = clip_gradients(self.model, cfg.clip)
             reason = self.guard.check(result.loss, grad_norm)
+            self.guard.observe(result.loss, grad_norm, self.step + 1)
             lr = self.optimizer.param_groups[0]["lr"]
             if reason is None:
                 if self.scaler:
                     self.scaler.step(self.optimizer)
                 else:
                     self.optimizer.step()
-                self.guard.accepted(result.loss, grad_norm)
+                self.last_applied = self.step + 1
                 if self.measured is None:
                     self._measure()
             if self.scaler:
@@ -185,7 +190,12 @@ class Trainer:
             if reason and self.guard.skipped(self.step):
                 self._roll_back(metrics)
             if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
-                self.save()
+                if self.last_applied > self.last_saved or self.step == cfg.steps:
+                    self.save()
+                    self.last_saved = self.step
+                else:  # weights unchanged since the last checkpoint: saving them would pass for progress
+                    metrics.write({"event": "checkpoint skipped", "step": self.step,
+                                   "why": f"no update applied since step {self.last_saved}"})
             if cfg.stop_after is not None and self.step >= cfg.stop_after:
                 metrics.write({"event": "stopped", "step": self.step, "why": "--stop-after"})
                 break
@@ -211,7 +221,9 @@ class Trainer:
             metrics.write({"event": "rollback impossible", "step": at, "why": "no checkpoint yet"})
             self.guard.reset_skips()
             return
+        self.guard.rolled_back(at)  # raises TrainingDiverged when rollbacks repeat
         back_to = self.restore(with_data=False)
+        self.last_applied = self.last_saved = back_to
         self.guard.reset_skips()
         metrics.write({"event": "rolled back", "step": at, "to_step": back_to,
                        "why": f"{self.cfg.spike.max_skips} skipped steps within {self.cfg.spike.skip_window}"})
@@ -291,7 +303,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   f"{summary['last_loss']:.4f}, {summary['skipped_steps']} skipped, "
                   f"{summary['tokens_per_s']:,.0f} tokens/s, {summary['achieved_tflops'] * 1e3:.2f} GFLOP/s{mfu}, "
                   f"peak RSS {peak:,.0f} MiB per rank", flush=True)
-    except (checkpoint.CheckpointError, DataError, FileNotFoundError) as exc:
+    except (checkpoint.CheckpointError, DataError, FileNotFoundError, TrainingDiverged) as exc:
         print(f"training.train: error (rank {env.rank}): {exc}", file=sys.stderr, flush=True)
         return 2
     finally:
@@ -303,6 +315,10 @@ def prepare_out(cfg: TrainConfig) -> None:
     """Create OUT; with --overwrite, drop an earlier run's checkpoints and logs first."""
     if cfg.overwrite and cfg.resume:
         raise checkpoint.CheckpointError("--overwrite and --resume contradict each other")
+    found = checkpoint.existing(os.path.join(cfg.out, "checkpoints"))
+    if found and not (cfg.resume or cfg.overwrite):  # whatever latest.json says, even if it is gone
+        raise checkpoint.CheckpointError(f"{cfg.out} already holds checkpoints ({', '.join(found[:3])}): pass "
+                                         "--resume to continue, --overwrite to start over, or choose another --out")
     if cfg.overwrite:
         shutil.rmtree(os.path.join(cfg.out, "checkpoints"), ignore_errors=True)
         for name in ("metrics.jsonl", "summary.json"):

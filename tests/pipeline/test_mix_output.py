@@ -37,7 +37,7 @@ def test_mix_arithmetic():
 def mixed_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mix")
     books = prose_jsonl(tmp / "books.jsonl", ["en", "de", "fr", "es", "nl"])
-    args = ["--input", str(WARC_DIR / "*.warc.gz"), "--source", f"books={books}", "--mix", "web=0.5,books=0.5",
+    args = ["--input", str(WARC_DIR / "*.warc.gz"), "--source", f"books={books}", "--mix", "web=0.5,books=0.5", "--mix-max-epochs", "100",
             "--shard-size-mb", "0.1", "--seed", "7", "--quiet", "--anneal-fraction", "0.3", "--anneal-min-quality", "0.998"]
     first = run(args + ["--output", str(tmp / "a")])
     second = run(args + ["--output", str(tmp / "b")])

@@ -60,8 +60,8 @@ def test_every_document_read_is_in_the_output_or_the_ledger_exactly_once(demo_ru
     ledger = read_dir(out / "ledger").to_pylist()
     read_ids = []
     for path in sorted(WARC_DIR.glob("*.warc.gz")):
-        with open(path, "rb") as fh:
-            read_ids += [r.id for r in read_warc(fh, source="web")]
+        with open(path, "rb") as fh:  # the job names each file by its matched (absolute) path
+            read_ids += [r.id for r in read_warc(fh, source="web", filename=str(path))]
     assert collections.Counter(kept_ids + [r["id"] for r in ledger]) == collections.Counter(read_ids)
     c = report["conservation"]
     assert c["holds"] and c["read"] == len(read_ids) == c["kept"] + c["ledger"]
@@ -73,7 +73,7 @@ def test_funnel_adds_up_stage_by_stage(demo_run):
     assert json.loads((out / "report.json").read_text()) == json.loads(json.dumps(report, default=str))
     funnel = report["funnel"]
     assert [f["stage"] for f in funnel] == ["warc", "extract", "langid", "gopher_repetition", "gopher_quality",
-                                            "quality", "exact_dedup", "near_dedup", "pii"]
+                                            "quality", "exact_dedup", "near_dedup", "pii", "write"]
     for f in funnel:
         assert f["in"] == f["kept"] + f["dropped"], f
         assert f["counters_agree_with_ledger"], f
@@ -104,7 +104,7 @@ def test_readers_of_the_field_open_the_shards(demo_run):
     assert langs == report["languages"]
     assert duckdb.sql(f"SELECT count(*) FROM '{glob}' WHERE metadata.charset IS NULL").fetchall() == [(0,)]
     datasets = pytest.importorskip("datasets")
-    ds = datasets.load_dataset("parquet", data_files=glob, split="train", cache_dir=str(out / "hf-cache"))
+    ds = datasets.load_dataset("parquet", data_files=glob, split="train", cache_dir=str(out.parent / "hf-cache"))
     assert ds.num_rows == report["kept"] and set(ds.column_names) == set(DOCUMENT_SCHEMA.names)
 
 

@@ -1,0 +1,134 @@
+"""Builders of hostile inputs (made at test time: small files, the size comes from decompression) and a
+runner that executes `refinery` in a child process under a fixed address-space limit."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import pathlib
+import random
+import resource
+import subprocess
+import sys
+import zlib
+from typing import Dict, Iterable, List, Sequence
+
+import pyarrow.parquet as pq
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SENTENCES = (REPO / "tests" / "data" / "multilingual" / "sentences" / "en.txt").read_text(encoding="utf-8").split("\n")
+MEMORY_LIMIT = 2 * 1024 ** 3  # every case must pass under this address-space limit
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def refinery(args: Sequence[str], timeout: float = 600, memory_limit: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    """`refinery ARGS` as a user runs it: a child process (under the memory limit), text output captured."""
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *map(str, args)], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout, preexec_fn=_limit_memory if memory_limit else None, **kwargs)
+
+
+def prose(i: int, sentences: int = 10) -> str:
+    """Document i: `sentences` real English sentences drawn with seed i (distinct documents share few)."""
+    lines = [s for s in SENTENCES if s.strip()]
+    return " ".join(random.Random(i).sample(lines, sentences))
+
+
+def write_jsonl(path: pathlib.Path, rows: Iterable[Dict], gz: bool = False) -> pathlib.Path:
+    data = b"".join(json.dumps(r).encode("utf-8") + b"\n" for r in rows)
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return path
+
+
+def gzip_member(chunks: Iterable[bytes]) -> bytes:
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    return b"".join([c.compress(chunk) for chunk in chunks] + [c.flush()])
+
+
+def warc_response(url: str, body: bytes, content_type: str = "text/html; charset=utf-8", extra_http=()) -> bytes:
+    """One gzipped WARC response record, written by warcio."""
+    buf = io.BytesIO()
+    writer = WARCWriter(buf, gzip=True)
+    http = StatusAndHeaders("200 OK", [("Content-Type", content_type), *extra_http], protocol="HTTP/1.1")
+    writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(body), http_headers=http))
+    return buf.getvalue()
+
+
+def page(i: int) -> bytes:
+    return f"<html><head><title>Page {i}</title></head><body><article><p>{prose(i)}</p>" \
+           f"<p>{prose(i + 50)}</p></article></body></html>".encode("utf-8")
+
+
+def huge_url_record(url_bytes: int) -> bytes:
+    """A response record whose WARC-Target-URI line is `url_bytes` long, compressed to a few hundred KB."""
+    body = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + page(7)
+    head = (b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:huge-url>\r\n"
+            b"Content-Type: application/http; msgtype=response\r\nWARC-Target-URI: http://huge.example/")
+    tail = b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body + b"\r\n\r\n"
+    return gzip_member([head, *(b"a" * (1 << 20) for _ in range(url_bytes >> 20)), tail])
+
+
+def big_html_record(url: str, html_bytes: int) -> bytes:
+    """A record of `html_bytes` of valid HTML (under the 64 MiB record cap, over the 5 MiB HTML cap)."""
+    http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n"
+    block_len = len(http) + 12 + html_bytes + 14
+    head = (b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:big>\r\n"
+            b"Content-Type: application/http; msgtype=response\r\nWARC-Target-URI: " + url.encode() +
+            b"\r\nContent-Length: %d\r\n\r\n" % block_len)
+    paragraph = b"<p>word salad here.</p>"
+    chunk = paragraph * ((1 << 20) // len(paragraph))
+    n, rest = divmod(html_bytes, len(chunk))
+    return gzip_member([head, http, b"<html><body>", *(chunk for _ in range(n)), paragraph[:0] + b" " * rest,
+                        b"</body></html>", b"\r\n\r\n"])
+
+
+def brotli_bomb(decoded_bytes: int) -> bytes:
+    import brotli
+
+    c = brotli.Compressor(quality=5)
+    zeros = b"<" * (1 << 20)
+    return b"".join([c.process(zeros) for _ in range(decoded_bytes >> 20)] + [c.finish()])
+
+
+def read_output(out: pathlib.Path) -> tuple:
+    """(shard rows, ledger rows) read straight from the Parquet files, not from the run's report."""
+    shards = sorted((out / "data").glob("part-*.parquet"))
+    ledger = sorted((out / "ledger").glob("part-*.parquet"))
+    rows = [r for f in shards for r in pq.read_table(f).to_pylist()]
+    drops = [r for f in ledger for r in pq.read_table(f).to_pylist()]
+    return rows, drops
+
+
+def no_filters_config(path: pathlib.Path, extra: str = "") -> pathlib.Path:
+    """Every content filter off, so a test sees reading, dedup and writing alone."""
+    path.write_text("gopher_quality: {enabled: false}\ngopher_repetition: {enabled: false}\n"
+                    "quality: {enabled: false}\nlangid: {threshold: 0.0}\n" + extra)
+    return path
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The error a failed run printed: exactly one line, no traceback."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in lines if "error:" in line]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    return errors[0]
+
+
+def processes_with(marker: str) -> List[int]:
+    """PIDs of live processes whose command line contains `marker` (from /proc)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if marker.encode() in fh.read():
+                        pids.append(int(entry))
+            except OSError:
+                pass
+    return pids

@@ -1,0 +1,139 @@
+"""One job over every hostile input a real crawl or a user's folder holds, run as a user runs it (a child
+process under a 2 GiB address-space limit). Each input is built here; each must end where it belongs,
+and conservation is checked by counting Parquet rows against the records we wrote, not from the report."""
+import collections
+import json
+
+import pytest
+
+from tests.reliability.hostile import (big_html_record, brotli_bomb, huge_url_record, no_filters_config, page,
+                                       prose, read_output, refinery, warc_response, write_jsonl)
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    web, books, code = root / "web", root / "books", root / "code"
+    for d in (web, books, code):
+        d.mkdir()
+    expected = collections.Counter()  # records written per source: the independent count
+
+    # WARC: good pages around a 256 MiB header line, 80 pages of 20 MB HTML (one compressed record,
+    # repeated), a brotli bomb, a brotli page, charset=undefined, a URL over the cap.
+    import brotli
+
+    big = big_html_record("http://big.example/page", 20 * 1024 * 1024)
+    records = [warc_response("http://good.example/1", page(1)), huge_url_record(256 * 1024 * 1024),
+               warc_response("http://good.example/2", page(2)), *([big] * 80),
+               warc_response("http://bomb.example/br", brotli_bomb(1024 * 1024 * 1024),
+                             extra_http=[("Content-Encoding", "br")]),
+               warc_response("http://br.example/ok", brotli.compress(page(3)), extra_http=[("Content-Encoding", "br")]),
+               warc_response("http://undefined.example/", page(4), content_type="text/html; charset=undefined"),
+               warc_response("http://long.example/" + "u" * 9000, page(5))]
+    (web / "crawl.warc.gz").write_bytes(b"".join(records))
+    expected["web"] += len(records)
+
+    # JSONL books under a glob with no suffix (`books=DIR/*`): ids 1..N in two files (the usual case),
+    # one real near-duplicate pair across them, an invalid UTF-8 byte on line 6 of 40, a lone surrogate
+    # in id/url/text, a 100 MB line (gzip), and a file that is not text at all.
+    first = [{"id": i + 1, "text": prose(i)} for i in range(5)]
+    second = [{"id": i + 1, "text": prose(i + 5)} for i in range(4)]
+    near_copy = prose(0).replace(" the ", " a ", 1)
+    assert near_copy != prose(0)
+    second.append({"id": 5, "text": near_copy})
+    write_jsonl(books / "part-a", first)
+    write_jsonl(books / "part-b.jsonl", second)
+    expected["books"] += 10
+    lines = [json.dumps({"id": f"l{i}", "text": prose(i + 10)}).encode() for i in range(40)]
+    lines[5] = lines[5][:20] + b"\xff" + lines[5][20:]
+    (books / "bad-utf8.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    import gzip
+    (books / "bad-utf8-gz").write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
+    expected["books"] += 80
+    write_jsonl(books / "surrogates.jsonl", [{"id": "x\ud83d", "url": "http://s.example/\udc00", "text": prose(30) + " \ud83d"}])
+    expected["books"] += 1
+    huge_line = json.dumps({"id": "huge", "text": "x" * (100 * 1024 * 1024)}).encode() + b"\n"
+    (books / "huge.jsonl.gz").write_bytes(gzip.compress(huge_line + json.dumps({"id": "after", "text": prose(31)}).encode() + b"\n", 1))
+    expected["books"] += 2
+    (books / "notes.txt").write_text("not a record format\n")
+    expected["books"] += 1  # one `read` ledger row for the file
+
+    # Parquet code source without a suffix either
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({"id": [1, 2], "text": [prose(40), prose(41)]}), code / "shard-0")
+    expected["code"] += 2
+
+    out = root / "out"
+    config = no_filters_config(root / "cfg.yaml", "pii: {enabled: true}\n")
+    proc = refinery(["run", "--input", str(web / "*"), "--source", f"books={books}/*", "--source", f"code={code}/*",
+                     "--output", out, "--config", config])
+    rows, drops = read_output(out)
+    return proc, out, rows, drops, expected
+
+
+def test_the_run_succeeds_under_2_gib(hostile_run):
+    proc, out, *_ = hostile_run
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "Traceback" not in proc.stderr
+    assert (out / "manifest.json").exists()
+
+
+def test_every_record_written_is_a_row_or_a_ledger_entry(hostile_run):
+    _, out, rows, drops, expected = hostile_run
+    by_source = collections.Counter(r["source"] for r in rows) + collections.Counter(d["source"] for d in drops)
+    assert by_source == expected
+    ids = [r["id"] for r in rows] + [d["id"] for d in drops]
+    assert len(ids) == len(set(ids)), "internal ids must be unique by construction"
+    report = json.loads((out / "report.json").read_text())
+    assert report["conservation"]["holds"] and report["documents_read"] == sum(expected.values())
+
+
+def test_colliding_record_ids_remove_exactly_the_real_near_duplicate(hostile_run):
+    _, _, rows, drops, _ = hostile_run
+    dedup = [d for d in drops if d["stage"] in ("exact_dedup", "near_dedup")]
+    assert [d["reason"] for d in dedup] == ["near_duplicate"], dedup
+    kept_books = [r for r in rows if r["source"] == "books" and r["record_id"] in {"1", "2", "3", "4", "5"}]
+    assert len(kept_books) == 9  # ten records with ids 1..5 twice; one of the pair removed
+    texts = {r["text"] for r in kept_books}
+    assert (prose(0) in texts) != (prose(0).replace(" the ", " a ", 1) in texts)
+
+
+def test_a_bad_line_is_one_ledger_row_and_every_good_line_is_read(hostile_run):
+    _, _, rows, drops, _ = hostile_run
+    for name in ("bad-utf8.jsonl", "bad-utf8-gz"):
+        bad = [d for d in drops if name in (d["detail"] or "")]
+        assert len(bad) == 1 and bad[0]["reason"] == "read_error" and "line 6" in bad[0]["detail"], bad
+    kept = collections.Counter(r["record_id"] for r in rows if r["record_id"] and r["record_id"].startswith("l"))
+    assert sorted(kept) == sorted(f"l{i}" for i in range(40) if i != 5)
+    assert set(kept.values()) == {1} or set(kept.values()) == {1, 2}  # exact dedup keeps one of each twin
+    assert len(kept) == 39
+
+
+def test_lone_surrogates_are_cleaned_at_reading(hostile_run):
+    _, _, rows, _, _ = hostile_run
+    row = next(r for r in rows if r["record_id"] and r["record_id"].startswith("x"))
+    assert row["record_id"] == "x\ufffd" and row["url"] == "http://s.example/\ufffd" and row["text"].endswith("\ufffd")
+
+
+def test_size_caps_ledger_oversized_records_at_reading(hostile_run):
+    _, _, rows, drops, _ = hostile_run
+    reasons = collections.Counter((d["stage"], d["reason"]) for d in drops)
+    assert reasons[("warc", "header_too_long")] == 2    # the 256 MiB header line and the 9,000-character URL
+    assert reasons[("warc", "too_large")] == 81         # 80 pages of 20 MB HTML + the brotli bomb
+    assert reasons[("read_text", "too_large")] == 1     # the 100 MB JSONL line ...
+    assert any(r["record_id"] == "after" for r in rows)  # ... and the line after it is read
+    urls = {r["url"] for r in rows}
+    assert {"http://good.example/1", "http://good.example/2", "http://br.example/ok"} <= urls
+
+
+def test_charset_undefined_page_is_decoded(hostile_run):
+    _, _, rows, drops, _ = hostile_run
+    assert any(r["url"] == "http://undefined.example/" for r in rows) or \
+        any(d["url"] == "http://undefined.example/" for d in drops if d["stage"] != "warc")
+
+
+def test_a_file_of_no_known_format_is_one_read_row(hostile_run):
+    _, _, _, drops, _ = hostile_run
+    unknown = [d for d in drops if d["stage"] == "read"]
+    assert len(unknown) == 1 and "notes.txt" in unknown[0]["detail"] and unknown[0]["reason"] == "read_error"
