@@ -17,6 +17,7 @@ setup(
         "lxml_html_clean>=0.4",       # trafilatura needs lxml.html.clean, split out of lxml 5.2+
         "warcio>=1.8,<2",
         "charset-normalizer>=3.3,<4",
+        "brotli>=1.2,<2",             # Content-Encoding: br; 1.2 adds output_buffer_limit (bounded decoding)
         # The archived `fasttext` wheel breaks predict() under numpy 2; this maintained
         # drop-in imports as `fasttext` and keeps train_supervised.
         "fasttext-community>=0.11.9,<0.12",

@@ -36,7 +36,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if command == "train":
         from training.launch import main as train
 
-        return train(rest)
+        try:
+            return train(rest)
+        except SystemExit as exc:  # the config checks end with SystemExit("training.train: error: ...")
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+                return 2
+            raise
     if command == "train-tokenizer":
         from training.tokenizer import main as train_tokenizer
 

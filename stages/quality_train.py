@@ -38,6 +38,10 @@ def read_texts(path: str, text_field: str = "text") -> Iterator[str]:
     if lower.endswith(".parquet"):
         import pyarrow.parquet as pq
 
+        names = pq.read_schema(path).names
+        if text_field not in names:
+            raise ValueError(f"{path}: no {text_field!r} column (columns: {', '.join(names[:10])}); "
+                             "choose one with --text-field")
         table = pq.read_table(path, columns=[text_field])
         yield from (t for t in table.column(text_field).to_pylist() if t)
         return

@@ -6,7 +6,8 @@ around it).
 It must never make training worse than no guard, which an earlier version did: a gradient norm that
 rose after warm-up (2 -> 124, normal early in training) was skipped forever, the next checkpoint saved
 weights that had not moved, and every rollback returned to them. So:
-- nothing is tested or recorded during warm-up, whose norms say nothing about later steps;
+- gradient norms are neither tested nor recorded during warm-up, where they say nothing about later
+  steps (losses are: a loss spike is a spike at any step);
 - a gradient-norm jump while the loss is still below its recent median is the usual early rise, not
   instability (a real spike raises the loss too);
 - skipped values also enter the history, so a lasting change of level becomes the new normal;
@@ -53,21 +54,23 @@ class SpikeGuard:
             return "non-finite grad norm"
         if self.cfg.factor <= 0 or len(self.losses) < self.cfg.min_history:
             return None
-        loss_median, norm_median = statistics.median(self.losses), statistics.median(self.norms)
+        loss_median = statistics.median(self.losses)
         if loss > self.cfg.factor * loss_median:
             return f"loss spike {loss:.4g} > {self.cfg.factor:g} x median {loss_median:.4g}"
+        if len(self.norms) < self.cfg.min_history:
+            return None
+        norm_median = statistics.median(self.norms)
         if grad_norm > self.cfg.factor * norm_median and loss >= loss_median:
             return f"grad-norm spike {grad_norm:.4g} > {self.cfg.factor:g} x median {norm_median:.4g}"
         return None
 
     def observe(self, loss: float, grad_norm: float, step: int) -> None:
-        """Record a finite step after warm-up, applied or skipped (so a lasting shift becomes the median)."""
-        if step > self.warmup and math.isfinite(loss) and math.isfinite(grad_norm):
+        """Record a finite step, applied or skipped (so a lasting shift becomes the median); gradient
+        norms only after warm-up."""
+        if math.isfinite(loss) and math.isfinite(grad_norm):
             self.losses.append(loss)
-            self.norms.append(grad_norm)
-
-    def accepted(self, loss: float, grad_norm: float, step: Optional[int] = None) -> None:
-        self.observe(loss, grad_norm, self.warmup + 1 if step is None else step)
+            if step > self.warmup:
+                self.norms.append(grad_norm)
 
     def skipped(self, step: int) -> bool:
         """Record a skip; True when the skips in the window call for a rollback."""

@@ -7,6 +7,7 @@ The BPE option uses Hugging Face `tokenizers` (a byte-level BPE trained on the s
 from __future__ import annotations
 
 import os
+import sys
 from typing import Iterable, List
 
 
@@ -100,10 +101,18 @@ def main(argv) -> int:
     p.add_argument("--text-field", default="text")
     p.add_argument("--max-documents", type=int, default=None)
     a = p.parse_args(argv)
+    folder = os.path.dirname(os.path.abspath(a.out))
     try:
         manifest = read_manifest(a.data)
-    except DataError as exc:
-        print(f"refinery train-tokenizer: error: {exc}")
+        if not os.path.isdir(folder):  # checked before training, not found out after it
+            raise DataError(f"--out {a.out}: folder {folder} does not exist")
+        if a.vocab_size < 260:
+            raise DataError(f"--vocab-size must be at least 260 (256 bytes and the special tokens), not {a.vocab_size}")
+        names = pq.read_schema(os.path.join(a.data, manifest["shards"][0]["path"])).names
+        if a.text_field not in names:
+            raise DataError(f"--text-field {a.text_field!r}: the shards have no such column ({', '.join(names)})")
+    except (DataError, OSError) as exc:
+        print(f"refinery train-tokenizer: error: {exc}", file=sys.stderr)
         return 2
 
     def texts():

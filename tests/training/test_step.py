@@ -109,10 +109,31 @@ def test_spike_guard_skips_spikes_and_non_finite_values_and_asks_for_rollback():
     assert guard.check(2.0, float("inf")) == "non-finite grad norm"
     assert guard.check(100.0, 100.0) is None  # no history yet: early losses fall fast
     for step in range(10):
-        guard.accepted(2.0 + 0.01 * step, 1.0)
+        guard.observe(2.0 + 0.01 * step, 1.0, step + 1)
     assert guard.check(2.5, 1.2) is None
     assert guard.check(7.0, 1.0).startswith("loss spike")
-    assert guard.check(2.0, 3.5).startswith("grad-norm spike")
+    assert guard.check(2.1, 3.5).startswith("grad-norm spike")
+    assert guard.check(2.0, 3.5) is None  # the norm rises while the loss still falls: early training, not a spike
     assert not guard.skipped(20) and not guard.skipped(25)
     assert not guard.skipped(31)  # step 20 left the 10-step window
     assert guard.skipped(33)
+
+
+def test_spike_guard_ignores_warm_up_norms_and_adapts_to_a_lasting_shift():
+    from training.spikes import TrainingDiverged
+
+    guard = SpikeGuard(SpikeConfig(factor=3.0, history=10, min_history=4, max_rollbacks=2, rollback_window=100),
+                       warmup=5)
+    for step in range(1, 6):  # warm-up: tiny norms, not recorded
+        guard.observe(5.0, 0.01, step)
+    assert len(guard.norms) == 0 and len(guard.losses) == 5
+    for step in range(6, 10):
+        guard.observe(4.0, 2.0, step)
+    assert guard.check(4.0, 124.0).startswith("grad-norm spike")
+    for step in range(10, 16):  # the new level persists: skipped values enter the history too
+        guard.observe(4.0, 124.0, step)
+    assert guard.check(4.0, 124.0) is None
+    guard.rolled_back(50)
+    guard.rolled_back(60)
+    with pytest.raises(TrainingDiverged, match="at steps 50, 60, 70"):
+        guard.rolled_back(70)

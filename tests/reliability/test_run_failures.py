@@ -1,0 +1,139 @@
+"""Runs that must not publish: the manifest is the commit point, the output folder belongs to one run,
+and every ordinary mistake is one error line (exit 2), never a traceback or a silent empty run."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.config import ConfigError
+from pipeline.outdir import LOCK_FILE, OutputError
+from pipeline.run import run
+from tests.conftest import CC_EXCERPT, WARC_DIR
+from tests.reliability.hostile import REPO, no_filters_config, one_line_error, prose, refinery, write_jsonl
+
+
+def test_a_source_that_yields_nothing_fails_without_a_manifest_and_overwrite_unpublishes_first(tmp_path):
+    out = tmp_path / "out"
+    ok = refinery(["run", "--input", CC_EXCERPT, "--output", out, "--quiet"])
+    assert ok.returncode == 0 and (out / "manifest.json").exists(), ok.stderr[-2000:]
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "a").write_text("plain text, no format we read\n")
+    failed = refinery(["run", "--input", CC_EXCERPT, "--source", f"books={junk}/*", "--output", out,
+                       "--overwrite", "--quiet"])
+    assert failed.returncode == 3
+    assert "source 'books' yielded no records" in one_line_error(failed)
+    assert not (out / "manifest.json").exists()  # the old manifest went first, no new one was written
+    report = json.loads((out / "report.json").read_text())
+    assert report["status"] == "failed" and report["problems"]
+
+
+def test_a_run_that_keeps_nothing_warns_and_strict_fails(tmp_path):
+    warn = refinery(["run", "--input", CC_EXCERPT, "--output", tmp_path / "a", "--languages", "sw", "--quiet"])
+    assert warn.returncode == 0 and "kept 0 documents" in warn.stderr
+    strict = refinery(["run", "--input", CC_EXCERPT, "--output", tmp_path / "b", "--languages", "sw", "--strict",
+                       "--quiet"])
+    assert strict.returncode == 3 and "kept 0 documents" in one_line_error(strict)
+    assert not (tmp_path / "b" / "manifest.json").exists()
+
+
+def test_a_second_run_on_a_held_output_is_refused_and_a_stale_lock_is_named(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_FILE).write_text(json.dumps({"host": os.uname().nodename, "pid": os.getpid(), "started": "now"}))
+    with pytest.raises(OutputError, match="in use by another refinery run"):
+        run(["--input", str(CC_EXCERPT), "--output", str(out), "--quiet"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (out / LOCK_FILE).write_text(json.dumps({"host": os.uname().nodename, "pid": dead.pid, "started": "then"}))
+    with pytest.raises(OutputError, match="stale lock"):
+        run(["--input", str(CC_EXCERPT), "--output", str(out), "--quiet"])
+
+
+def test_two_concurrent_runs_one_wins(tmp_path):
+    out = tmp_path / "out"
+    procs = [subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", "--input", str(CC_EXCERPT), "--output",
+                               str(out), "--quiet"], cwd=REPO, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    assert any("in use by another refinery run" in err or "already holds a run's outputs" in err for _, err in results)
+    assert (out / "manifest.json").exists() and not (out / LOCK_FILE).exists()
+
+
+def test_foreign_files_in_the_output_are_refused(tmp_path):
+    out = tmp_path / "out"
+    (out / "data").mkdir(parents=True)
+    pq.write_table(pa.table({"text": ["not ours"]}), out / "data" / "mine.parquet")
+    with pytest.raises(OutputError, match="did not write.*data/mine.parquet"):
+        run(["--input", str(CC_EXCERPT), "--output", str(out), "--overwrite", "--quiet"])
+    assert (out / "data" / "mine.parquet").exists()
+
+
+def test_unknown_options_and_language_codes_are_refused_with_a_hint(tmp_path):
+    with pytest.raises(ConfigError, match="--langauges.*did you mean --languages"):
+        run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--langauges", "en"])
+    with pytest.raises(ConfigError, match="'english'"):
+        run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--languages", "english"])
+    with pytest.raises(ConfigError, match="did you mean en"):
+        run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--config",
+             str(no_filters_config(tmp_path / "c.yaml", "langid: {languages: [EN]}\n"))])
+    assert not (tmp_path / "o").exists()  # nothing was written before the refusal
+
+
+@pytest.mark.parametrize("case", ["folder-input", "file-output", "yaml-syntax", "inf-shard-size", "beam-typo"])
+def test_ordinary_mistakes_are_one_error_line(tmp_path, case):
+    args = {"folder-input": ["--input", WARC_DIR, "--output", tmp_path / "o"],
+            "file-output": ["--input", CC_EXCERPT, "--output", tmp_path / "f"],
+            "yaml-syntax": ["--input", CC_EXCERPT, "--output", tmp_path / "o", "--config", tmp_path / "bad.yaml"],
+            "inf-shard-size": ["--input", CC_EXCERPT, "--output", tmp_path / "o", "--config", tmp_path / "inf.yaml"],
+            "beam-typo": ["--input", CC_EXCERPT, "--output", tmp_path / "o", "--runer=FnApiRunner"]}[case]
+    (tmp_path / "f").write_text("a file")
+    (tmp_path / "bad.yaml").write_text("langid:\n  threshold: [0.5\n")
+    (tmp_path / "inf.yaml").write_text("shard_size_mb: .inf\n")
+    proc = refinery(["run", *args])
+    assert proc.returncode == 2
+    line = one_line_error(proc)
+    expected = {"folder-input": "is a folder", "file-output": "is a file", "yaml-syntax": "not valid YAML at line",
+                "inf-shard-size": "shard_size_mb", "beam-typo": "did you mean --runner"}[case]
+    assert expected in line, line
+
+
+def test_interrupt_prints_how_to_continue_and_releases_the_output(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", "--input", str(WARC_DIR / "*.warc.gz"),
+                             "--output", str(out)], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / LOCK_FILE).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)  # inside the job
+    proc.send_signal(signal.SIGINT)
+    code = proc.wait(timeout=120)
+    err = proc.stderr.read()
+    assert code == 130, err[-3000:]
+    assert "Traceback" not in err and "--overwrite" in err
+    assert not (out / LOCK_FILE).exists() and not (out / "manifest.json").exists()
+    assert not list((out / "ledger").glob("beam-temp-*")) if (out / "ledger").exists() else True
+
+
+def test_text_records_are_capped_and_read_per_record(tmp_path):
+    """The library path (no subprocess): a JSONL file whose only problem is one line."""
+    rows = [{"id": i, "text": prose(i)} for i in range(6)]
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = b'{"id": 2, "text": "' + b"y" * 5000 + b'"}'
+    path.write_bytes(b"\n".join(lines))
+    from stages.formats import JSONL
+    from stages.textsource import TextSourceConfig, read_text_records
+    with open(path, "rb") as fh:
+        results = list(read_text_records(fh, source="s", filename=str(path), fmt=JSONL,
+                                         config=TextSourceConfig(max_record_bytes=1000)))
+    assert len(results) == 6
+    assert [getattr(r, "reason", None) for r in results].count("too_large") == 1
+    assert len({r.id for r in results}) == 6
