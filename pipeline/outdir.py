@@ -16,6 +16,8 @@ from typing import List, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.config import ConfigError
+
 LOCK_FILE = ".refinery.lock"
 # Everything a run (or an interrupted one) writes, relative to the output folder.
 OWN_PATTERNS = (
@@ -26,7 +28,7 @@ OWN_PATTERNS = (
 )
 
 
-class OutputError(ValueError):
+class OutputError(ConfigError):
     """The output folder cannot be used as asked (held by another run, foreign files, not a folder)."""
 
 

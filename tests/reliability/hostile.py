@@ -7,7 +7,6 @@ import io
 import json
 import os
 import pathlib
-import random
 import resource
 import subprocess
 import sys
@@ -19,7 +18,11 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-SENTENCES = (REPO / "tests" / "data" / "multilingual" / "sentences" / "en.txt").read_text(encoding="utf-8").split("\n")
+# Real sentences of the languages written with spaces, pooled: documents of disjoint sentences never
+# look alike by accident (random samples from one file did: they shared sentences).
+SENTENCES = [line.strip() for lang in ("en", "de", "fr", "es", "nl", "pl", "ru", "ar")
+             for line in (REPO / "tests" / "data" / "multilingual" / "sentences" / f"{lang}.txt")
+             .read_text(encoding="utf-8").splitlines() if len(line.split()) >= 8]
 MEMORY_LIMIT = 2 * 1024 ** 3  # every case must pass under this address-space limit
 
 
@@ -33,10 +36,10 @@ def refinery(args: Sequence[str], timeout: float = 600, memory_limit: bool = Tru
                           text=True, timeout=timeout, preexec_fn=_limit_memory if memory_limit else None, **kwargs)
 
 
-def prose(i: int, sentences: int = 10) -> str:
-    """Document i: `sentences` real English sentences drawn with seed i (distinct documents share few)."""
-    lines = [s for s in SENTENCES if s.strip()]
-    return " ".join(random.Random(i).sample(lines, sentences))
+def prose(i: int, sentences: int = 5) -> str:
+    """Document i: `sentences` real sentences, disjoint from every other document's (i < ~140)."""
+    assert (i + 1) * sentences <= len(SENTENCES), "not enough distinct sentences"
+    return " ".join(SENTENCES[i * sentences:(i + 1) * sentences])
 
 
 def write_jsonl(path: pathlib.Path, rows: Iterable[Dict], gz: bool = False) -> pathlib.Path:
@@ -60,8 +63,8 @@ def warc_response(url: str, body: bytes, content_type: str = "text/html; charset
 
 
 def page(i: int) -> bytes:
-    return f"<html><head><title>Page {i}</title></head><body><article><p>{prose(i)}</p>" \
-           f"<p>{prose(i + 50)}</p></article></body></html>".encode("utf-8")
+    return f"<html><head><title>Page {i}</title></head><body><article><p>{prose(100 + i)}</p>" \
+           f"<p>{prose(110 + i)}</p></article></body></html>".encode("utf-8")
 
 
 def huge_url_record(url_bytes: int) -> bytes:
