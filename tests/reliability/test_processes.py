@@ -37,7 +37,8 @@ def test_fnapi_worker_servers_bind_loopback_only():
         server.start()
     try:
         addresses = listening_addresses(port)
-        loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
+        loopback = {"0100007F", "00000000000000000000000001000000",  # 127.0.0.1, ::1
+                    "0000000000000000FFFF00000100007F"}  # ::ffff:127.0.0.1
         assert addresses and set(addresses) <= loopback, addresses
     finally:
         server.stop(None)
