@@ -82,7 +82,7 @@ class Trainer:
                               text_field=cfg.text_field, num_workers=cfg.workers,
                               verify_checksums=cfg.verify_checksums)
         self.loader = StreamState(ShardStream(data_cfg, self.tokenizer, env.rank, env.world_size))
-        self.guard = SpikeGuard(cfg.spike, warmup=cfg.warmup)
+        self.guard = SpikeGuard(cfg.spike, warmup=cfg.warmup, clip=cfg.clip)
         self.last_applied = 0   # last step whose update was applied
         self.last_saved = 0     # step of the last checkpoint written (or resumed from)
         self.step = 0
@@ -187,8 +187,8 @@ class Trainer:
                 record["skip_reason"] = reason
             history.append(record)
             metrics.write(record, show=self.step % cfg.log_every == 0 or self.step == cfg.steps or bool(reason))
-            if reason and self.guard.skipped(self.step):
-                self._roll_back(metrics)
+            if reason and self.guard.skipped(self.step) and self._roll_back(metrics):
+                continue  # back at a saved step: nothing new to save
             if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
                 if self.last_applied > self.last_saved or self.step == cfg.steps:
                     self.save()
@@ -213,20 +213,21 @@ class Trainer:
         factor = float("nan") if kind == "nan" else 1e3
         return self.model.register_forward_hook(lambda module, args, out: out * factor)
 
-    def _roll_back(self, metrics: Metrics) -> None:
+    def _roll_back(self, metrics: Metrics) -> bool:
         """Repeated spikes: reload the last checkpoint's weights, keep the data position (so the
-        batches that caused them are skipped), and go on."""
+        batches that caused them are skipped), and go on. False when there is no checkpoint yet."""
         at = self.step
         if checkpoint.latest_step(self.ckpt_dir) is None:
             metrics.write({"event": "rollback impossible", "step": at, "why": "no checkpoint yet"})
             self.guard.reset_skips()
-            return
+            return False
         self.guard.rolled_back(at)  # raises TrainingDiverged when rollbacks repeat
         back_to = self.restore(with_data=False)
         self.last_applied = self.last_saved = back_to
         self.guard.reset_skips()
         metrics.write({"event": "rolled back", "step": at, "to_step": back_to,
                        "why": f"{self.cfg.spike.max_skips} skipped steps within {self.cfg.spike.skip_window}"})
+        return True
 
 
 # Dense bf16 peak of common accelerators (vendor datasheets), for MFU; --peak-tflops overrides.

@@ -104,7 +104,7 @@ def test_lr_warms_up_linearly_then_decays_by_cosine_to_the_floor():
 
 
 def test_spike_guard_skips_spikes_and_non_finite_values_and_asks_for_rollback():
-    guard = SpikeGuard(SpikeConfig(factor=3.0, history=20, min_history=5, max_skips=3, skip_window=10))
+    guard = SpikeGuard(SpikeConfig(factor=3.0, history=20, min_history=5, max_skips=3, skip_window=10), clip=0.0)
     assert guard.check(float("nan"), 1.0) == "non-finite loss"
     assert guard.check(2.0, float("inf")) == "non-finite grad norm"
     assert guard.check(100.0, 100.0) is None  # no history yet: early losses fall fast
@@ -114,6 +114,11 @@ def test_spike_guard_skips_spikes_and_non_finite_values_and_asks_for_rollback():
     assert guard.check(7.0, 1.0).startswith("loss spike")
     assert guard.check(2.1, 3.5).startswith("grad-norm spike")
     assert guard.check(2.0, 3.5) is None  # the norm rises while the loss still falls: early training, not a spike
+    clipped = SpikeGuard(guard.cfg, clip=1.0)
+    for step in range(10):
+        clipped.observe(2.0, 1.0, step + 1)
+    assert clipped.check(2.1, 50.0) is None  # clipping bounds the update: a finite norm is no reason to skip
+    assert clipped.check(7.0, 1.0).startswith("loss spike") and clipped.check(2.0, float("nan"))
     assert not guard.skipped(20) and not guard.skipped(25)
     assert not guard.skipped(31)  # step 20 left the 10-step window
     assert guard.skipped(33)
