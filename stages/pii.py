@@ -93,7 +93,13 @@ def find_pii(text: str, kinds=KINDS, budget_s: Optional[float] = None) -> List[T
             span = validate(text, m.start(), m.end())
             if span is not None:
                 found.append((span[0], span[1], kind))
-    taken = bytearray(len(text))
+    return resolve_overlaps(found, len(text))
+
+
+def resolve_overlaps(found: List[Tuple[int, int, str]], text_length: int) -> List[Tuple[int, int, str]]:
+    """Non-overlapping spans in text order: by kind priority, then position, a span is kept unless it
+    overlaps one kept before. A mask of taken characters makes each test cost the span's length."""
+    taken = bytearray(text_length)
     chosen: List[Tuple[int, int, str]] = []
     for start, end, kind in sorted(found, key=lambda s: (PRIORITY[s[2]], s[0])):
         if 1 not in taken[start:end]:

@@ -137,3 +137,35 @@ def test_text_records_are_capped_and_read_per_record(tmp_path):
     assert len(results) == 6
     assert [getattr(r, "reason", None) for r in results].count("too_large") == 1
     assert len({r.id for r in results}) == 6
+
+
+def test_mix_repeats_are_capped_and_the_unreachable_share_is_reported(tmp_path):
+    web = write_jsonl(tmp_path / "web.jsonl", [{"id": i, "text": prose(i)} for i in range(40)])
+    tiny = write_jsonl(tmp_path / "tiny.jsonl", [{"id": 0, "text": prose(60)}])
+    out = tmp_path / "out"
+    config = no_filters_config(tmp_path / "c.yaml", "dedup: {exact: false, near: false}\npii: {enabled: false}\n")
+    proc = refinery(["run", "--input", web, "--source", f"tiny={tiny}", "--mix", "web=0.5,tiny=0.5",
+                     "--output", out, "--config", config])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "cannot be reached with at most 4 copies" in proc.stderr
+    rows = [r for f in sorted((out / "data").glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+    assert sorted(r["epoch"] for r in rows if r["source"] == "tiny") == [0, 1, 2, 3]
+    report = json.loads((out / "report.json").read_text())
+    assert report["mix"]["capped_sources"] == ["tiny"] and report["mix"]["achieved"]["tiny"] < 0.5
+
+
+@pytest.mark.parametrize("case", ["train-size", "tokenizer-folder", "quality-column"])
+def test_training_side_mistakes_are_one_error_line(tmp_path, case):
+    pq.write_table(pa.table({"content": ["some words here"] * 4}), tmp_path / "no-text.parquet")
+    args = {"train-size": ["train", "--data", tmp_path, "--out", tmp_path / "run", "--size", "huge"],
+            "tokenizer-folder": ["train-tokenizer", "--data", tmp_path / "shards", "--out", tmp_path / "missing" / "t.json"],
+            "quality-column": ["train-quality", "--positive", tmp_path / "no-text.parquet", "--negative",
+                               tmp_path / "no-text.parquet", "--output", tmp_path / "q.ftz"]}[case]
+    if case == "tokenizer-folder":
+        ok = refinery(["run", "--input", CC_EXCERPT, "--output", tmp_path / "shards", "--quiet"])
+        assert ok.returncode == 0
+    proc = refinery(args, memory_limit=False)  # torch reserves more address space than the pipeline
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    expected = {"train-size": "--size must be one of", "tokenizer-folder": "does not exist",
+                "quality-column": "no 'text' column"}[case]
+    assert expected in one_line_error(proc)

@@ -55,3 +55,39 @@ def test_one_megabyte_of_hostile_input_completes(hostile):
     # RE2 matches in linear time; the speed is measured in bench/, here we only require that it finishes
     text, counts = redact(hostile)
     assert isinstance(text, str) and sum(counts.values()) == len(find_pii(hostile))
+
+
+def _chosen_by_pairwise_comparison(found):
+    """The earlier quadratic resolution, kept as the reference: priority, then position."""
+    from stages.pii import PRIORITY
+
+    chosen = []
+    for start, end, kind in sorted(found, key=lambda s: (PRIORITY[s[2]], s[0])):
+        if all(end <= a or start >= b for a, b, _ in chosen):
+            chosen.append((start, end, kind))
+    return sorted(chosen)
+
+
+def test_overlap_resolution_equals_the_pairwise_definition():
+    import random
+
+    from stages.pii import KINDS, resolve_overlaps
+
+    rng = random.Random(0)
+    for _ in range(500):
+        found = []
+        for _ in range(rng.randint(0, 40)):
+            start = rng.randint(0, 200)
+            found.append((start, start + rng.randint(1, 25), rng.choice(KINDS)))
+        assert resolve_overlaps(found, 300) == _chosen_by_pairwise_comparison(found)
+
+
+def test_a_document_over_the_time_budget_is_ledgered_not_published():
+    from stages.pii import PiiConfig
+
+    text = " ".join(f"user{i}@example.com" for i in range(40_000))  # 40k addresses, 0.9 MB
+    doc = Document(id="d", url="u", source="web", text=text)
+    result = PiiRemover(PiiConfig(budget_s=1e-9))(doc)
+    assert str(result.reason) == "pii_budget" and result.stage == "pii"
+    redacted = PiiRemover()(doc)  # the default budget: all 40k replaced
+    assert redacted.pii_counts["EMAIL"] == 40_000
