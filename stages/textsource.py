@@ -23,9 +23,10 @@ _PARQUET_BATCH_ROWS = 64  # rows decoded at a time: a row group is never turned 
 @dataclass(frozen=True)
 class TextSourceConfig:
     field: str = "text"                         # text field of JSONL/Parquet records
-    # A JSONL line (or Parquet text) larger than this is ledgered as too_large without being held:
-    # books run to a few MB; 64 MiB only stops pathological records.
-    max_record_bytes: int = 64 * 1024 * 1024
+    # A JSONL line (or Parquet text) larger than this is ledgered as too_large without being held.
+    # Books run to a few MB (Project Gutenberg's longest are ~5 MB); every later stage holds a few
+    # copies of a document, so the cap is what bounds a worker's memory for text sources.
+    max_record_bytes: int = 16 * 1024 * 1024
     max_url_chars: int = 8192                   # longer `url` values are ledgered as header_too_long
 
 
