@@ -4,6 +4,7 @@ call torchrun yourself with --nnodes/--rdzv-endpoint."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from typing import List, Sequence
@@ -30,10 +31,43 @@ def main(argv: Sequence[str]) -> int:
         return train_main(rest)
     from training.config import parse
 
-    parse(rest)  # a bad option or config file is reported once here, not once per rank
+    from training.checkpoint import CheckpointError
+    from training.train import check_out
+
+    cfg = parse(rest)  # a bad option, config file or --out is reported once here, not once per rank
+    try:
+        check_out(cfg)
+    except CheckpointError as exc:
+        print(f"refinery train: error: {exc}", file=sys.stderr)
+        return 2
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "-m", "training.train", *rest]
     env = dict(os.environ)
     # torchrun would set 1 thread per rank; share the cores instead when the user has not chosen
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    return subprocess.call(cmd, env=env)
+    return run_torchrun(cmd, env)
+
+
+# The elastic agent's first line once a rank has failed; what follows is its own report (a traceback of
+# the launcher and a table of the failure), which repeats what the rank already printed.
+_AGENT_FAILURE = re.compile(r"^[EW]\d{4} .*\] failed \(exitcode: (-?\d+)\)")
+
+
+def run_torchrun(cmd: List[str], env: dict) -> int:
+    """torchrun with the ranks' output passed through as it comes, but without the launcher's report
+    after a rank failed: the rank's own error line (exit 2) is the message. Returns the rank's code."""
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
+    rank_code = None
+    for line in proc.stderr:
+        match = _AGENT_FAILURE.search(line) if rank_code is None else None
+        if match:
+            rank_code = int(match.group(1))
+        if rank_code is None:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+    code = proc.wait()
+    if code and rank_code is not None:
+        print(f"refinery train: a rank exited with code {rank_code} (its error is above); torchrun's report "
+              "left out", file=sys.stderr)
+        return rank_code if rank_code > 0 else code
+    return code

@@ -289,6 +289,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cfg = parse(argv)
     env = init(cfg.device)
     try:
+        check_out(cfg)  # on every rank: a refusal must not leave the other ranks waiting at the barrier
         if env.main:
             prepare_out(cfg)
         barrier()
@@ -312,14 +313,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def prepare_out(cfg: TrainConfig) -> None:
-    """Create OUT; with --overwrite, drop an earlier run's checkpoints and logs first."""
+def check_out(cfg: TrainConfig) -> None:
+    """Refuse an OUT that holds checkpoint files (whatever latest.json says, even if it is gone) unless
+    the run resumes or overwrites them: a fresh run there would clean up the newest good checkpoint."""
     if cfg.overwrite and cfg.resume:
         raise checkpoint.CheckpointError("--overwrite and --resume contradict each other")
     found = checkpoint.existing(os.path.join(cfg.out, "checkpoints"))
-    if found and not (cfg.resume or cfg.overwrite):  # whatever latest.json says, even if it is gone
+    if found and not (cfg.resume or cfg.overwrite):
         raise checkpoint.CheckpointError(f"{cfg.out} already holds checkpoints ({', '.join(found[:3])}): pass "
                                          "--resume to continue, --overwrite to start over, or choose another --out")
+
+
+def prepare_out(cfg: TrainConfig) -> None:
+    """Create OUT; with --overwrite, drop an earlier run's checkpoints and logs first."""
     if cfg.overwrite:
         shutil.rmtree(os.path.join(cfg.out, "checkpoints"), ignore_errors=True)
         for name in ("metrics.jsonl", "summary.json"):
