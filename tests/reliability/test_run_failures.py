@@ -154,10 +154,13 @@ def test_mix_repeats_are_capped_and_the_unreachable_share_is_reported(tmp_path):
     assert report["mix"]["capped_sources"] == ["tiny"] and report["mix"]["achieved"]["tiny"] < 0.5
 
 
-@pytest.mark.parametrize("case", ["train-size", "tokenizer-folder", "quality-column"])
+@pytest.mark.parametrize("case", ["train-size", "tokenizer-folder", "quality-column", "ranks-out-held"])
 def test_training_side_mistakes_are_one_error_line(tmp_path, case):
     pq.write_table(pa.table({"content": ["some words here"] * 4}), tmp_path / "no-text.parquet")
+    (tmp_path / "held" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "held" / "checkpoints" / "step-00000002.pt").write_bytes(b"an earlier run's weights")
     args = {"train-size": ["train", "--data", tmp_path, "--out", tmp_path / "run", "--size", "huge"],
+            "ranks-out-held": ["train", "--nproc-per-node", "2", "--data", tmp_path, "--out", tmp_path / "held"],
             "tokenizer-folder": ["train-tokenizer", "--data", tmp_path / "shards", "--out", tmp_path / "missing" / "t.json"],
             "quality-column": ["train-quality", "--positive", tmp_path / "no-text.parquet", "--negative",
                                tmp_path / "no-text.parquet", "--output", tmp_path / "q.ftz"]}[case]
@@ -167,5 +170,6 @@ def test_training_side_mistakes_are_one_error_line(tmp_path, case):
     proc = refinery(args, memory_limit=False)  # torch reserves more address space than the pipeline
     assert proc.returncode == 2, proc.stderr[-3000:]
     expected = {"train-size": "--size must be one of", "tokenizer-folder": "does not exist",
+                "ranks-out-held": "already holds checkpoints",
                 "quality-column": "no 'text' column"}[case]
     assert expected in one_line_error(proc)
