@@ -174,6 +174,13 @@ def check_inputs(patterns: Sequence[str]) -> List[str]:
     return list(files)
 
 
+def input_root(files: Sequence[str]) -> str:
+    """The folder all input files lie in (ending with '/'), or "": files are named below it."""
+    prefix = os.path.commonprefix(list(files))
+    cut = prefix.rfind("/")
+    return prefix[:cut + 1] if cut >= 0 else ""
+
+
 def preflight(config: RunConfig) -> None:
     """Everything every worker will need, checked once here: models load, language codes exist,
     the extractor runs, optional decoders are installed. A failure is one error line, before any work."""
@@ -238,11 +245,12 @@ def source_groups(config: RunConfig) -> List[tuple]:
     return list(groups.items())
 
 
-def build_pipeline(p: beam.Pipeline, config: RunConfig) -> List[str]:
-    """Adds the job to `p`; returns the stage names in order (for the report)."""
+def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "") -> List[str]:
+    """Adds the job to `p`; returns the stage names in order (for the report). Input files are named by
+    their path below `root` (see `input_root`)."""
     html_docs, text_docs, ledgers = [], [], []
     for name, globs in source_groups(config):
-        read = ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes)
+        read = ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes, root)
         html, text, drops = p | f"Read_{name}" >> ReadSource(globs, read)
         html_docs.append(html)
         text_docs.append(text)
@@ -310,7 +318,8 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
             print(f"[refinery] {len(files)} input file(s), {size / 1e6:.1f} MB; runner {runner}", file=sys.stderr)
         started = time.monotonic()
         p = beam.Pipeline(options=options)
-        names = build_pipeline(p, config)
+        root = input_root(files)
+        names = build_pipeline(p, config, root)
         try:
             with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
                 result = p.run()
@@ -319,11 +328,12 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
             remove_partial(config.output)
             raise
         elapsed = time.monotonic() - started
-        report = _finish(config, result, names, runner, elapsed, quiet=args.quiet)
+        report = _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root)
     return report
 
 
-def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float, quiet: bool) -> Dict[str, Any]:
+def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float, quiet: bool,
+            root: str = "") -> Dict[str, Any]:
     """Count what reached storage, check it against what was read, write report.json; then, only if
     every check passed, the manifest (the commit point)."""
     counters = reporting.counters(result)
@@ -343,6 +353,7 @@ def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float,
         languages={lang: n for (lang,), n in reporting.column_counts(shard_paths, ["lang"]).items()},
         config=config.to_dict(), runner=str(runner), elapsed_s=elapsed)
     report["shards"] = [{"path": s["path"], "rows": s["rows"]} for s in shards]
+    report["input_root"] = root  # file names in ids, metadata and the ledger are relative to it
     rows = sum(originals.values())
     tokens = sum(s["tokens"] for s in shards)
     by_source: Dict[str, Dict[str, int]] = {}

@@ -69,13 +69,18 @@ class ReadFileFn(beam.DoFn):
 
     The reader is chosen per file from its first bytes (stages/formats.py), so one glob may hold
     both kinds; a file that is neither is one `read` ledger row. Readers undo gzip themselves.
+    Files are named by their path below `root` (the inputs' common folder): ids, metadata and the
+    ledger then do not depend on where the input tree lies (a laptop, a bucket, a CI clone).
     """
 
-    def __init__(self, source: str, warc_config: WarcConfig, text_config: TextSourceConfig, max_payload_bytes: int):
+    def __init__(self, source: str, warc_config: WarcConfig, text_config: TextSourceConfig, max_payload_bytes: int,
+                 root: str = ""):
         self._source, self._warc, self._text, self._max_payload = source, warc_config, text_config, max_payload_bytes
+        self._root = root
 
     def process(self, readable_file: fileio.ReadableFile) -> Iterable:
-        path = readable_file.metadata.path
+        full_path = readable_file.metadata.path
+        path = full_path[len(self._root):] if self._root and full_path.startswith(self._root) else full_path
         try:
             with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
                 head = stream.read(SNIFF_BYTES)

@@ -60,8 +60,8 @@ def test_every_document_read_is_in_the_output_or_the_ledger_exactly_once(demo_ru
     ledger = read_dir(out / "ledger").to_pylist()
     read_ids = []
     for path in sorted(WARC_DIR.glob("*.warc.gz")):
-        with open(path, "rb") as fh:  # the job names each file by its matched (absolute) path
-            read_ids += [r.id for r in read_warc(fh, source="web", filename=str(path))]
+        with open(path, "rb") as fh:  # the job names each file by its path below the inputs' folder
+            read_ids += [r.id for r in read_warc(fh, source="web", filename=path.name)]
     assert collections.Counter(kept_ids + [r["id"] for r in ledger]) == collections.Counter(read_ids)
     c = report["conservation"]
     assert c["holds"] and c["read"] == len(read_ids) == c["kept"] + c["ledger"]
@@ -188,3 +188,21 @@ def test_natural_duplicates_in_real_warcs_are_found(demo_run):
     d = report["dedup"]
     assert d["converged"] and (d["bands"], d["rows"]) == (14, 8) and d["s_curve"]["0.8"] == 0.924
     assert sum(d["cluster_sizes"].values()) >= 1
+
+
+def test_outputs_do_not_depend_on_where_the_inputs_lie(demo_run, tmp_path):
+    """Files are named below the inputs' common folder: a copy elsewhere (another clone, a bucket) gives
+    the same ids and byte-identical shards."""
+    import hashlib
+    import shutil
+
+    out, report = demo_run
+    copy = tmp_path / "elsewhere" / "deeper" / "warc"
+    shutil.copytree(WARC_DIR, copy)
+    moved = run(["--input", str(copy / "*.warc.gz"), "--output", str(tmp_path / "o"), "--quiet"])
+    assert moved["input_root"] == str(copy) + "/" and report["input_root"] == str(WARC_DIR) + "/"
+
+    def digests(folder):
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((folder / "data").glob("*.parquet"))}
+
+    assert digests(tmp_path / "o") == digests(out)
