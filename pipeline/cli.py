@@ -62,30 +62,45 @@ def _run(argv: Sequence[str]) -> int:
     from stages.record import StageEnvironmentError
 
     output = _flag_value(argv, "--output")
-    signal.signal(signal.SIGTERM, _interrupt)  # `timeout`, a cluster's kill: unwind like Ctrl-C (lock, temp files)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, `timeout`, a scheduler's kill: unwind (lock, temp files)
+        signal.signal(sig, interrupt)
     try:
         run(argv)
-    except RunFailed as exc:
-        print(f"refinery run: error: {exc}", file=sys.stderr)
-        return RunFailed.exit_code
-    except (ConfigError, StageEnvironmentError, OSError, ValueError) as exc:
-        print(f"refinery run: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        where = f" {output}" if output else ""
-        print(f"\nrefinery run: interrupted; the output{where} is incomplete and has no manifest. "
-              "Run the same command again with --overwrite to start over.", file=sys.stderr)
-        return 130
-    except Exception as exc:  # a bug, not a user's mistake: still one line, the traceback on request
-        if os.environ.get("REFINERY_DEBUG"):
-            raise
-        print(f"refinery run: internal error: {_one_line(exc)} (set REFINERY_DEBUG=1 for the traceback)",
-              file=sys.stderr)
-        return 1
+    except BaseException as exc:  # noqa: B036  (every way out is one line; see below)
+        if INTERRUPTED or isinstance(exc, KeyboardInterrupt):  # first: Beam may re-raise it as another type
+            where = f" {output}" if output else ""
+            print(f"\nrefinery run: interrupted; the output{where} is incomplete and has no manifest. "
+                  "Run the same command again with --overwrite to start over.", file=sys.stderr)
+            return 130
+        if isinstance(exc, RunFailed):
+            print(f"refinery run: error: {exc}", file=sys.stderr)
+            return RunFailed.exit_code
+        if isinstance(exc, (ConfigError, StageEnvironmentError, OSError, ValueError)):
+            print(f"refinery run: error: {_one_line(exc)}", file=sys.stderr)
+            return 2
+        return _internal_error(exc)
     return 0
 
 
-def _interrupt(signum, frame):
+def _internal_error(exc: BaseException) -> int:
+    """A bug, not a user's mistake: still one line, the traceback on request."""
+    if os.environ.get("REFINERY_DEBUG") or not isinstance(exc, Exception):
+        raise exc
+    print(f"refinery run: internal error: {_one_line(exc)} (set REFINERY_DEBUG=1 for the traceback)",
+          file=sys.stderr)
+    return 1
+
+
+INTERRUPTED = False  # set by the signal handler: Beam re-raises a KeyboardInterrupt as another type
+
+
+def interrupt(signum, frame):
+    """SIGINT/SIGTERM: remember it, silence Beam's logging of the unwinding bundle, unwind."""
+    global INTERRUPTED
+    INTERRUPTED = True
+    import logging
+
+    logging.getLogger("apache_beam").setLevel(logging.CRITICAL + 1)
     raise KeyboardInterrupt
 
 

@@ -8,8 +8,10 @@ Object stores (gs://, s3://) have no atomic create: there the lock is not taken,
 from __future__ import annotations
 
 import fnmatch
+import glob
 import json
 import os
+import shutil
 import socket
 import time
 from typing import List, Optional
@@ -117,8 +119,7 @@ def prepare_output(output: str, overwrite: bool) -> None:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise OutputError(f"--output {output} holds files refinery did not write ({shown}); "
                           "choose an empty or new folder")
-    ours = [FileSystems.join(output, p) for p in OWN_PATTERNS if p != LOCK_FILE]
-    existing = [m.path for r in FileSystems.match(ours) for m in r.metadata_list]
+    existing = _matching(output, [p for p in OWN_PATTERNS if p != LOCK_FILE])
     manifests = [p for p in existing if os.path.basename(p) == "manifest.json"]
     if existing and not overwrite:
         raise OutputError(f"{output} already holds a run's outputs ({len(existing)} files); "
@@ -127,7 +128,7 @@ def prepare_output(output: str, overwrite: bool) -> None:
         FileSystems.delete(manifests)
     rest = [p for p in existing if p not in manifests]
     if rest:
-        FileSystems.delete(rest)
+        _delete(rest)
     if is_local(output):
         os.makedirs(output, exist_ok=True)
 
@@ -137,12 +138,27 @@ def lock_note(output: str) -> Optional[str]:
 
 
 def remove_partial(output: str) -> None:
-    """After an interrupted run: our temporary files go; finished shards stay until --overwrite."""
-    temps = [FileSystems.join(output, p) for p in ("ledger/beam-temp-*", "data/.part-*.tmp", "_shard_stats",
-                                                    ".manifest.json.tmp", "anneal/_shard_stats")]
+    """After an interrupted or failed job: our temporary files go; finished shards stay until --overwrite."""
     try:
-        found = [m.path for r in FileSystems.match(temps) for m in r.metadata_list]
-        if found:
-            FileSystems.delete(found)
+        _delete(_matching(output, ["ledger/beam-temp-*", "data/.part-*.tmp", "_shard_stats", ".manifest.json.tmp",
+                                   "anneal/_shard_stats", "anneal/data/.part-*.tmp"]))
     except Exception:  # best effort: the interrupted run's message matters more
         pass
+
+
+def _matching(output: str, patterns) -> List[str]:
+    """Paths (files and folders) under `output` matching `patterns`. Beam's local match lists files only,
+    which would leave Beam's own temp folders behind."""
+    if is_local(output):
+        return sorted({p for pattern in patterns for p in glob.glob(os.path.join(output, pattern))})
+    return [m.path for r in FileSystems.match([FileSystems.join(output, p) for p in patterns]) for m in r.metadata_list]
+
+
+def _delete(paths: List[str]) -> None:
+    for path in paths:
+        if is_local(path) and os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif is_local(path):
+            os.remove(path)
+        else:
+            FileSystems.delete([path])

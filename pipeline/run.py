@@ -324,7 +324,7 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
             with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
                 result = p.run()
                 result.wait_until_finish()
-        except KeyboardInterrupt:
+        except BaseException:  # also what Beam makes of a KeyboardInterrupt inside a bundle
             remove_partial(config.output)
             raise
         elapsed = time.monotonic() - started

@@ -9,8 +9,11 @@ process can deadlock.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import resource
+import signal
+import threading
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
@@ -137,7 +140,8 @@ class _ExtractionWorker:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker_main, args=(child, self._options, self._memory_mb),
                                  name="refinery-extract", daemon=True)
-        proc.start()
+        with _sigint_ignored_in_children():
+            proc.start()
         child.close()
         self._proc, self._conn = proc, parent
         # Wait for the child's imports, so start-up never counts against a page's time limit.
@@ -176,7 +180,24 @@ class _ExtractionWorker:
         self._proc, self._conn = None, None
 
 
+@contextlib.contextmanager
+def _sigint_ignored_in_children():
+    """Ctrl-C reaches the whole process group. The parent handles it and ends the extraction child
+    (which also leaves when the parent's end of the pipe closes); the child must not print a traceback
+    of its own, even while it is still starting, so it is started with SIGINT ignored (inherited across
+    exec; Python then installs no handler). Only the main thread may change signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _worker_main(conn, options: Dict[str, Any], memory_mb: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # also when started from a thread other than the main one
     if memory_mb:
         # Never above the limits this process already has (e.g. under `ulimit -v`): raising one is refused.
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -186,17 +207,29 @@ def _worker_main(conn, options: Dict[str, Any], memory_mb: int) -> None:
     try:
         import trafilatura  # noqa: F401
     except Exception as exc:  # e.g. ImportError of an optional lxml part: tell the parent why
-        conn.send(("failed", f"import trafilatura: {type(exc).__name__}: {exc}"))
+        _answer(conn, ("failed", f"import trafilatura: {type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready", None))
+    if not _answer(conn, ("ready", None)):
+        return
     while True:
         try:
             html, url = conn.recv()
         except (EOFError, OSError):
             return
         try:
-            conn.send(("ok", extract_text(html, url, options)))
+            result = ("ok", extract_text(html, url, options))
         except MemoryError:
-            conn.send(("error", "MemoryError: page needs more than the worker memory cap"))
+            result = ("error", "MemoryError: page needs more than the worker memory cap")
         except Exception as exc:  # lxml and trafilatura raise many types on broken markup
-            conn.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
+            result = ("error", f"{type(exc).__name__}: {exc}"[:300])
+        if not _answer(conn, result):
+            return
+
+
+def _answer(conn, message) -> bool:
+    """Send to the parent; False when it is gone (stopped, or it gave up on this page)."""
+    try:
+        conn.send(message)
+    except OSError:
+        return False
+    return True

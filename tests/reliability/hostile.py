@@ -135,3 +135,26 @@ def processes_with(marker: str) -> List[int]:
             except OSError:
                 pass
     return pids
+
+
+def children_of(pid: int) -> List[int]:
+    """PIDs whose parent is `pid` (from /proc/*/stat)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

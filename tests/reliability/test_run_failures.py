@@ -15,7 +15,8 @@ from pipeline.config import ConfigError
 from pipeline.outdir import LOCK_FILE, OutputError
 from pipeline.run import run
 from tests.conftest import CC_EXCERPT, WARC_DIR
-from tests.reliability.hostile import REPO, no_filters_config, one_line_error, prose, refinery, write_jsonl
+from tests.reliability.hostile import (REPO, alive, children_of, no_filters_config, one_line_error, prose, refinery,
+                                       write_jsonl)
 
 
 def test_a_source_that_yields_nothing_fails_without_a_manifest_and_overwrite_unpublishes_first(tmp_path):
@@ -105,21 +106,31 @@ def test_ordinary_mistakes_are_one_error_line(tmp_path, case):
     assert expected in line, line
 
 
-def test_interrupt_prints_how_to_continue_and_releases_the_output(tmp_path):
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_interrupt_prints_how_to_continue_and_releases_the_output(tmp_path, how):
+    """Ctrl-C reaches the whole process group (the extraction child too), as in a terminal; SIGTERM the
+    main process, as `timeout` or a scheduler sends it."""
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", "--input", str(WARC_DIR / "*.warc.gz"),
-                             "--output", str(out)], cwd=REPO, stderr=subprocess.PIPE, text=True)
+                             "--output", str(out)], cwd=REPO, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     deadline = time.monotonic() + 120
     while not (out / LOCK_FILE).exists() and time.monotonic() < deadline:
         time.sleep(0.2)
-    time.sleep(3)  # inside the job
-    proc.send_signal(signal.SIGINT)
+    time.sleep(4)  # inside the job
+    children = children_of(proc.pid)  # the extraction child, among others
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
     code = proc.wait(timeout=120)
     err = proc.stderr.read()
     assert code == 130, err[-3000:]
-    assert "Traceback" not in err and "--overwrite" in err
+    assert "Traceback" not in err and "ERROR" not in err and "--overwrite" in err, err[-3000:]
     assert not (out / LOCK_FILE).exists() and not (out / "manifest.json").exists()
-    assert not list((out / "ledger").glob("beam-temp-*")) if (out / "ledger").exists() else True
+    assert not list(out.glob("ledger/beam-temp-*")) and not (out / "_shard_stats").exists()
+    time.sleep(1)
+    assert not [pid for pid in children if alive(pid)]
 
 
 def test_text_records_are_capped_and_read_per_record(tmp_path):
