@@ -137,6 +137,16 @@ def fit_address_space_limit() -> None:
         pass
 
 
+def _end_children() -> None:
+    """os._exit skips multiprocessing's exit handler, which would end our daemon children (the
+    extraction worker): after an interrupt Beam may not have run the stage's teardown, so end them here."""
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join(timeout=5)
+
+
 def console_main() -> None:
     """Entry point of the console script. It ends the process with os._exit after flushing: most
     likely pyarrow's native thread pool intermittently aborts during interpreter shutdown with
@@ -145,6 +155,7 @@ def console_main() -> None:
     code 134."""
     fit_address_space_limit()
     code = main()
+    _end_children()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -15,8 +15,8 @@ from pipeline.config import ConfigError
 from pipeline.outdir import LOCK_FILE, OutputError
 from pipeline.run import run
 from tests.conftest import CC_EXCERPT, WARC_DIR
-from tests.reliability.hostile import (REPO, alive, children_of, no_filters_config, one_line_error, prose, refinery,
-                                       write_jsonl)
+from tests.reliability.hostile import (REPO, alive, children_of, cmdline, no_filters_config, one_line_error, prose,
+                                       refinery, write_jsonl)
 
 
 def test_a_source_that_yields_nothing_fails_without_a_manifest_and_overwrite_unpublishes_first(tmp_path):
@@ -118,7 +118,7 @@ def test_interrupt_prints_how_to_continue_and_releases_the_output(tmp_path, how)
     while not (out / LOCK_FILE).exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(4)  # inside the job
-    children = children_of(proc.pid)  # the extraction child, among others
+    children = [pid for pid in children_of(proc.pid) if "spawn_main" in cmdline(pid)]  # the extraction child
     if how == "ctrl-c":
         os.killpg(proc.pid, signal.SIGINT)
     else:
@@ -129,7 +129,9 @@ def test_interrupt_prints_how_to_continue_and_releases_the_output(tmp_path, how)
     assert "Traceback" not in err and "ERROR" not in err and "--overwrite" in err, err[-3000:]
     assert not (out / LOCK_FILE).exists() and not (out / "manifest.json").exists()
     assert not list(out.glob("ledger/beam-temp-*")) and not (out / "_shard_stats").exists()
-    time.sleep(1)
+    deadline = time.monotonic() + 10
+    while [pid for pid in children if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not [pid for pid in children if alive(pid)]
 
 
