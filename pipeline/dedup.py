@@ -14,7 +14,7 @@ from typing import Dict, Iterable, List, Tuple
 
 import apache_beam as beam
 
-from pipeline.transforms import DOCUMENTS, LEDGER, _count
+from pipeline.transforms import DOCUMENTS, LEDGER, _count, _route
 from stages.dedup import (DedupConfig, MinHasher, band_keys, both_directions, exact_key, jaccard, large_star,
                           shingle_hash, shingles, small_star, survivor_rank)
 from stages.record import Document, DropReason
@@ -47,8 +47,7 @@ def _key_by_text(doc: Document):
         yield exact_key(doc.text), doc
     except Exception as exc:
         _count(f"{EXACT}.in")
-        _count(f"{EXACT}.drop.{DropReason.ERROR}:{type(exc).__name__}")
-        yield beam.pvalue.TaggedOutput(LEDGER, doc.drop_for_error(EXACT, exc))
+        yield _route(EXACT, doc.drop_for_error(EXACT, exc))
 
 
 class ExactDedup(beam.PTransform):

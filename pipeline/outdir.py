@@ -51,7 +51,7 @@ class OutputLock:
         folder = os.path.dirname(self.path)
         if os.path.exists(folder) and not os.path.isdir(folder):
             raise OutputError(f"--output {folder} is a file, not a folder")
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        os.makedirs(folder or ".", exist_ok=True)
         owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -124,11 +124,8 @@ def prepare_output(output: str, overwrite: bool) -> None:
     if existing and not overwrite:
         raise OutputError(f"{output} already holds a run's outputs ({len(existing)} files); "
                           "pass --overwrite to replace them or choose another --output")
-    if manifests:
-        FileSystems.delete(manifests)
-    rest = [p for p in existing if p not in manifests]
-    if rest:
-        _delete(rest)
+    _delete(manifests)
+    _delete([p for p in existing if p not in manifests])
     if is_local(output):
         os.makedirs(output, exist_ok=True)
 

@@ -20,10 +20,6 @@ from pipeline.transforms import NAMESPACE
 READ_STAGES = ("read", "warc", "read_text")  # where documents enter: their `in` counters are "documents read"
 
 
-class ConservationError(RuntimeError):
-    """Documents were lost or invented: read != kept + ledger."""
-
-
 def counters(result) -> Optional[Dict[str, int]]:
     """Beam counters of this run, committed values where the runner has them; None if it reports none."""
     out: Dict[str, int] = {}

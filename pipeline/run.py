@@ -159,10 +159,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return config
 
 
-def check_inputs(patterns: Sequence[str]) -> List[str]:
+def check_inputs(patterns: Sequence[str]) -> Dict[str, int]:
     """Fail before the job starts if a pattern matches nothing (a typo would otherwise give an empty run)
-    or names a folder; the distinct files matched."""
-    files: Dict[str, None] = {}
+    or names a folder; the distinct files matched, with their sizes."""
+    files: Dict[str, int] = {}
     for pattern in patterns:
         if "://" not in pattern and os.path.isdir(pattern):
             raise ConfigError(f"--input {pattern!r} is a folder: give a glob of its files, e.g. "
@@ -170,8 +170,8 @@ def check_inputs(patterns: Sequence[str]) -> List[str]:
         match = FileSystems.match([pattern])[0]
         if not match.metadata_list:
             raise ConfigError(f"--input {pattern!r} matches no files")
-        files.update((m.path, None) for m in match.metadata_list)
-    return list(files)
+        files.update((m.path, m.size_in_bytes) for m in match.metadata_list)
+    return files
 
 
 def input_root(files: Sequence[str]) -> str:
@@ -314,8 +314,8 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     with OutputLock(config.output):
         prepare_output(config.output, config.overwrite)
         if not args.quiet:
-            size = sum(m.size_in_bytes for r in FileSystems.match(files) for m in r.metadata_list)
-            print(f"[refinery] {len(files)} input file(s), {size / 1e6:.1f} MB; runner {runner}", file=sys.stderr)
+            print(f"[refinery] {len(files)} input file(s), {sum(files.values()) / 1e6:.1f} MB; runner {runner}",
+                  file=sys.stderr)
         started = time.monotonic()
         p = beam.Pipeline(options=options)
         root = input_root(files)
@@ -365,20 +365,16 @@ def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float,
     report["output"] = {"rows": rows, "repeats": rows - report["kept"], "tokens": tokens,
                         "sources": dict(sorted(by_source.items()))}
     if config.mix:
-        achieved: Dict[str, int] = {}
-        for s in shards:
-            for k, v in s["tokens_by_source"].items():
-                achieved[k] = achieved.get(k, 0) + v
-        requested = parse_weights(config.mix)
-        report["mix"] = {"requested": requested,
-                         "achieved": {k: round(v / max(tokens, 1), 4) for k, v in sorted(achieved.items())},
+        report["mix"] = {"requested": parse_weights(config.mix),
+                         "achieved": {k: round(v["tokens"] / max(tokens, 1), 4) for k, v in sorted(by_source.items())},
                          "max_epochs": config.mix_max_epochs,
                          "capped_sources": sorted(k.split(".", 3)[3] for k, v in (counters or {}).items()
                                                   if k.startswith(f"{MIX_STAGE}.note.capped.") and v)}
     if config.dedup.exact or config.dedup.near:
         report["dedup"] = dedup_report(config.dedup, counters or {})
-    if lock_note(config.output):
-        report["lock"] = lock_note(config.output)
+    note = lock_note(config.output)
+    if note:
+        report["lock"] = note
     problems = _checks(config, report, counters, shards)
     report["status"] = "failed" if problems else "ok"
     report["problems"] = problems

@@ -9,7 +9,7 @@ from typing import Any, Dict
 
 import pyarrow as pa
 
-from stages.record import Document, Drop, DropReason, Stage, StageResult, clean_text
+from stages.record import Document, Drop, DropReason, Stage, StageResult, clean_text, has_lone_surrogate
 
 SCHEMA_VERSION = "5"  # 5: ids unique by construction; the input's own id is `record_id`
 
@@ -98,14 +98,10 @@ class OutputCheck(Stage):
     name = "write"
 
     def __call__(self, doc: Document) -> StageResult:
-        row = document_row(doc)
-        if not row["id"] or not isinstance(row["text"], str):
+        if not doc.id or not isinstance(doc.text, str):
             return doc.drop(self.name, DropReason.UNWRITABLE, "no id or no text")
         for key in ("id", "source", "url", "record_id", "text", "lang"):
-            value = row[key]
-            if value is not None:
-                try:
-                    value.encode("utf-8")
-                except (UnicodeError, AttributeError) as exc:
-                    return doc.drop(self.name, DropReason.UNWRITABLE, f"{key}: {type(exc).__name__}: {exc}"[:300])
+            value = getattr(doc, key)
+            if value is not None and (not isinstance(value, str) or has_lone_surrogate(value)):
+                return doc.drop(self.name, DropReason.UNWRITABLE, f"{key}: not a string UTF-8 can encode")
         return doc

@@ -167,6 +167,11 @@ class StageEnvironmentError(RuntimeError):
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def has_lone_surrogate(value: str) -> bool:
+    """True when `value` cannot be encoded as UTF-8 (a scan, no copy)."""
+    return _SURROGATE.search(value) is not None
+
+
 def clean_text(value: str) -> str:
     """`value` with every lone surrogate (JSON's "\\ud83d" alone, undecodable bytes kept by
     surrogateescape) replaced by U+FFFD: such a string cannot be encoded as UTF-8, so Parquet,

@@ -30,7 +30,7 @@ class TextSourceConfig:
     max_url_chars: int = 8192                   # longer `url` values are ledgered as header_too_long
 
 
-def record_id(source: str, filename: str, n: int) -> str:
+def document_id(source: str, filename: str, n: int) -> str:
     """The internal id of record `n` (0-based) of a text file."""
     return stable_id(STAGE, source, filename, str(n))
 
@@ -66,7 +66,7 @@ def _read_jsonl(lines: BinaryIO, source: str, filename: str, config: TextSourceC
 
 def _line_record(line: Optional[bytes], size: int, n: int, source: str, filename: str,
                  config: TextSourceConfig) -> StageResult:
-    doc = Document(id=record_id(source, filename, n - 1), url="", source=source)
+    doc = Document(id=document_id(source, filename, n - 1), url="", source=source)
     where = f"{filename} line {n}"
     if line is None:
         return doc.drop(STAGE, DropReason.TOO_LARGE, f"{where}: {size} bytes > {config.max_record_bytes}")
@@ -131,7 +131,7 @@ def _read_parquet(stream: BinaryIO, source: str, filename: str, config: TextSour
         for batch in batches:
             for row in batch.to_pylist():
                 n += 1
-                doc = Document(id=record_id(source, filename, n - 1), url="", source=source)
+                doc = Document(id=document_id(source, filename, n - 1), url="", source=source)
                 yield _row_document(doc, row, f"{filename} row {n}", config)
     except Exception as exc:  # a damaged row group: the rows it held are counted in one ledger row
         doc = Document(id=stable_id(STAGE, source, filename, "rest", str(n)), url="", source=source)

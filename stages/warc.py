@@ -84,7 +84,7 @@ class _HeaderGuard:
         return line
 
 
-def record_id(source: str, filename: str, offset: int) -> str:
+def document_id(source: str, filename: str, offset: int) -> str:
     """The internal id of the record at `offset` of a WARC file: unique by construction, even when
     two files hold the same WARC-Record-ID (the record's own id is kept as `record_id`)."""
     return stable_id(STAGE, source, filename, str(offset))
@@ -139,7 +139,7 @@ def _file_drop(filename: str, source: str, offset: int, detail: str) -> StageRes
 def _response_to_document(record, *, source: str, filename: str, offset: int, config: WarcConfig,
                           max_payload_bytes: int, oversized: Optional[int]) -> StageResult:
     """The record as a Document with decoded HTML, or its Drop; never raises (the drop keeps id and URL)."""
-    doc = Document(id=record_id(source, filename, offset), url="", source=source,
+    doc = Document(id=document_id(source, filename, offset), url="", source=source,
                    metadata={"warc_filename": filename, "warc_offset": offset})
     try:
         return _read_response(doc, record, config, max_payload_bytes, oversized)

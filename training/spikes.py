@@ -29,7 +29,7 @@ from typing import Deque, List, Optional
 class SpikeConfig:
     factor: float = 3.0        # skip when loss or grad norm > factor x median of recent steps (0: guard off)
     history: int = 50          # steps the median is taken over
-    min_history: int = 10      # no spike test before this many steps after warm-up
+    min_history: int = 10      # no loss test before this many steps, no norm test before this many after warm-up
     max_skips: int = 3         # this many skips ...
     skip_window: int = 20      # ... within this many steps: roll back to the last checkpoint
     max_rollbacks: int = 3     # more rollbacks than this ...
@@ -48,7 +48,7 @@ class SpikeGuard:
         self.skipped_at: Deque[int] = collections.deque()
         self.rollbacks: List[int] = []
 
-    def check(self, loss: float, grad_norm: float, step: Optional[int] = None) -> Optional[str]:
+    def check(self, loss: float, grad_norm: float) -> Optional[str]:
         """Why this step (1-based) must not update the weights, or None. Non-finite values are always refused."""
         if not math.isfinite(loss):
             return "non-finite loss"

@@ -54,3 +54,15 @@ def test_too_few_rounds_is_reported_as_not_converged():
     edges = [(a, b) for a, b in zip(ids(2_000), ids(2_000)[1:])]
     rounds, converged = beam_components(edges, max_rounds=2)
     assert not converged
+
+
+def test_output_check_ledgers_what_parquet_cannot_store_and_keeps_the_rest():
+    from pipeline.schema import OutputCheck
+    from stages.record import Document, Drop
+
+    good = Document(id="a", url="http://x.example/", source="web", text="fine text", record_id="r1")
+    assert OutputCheck()(good) is good
+    bad = good.replace(text="broken \ud83d here")
+    dropped = OutputCheck()(bad)
+    assert isinstance(dropped, Drop) and str(dropped.reason) == "unwritable" and "text" in dropped.detail
+    assert isinstance(OutputCheck()(good.replace(id="")), Drop)
