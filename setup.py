@@ -13,7 +13,7 @@ setup(
     install_requires=[
         "apache-beam>=2.77,<3",
         "pyarrow>=15,<26",            # Beam 2.77 caps pyarrow below 26
-        "trafilatura>=2.3,<3",
+        "trafilatura>=2.3,<2.4",      # the speedups are verified per version (stages/trafilatura_speedups.py)
         "lxml_html_clean>=0.4",       # trafilatura needs lxml.html.clean, split out of lxml 5.2+
         "warcio>=1.8,<2",
         "charset-normalizer>=3.3,<4",

@@ -36,9 +36,9 @@ def main(path: str) -> dict:
                 continue
             c = per_lang[doc.lang]
             c["pages"] += 1
-            rep = repetition.check(doc.text, doc.lang)
-            ours = rep or quality.check(doc.text, doc.lang)
-            english_rules = rep or quality.check(doc.text, "en")  # English stop words, whitespace words
+            rep = repetition.evaluate(doc.text, doc.lang)
+            ours = rep or quality.evaluate(doc.text, doc.lang)
+            english_rules = rep or quality.evaluate(doc.text, "en")  # English stop words, whitespace words
             c["dropped"] += ours is not None
             c["dropped_english_rules"] += english_rules is not None
             if ours is not None:

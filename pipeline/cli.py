@@ -36,13 +36,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if command == "train":
         from training.launch import main as train
 
-        try:
-            return train(rest)
-        except SystemExit as exc:  # the config checks end with SystemExit("training.train: error: ...")
-            if isinstance(exc.code, str):
-                print(exc.code, file=sys.stderr)
-                return 2
-            raise
+        return train(rest)
     if command == "train-tokenizer":
         from training.tokenizer import main as train_tokenizer
 

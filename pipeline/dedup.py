@@ -184,7 +184,7 @@ class NearDedup(beam.PTransform):
                      | "CarryA" >> beam.FlatMap(lambda kv: [(b, (kv[0], kv[1]["sh"][0])) for b in kv[1]["edge"]]
                                                 if kv[1]["sh"] else []))
             edges = (({"edge": edges, "sh": shingle_sets} | "JoinB" >> beam.CoGroupByKey())
-                     | "Verify" >> beam.FlatMap(_verify, c.link_threshold()))
+                     | "Verify" >> beam.FlatMap(_verify, c.verify_threshold))
         component = edges | "Components" >> ConnectedComponents(c.max_rounds)  # (id, component)
 
         _ = (component

@@ -15,9 +15,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
 from pipeline.transforms import NAMESPACE
+from stages.table import READ, stage_table
 
 
-READ_STAGES = ("read", "warc", "read_text")  # where documents enter: their `in` counters are "documents read"
+READ_STAGES = tuple(s.name for s in stage_table() if s.runs == READ)  # their `in` counters: documents read
 
 
 def counters(result) -> Optional[Dict[str, int]]:

@@ -8,7 +8,6 @@ not know are Beam pipeline options (--runner, --direct_num_workers, ...).
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import sys
 import time
@@ -20,34 +19,39 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from pipeline import report as reporting
 from pipeline.beam_options import check_beam_args, loopback_only_grpc
-from pipeline.config import ConfigError, RunConfig, load_config
-from pipeline.dedup import EXACT as EXACT_DEDUP, NEAR as NEAR_DEDUP, ExactDedup, NearDedup, dedup_report
+from pipeline.config import TABLE, ConfigError, RunConfig, load_config
+from pipeline.dedup import ExactDedup, NearDedup, dedup_report
 from pipeline.mix import STAGE as MIX_STAGE, AnnealSplit, Mix
 from pipeline.outdir import OutputLock, lock_note, prepare_output, remove_partial
 from pipeline.output import STATS_DIR, WriteShards, collect_shards, write_manifest
 from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
-from pipeline.transforms import READ_STAGE, SOURCE_RECORDS, ApplyStage, Decontaminate, ReadFileFn, ReadSource
-from stages.c4 import C4Filter
-from stages.decontam import STAGE as DECONTAM_STAGE, DecontaminationIndex, read_benchmarks
+from pipeline.transforms import SOURCE_RECORDS, ApplyStage, Decontaminate, ReadFileFn, ReadSource
+from stages.decontam import DecontaminationIndex, read_benchmarks
+from stages import trafilatura_speedups
 from stages.extract import Extractor
-from stages.fineweb import FineWebFilter
-from stages.gopher import GopherQuality, GopherRepetition
-from stages.pii import PiiRemover
-from stages.quality import QualityScorer, load_model as load_quality_model
-from stages.langid import LanguageIdentifier, load_model
 from stages.mix import parse_weights
-from stages.textsource import STAGE as TEXT_STAGE
+from stages.settings import add_flags, add_set_flag, flag_values, set_values
+from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, StageSpec
 from stages.warc import STAGE as WARC_STAGE
 
 VERSION = "0.1.0"
 DEFAULT_RUNNER = "FnApiRunner"  # in-process; DirectRunner first tries to download Prism
 DATA_DIR, LEDGER_DIR, REPORT_FILE, ANNEAL_DIR = "data", "ledger", "report.json", "anneal"
 
+# Short names kept from before the flags were generated (README examples, users' scripts).
+SHORT_FLAGS = {"langid.languages": ["--languages"], "langid.threshold": ["--lang-threshold"],
+               "langid.model": ["--lid-model"], "extract.timeout_s": ["--extract-timeout"],
+               "extract.max_html_bytes": ["--max-html-bytes"], "decontam.benchmarks": ["--decontaminate"]}
+# Job settings with hand-made flags (below): several sources, repeated globs.
+HAND_FLAGS = ("inputs", "source", "sources", "inject_errors")
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="refinery run",
-        description="Turn WARC files into clean text shards (Parquet, zstd) with a drop ledger and a report.",
+        prog="refinery run", usage="refinery run --input GLOB --output DIR [--config YAML] [options]",
+        description="Turn WARC files into clean text shards (Parquet, zstd) with a drop ledger and a report. "
+                    "Every setting of configs/default.yaml is a flag: --SECTION-KEY VALUE (a section's `enabled` "
+                    "is --SECTION / --no-SECTION); --set SECTION.KEY=VALUE reaches any of them too.",
         epilog="Any other --flag is a Beam pipeline option, e.g. --runner=FnApiRunner (default), "
                "--direct_running_mode=multi_processing --direct_num_workers=2 (local processes), "
                "--runner=PortableRunner --job_endpoint=HOST:PORT, --runner=DataflowRunner --project ... "
@@ -55,84 +59,30 @@ def build_parser() -> argparse.ArgumentParser:
                "OUTPUT/ledger/part-*.parquet (every dropped document with stage and reason), OUTPUT/report.json.")
     p.add_argument("--input", action="append", metavar="GLOB",
                    help="WARC file glob, local or on a Beam filesystem (gs://, s3://); repeat for more")
-    p.add_argument("--output", help="output folder (created if missing)")
-    p.add_argument("--config", metavar="YAML", help="YAML config file; flags below override it "
-                   "(see configs/default.yaml for every setting and its default)")
+    p.add_argument("--config", metavar="YAML", help="YAML config file; flags override it "
+                   "(configs/default.yaml has every setting at its default)")
+    add_set_flag(p)
     p.add_argument("--source", action="append", metavar="NAME or NAME=GLOB",
                    help="NAME: the `source` value of --input files (default: web). NAME=GLOB (repeatable): another "
                         "source; WARC files are extracted, JSONL[.gz]/Parquet text (e.g. code, books) joins after "
                         "extraction")
-    p.add_argument("--text-field", help="text field of JSONL/Parquet sources (default: text)")
-    p.add_argument("--strict", action="store_true", default=None,
-                   help="fail (exit 3, no manifest) when the run keeps no document")
-    p.add_argument("--mix", metavar="NAME=W,...", help="target token shares, e.g. web=0.7,code=0.2,books=0.1: "
-                   "sources are downsampled by hashed id or repeated (with an epoch field) to match")
-    p.add_argument("--mix-max-epochs", type=int, metavar="N",
-                   help="at most N copies of a document when --mix repeats a small source (default 4)")
-    p.add_argument("--anneal-fraction", type=float, metavar="F",
-                   help="also write OUT/anneal/: documents with quality_score >= --anneal-min-quality, about F of "
-                        "the output's tokens, for the final (annealing) phase of training")
-    p.add_argument("--anneal-min-quality", type=float, metavar="Q", help="default 0.8")
-    p.add_argument("--seed", type=int, help="seed of the shard shuffle and the mix draws (default 0)")
-    p.add_argument("--shard-size-mb", type=float, metavar="MB",
-                   help="target uncompressed text per output shard (default 256)")
     p.add_argument("--inject-error", action="append", metavar="STAGE=URL_PART", dest="inject_errors",
                    help="fault injection (testing): STAGE raises ValueError on documents whose URL contains "
                         "URL_PART; they must end in the ledger as error:ValueError while the job goes on")
-    p.add_argument("--row-group-rows", type=int, metavar="N",
-                   help="documents per Parquet row group, the unit training readers fetch (default 4096)")
-    p.add_argument("--languages", metavar="CODES", help="keep only these languages, e.g. en,de (default: all)")
-    p.add_argument("--lang-threshold", type=float, metavar="P",
-                   help="minimum top-language probability (default 0.65, FineWeb's)")
-    p.add_argument("--lid-model", metavar="PATH",
-                   help="fastText language-ID model (lid.176.bin/.ftz or GlotLID); default: the bundled lid.176.ftz")
-    p.add_argument("--extract-timeout", metavar="SECONDS",
-                   help="per-page extraction time limit (default 5); 'none' extracts in-process without a limit")
-    p.add_argument("--extract-fast", action="store_true", default=None,
-                   help="trafilatura's fast mode: no fallback extractors; 1.5x faster extraction, gold-snippet "
-                        "recall 0.881 instead of 0.907, boilerplate leak 0.069 instead of 0.072 (bench/RESULTS.md)")
-    p.add_argument("--quality-model", metavar="PATH",
-                   help="fastText quality classifier (from `refinery train-quality`); default: the bundled one")
-    p.add_argument("--quality-threshold", type=float, metavar="P",
-                   help="drop documents whose quality score is below P (default: score only, drop nothing)")
-    p.add_argument("--dedup-threshold", type=float, metavar="J",
-                   help="near-duplicate Jaccard threshold; bands/rows then come from datasketch's optimal-parameter "
-                        "search (default: 14 bands x 8 rows, FineWeb's, threshold ~0.72)")
-    p.add_argument("--dedup-verify", action="store_true", default=None,
-                   help="check each candidate link's exact shingle Jaccard and drop links below the threshold")
     p.add_argument("--no-dedup", action="store_true", help="skip exact and near-duplicate removal")
-    p.add_argument("--decontaminate", nargs="+", metavar="PATH[:FIELDS]",
-                   help="benchmark files or folders (JSONL[.gz], JSON, CSV, Parquet, text) whose 13-grams must not "
-                        "appear in the output; PATH:question,answer picks fields (GSM8K, HumanEval, MBPP, MMLU, "
-                        "NQ-open layouts are known)")
-    p.add_argument("--decontam-policy", choices=("excise", "drop"),
-                   help="excise matches with 200 characters around them, GPT-3 style (default), or drop the document")
-    p.add_argument("--max-html-bytes", type=int, metavar="N", help="pages larger than this are ledgered as too_large")
-    p.add_argument("--num-shards", type=int, metavar="N", help="number of output shards (default: runner decides)")
-    p.add_argument("--overwrite", action="store_true", default=None,
-                   help="replace the outputs of an earlier run in OUTPUT")
     p.add_argument("--quiet", action="store_true", help="do not print the funnel")
+    add_flags(p, RunConfig, skip=HAND_FLAGS, aliases=SHORT_FLAGS)
     return p
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    overrides: Dict[str, Any] = {}
-    if args.languages is not None:
-        args.languages = args.languages.lower()  # lid.176 labels are lower case: EN means en
-    simple = {"input": "inputs", "output": "output", "languages": "langid.languages", "text_field": "text.field", "strict": "strict",
-              "mix": "mix", "seed": "seed", "shard_size_mb": "shard_size_mb",
-              "row_group_rows": "row_group_rows", "inject_errors": "inject_errors",
-              "anneal_fraction": "anneal_fraction", "anneal_min_quality": "anneal_min_quality",
-              "lang_threshold": "langid.threshold", "lid_model": "langid.model",
-              "max_html_bytes": "extract.max_html_bytes", "extract_fast": "extract.fast", "quality_model": "quality.model",
-              "quality_threshold": "quality.threshold", "dedup_threshold": "dedup.threshold",
-              "dedup_verify": "dedup.verify", "decontaminate": "decontam.benchmarks",
-              "decontam_policy": "decontam.policy", "num_shards": "num_shards", "overwrite": "overwrite",
-              "mix_max_epochs": "mix_max_epochs"}
-    for attr, key in simple.items():
-        value = getattr(args, attr)
-        if value is not None:
-            overrides[key] = value
+    """Defaults <- --config file <- --set <- flags, checked."""
+    overrides: Dict[str, Any] = set_values(args.set_values, RunConfig)
+    overrides.update(flag_values(args, RunConfig))
+    if args.input:
+        overrides["inputs"] = args.input
+    if args.inject_errors:
+        overrides["inject_errors"] = args.inject_errors
     for value in args.source or []:
         if "=" in value:
             overrides.setdefault("sources", []).append(value)
@@ -140,20 +90,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             overrides["source"] = value
     if args.no_dedup:
         overrides["dedup.exact"] = overrides["dedup.near"] = False
-    if args.extract_timeout is not None:
-        t = args.extract_timeout.strip().lower()
-        try:
-            overrides["extract.timeout_s"] = None if t in ("none", "off", "0") else float(t)
-        except ValueError:
-            raise ConfigError(f"--extract-timeout: expected seconds or 'none', got {args.extract_timeout!r}")
     config = load_config(args.config, overrides)
     if not config.inputs and not config.sources:
         raise ConfigError("no input: pass --input GLOB or --source NAME=GLOB (or `inputs:` in the config file)")
-    if config.mix:
-        try:
-            parse_weights(config.mix)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
     if not config.output:
         raise ConfigError("no output: pass --output DIR")
     return config
@@ -181,58 +120,53 @@ def input_root(files: Sequence[str]) -> str:
     return prefix[:cut + 1] if cut >= 0 else ""
 
 
+def enabled_stages(config: RunConfig) -> List[StageSpec]:
+    return [spec for spec in TABLE if spec.is_enabled(config)]
+
+
 def preflight(config: RunConfig) -> None:
-    """Everything every worker will need, checked once here: models load, language codes exist,
-    the extractor runs, optional decoders are installed. A failure is one error line, before any work."""
-    lid = load_model(config.langid.model)
-    if config.langid.languages:
-        labels = sorted(label.replace("__label__", "") for label in lid.get_labels())
-        unknown = [code for code in config.langid.languages if code not in labels]
-        if unknown:
-            hints = []
-            for code in unknown:
-                close = difflib.get_close_matches(code.lower(), labels, n=3)
-                hints.append(f"{code!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
-            raise ConfigError(f"--languages: not a label of the language-ID model: {'; '.join(hints)}; "
-                              f"codes are ISO 639 as the model writes them ({', '.join(labels[:12])}, ...)")
-    if config.quality.enabled:
-        load_quality_model(config.quality.model)
-    Extractor(config.extract).check()
-    try:
-        import brotli  # noqa: F401  (Content-Encoding: br pages)
-    except ImportError as exc:
-        raise ConfigError(f"brotli is not installed ({exc}): pip install 'brotli>=1.2'") from exc
-    if not hasattr(brotli.Decompressor(), "can_accept_more_data"):
-        raise ConfigError("brotli is too old for bounded decompression: pip install 'brotli>=1.2'")
+    """Everything every worker will need, checked once here by each enabled stage: models load,
+    language codes exist, the extractor runs, optional decoders are installed. A failure is one
+    error line, before any work."""
+    for spec in enabled_stages(config):
+        spec.preflight(config)
 
 
-def make_steps(config: RunConfig) -> list:
-    """The steps after reading, in order: (name, transform). FineWeb's order: filters, then dedup, then PII."""
-    stages = [(Extractor(config.extract), True), (LanguageIdentifier(config.langid), False)]
-    optional = [(config.gopher_repetition, GopherRepetition), (config.gopher_quality, GopherQuality),
-                (config.c4, C4Filter), (config.fineweb, FineWebFilter), (config.quality, QualityScorer)]
-    stages += [(make(cfg), False) for cfg, make in optional if cfg.enabled]
+def _global_step(spec: StageSpec, config: RunConfig) -> beam.PTransform:
+    """The Beam transform of a stage that needs all documents at once."""
+    if spec.name == "exact_dedup":
+        return ExactDedup()
+    if spec.name == "near_dedup":
+        return NearDedup(config.dedup)
+    if spec.name == "decontaminate":
+        c = config.decontam
+        return Decontaminate(DecontaminationIndex(read_benchmarks(c.benchmarks), c.n, c.min_words), c)
+    if spec.name == MIX_STAGE:
+        return Mix(parse_weights(config.mix), config.seed, config.mix_max_epochs)
+    raise ConfigError(f"stage {spec.name}: runs over all documents, but the pipeline has no transform for it")
+
+
+def make_steps(config: RunConfig) -> List[tuple]:
+    """(name, transform) of every enabled stage after reading, in the stage table's order; the
+    first is extraction (HTML documents only), the last the write check."""
     faults: Dict[str, List[str]] = {}
     for spec in config.inject_errors:
         stage_name, _, url_part = spec.partition("=")
         faults.setdefault(stage_name, []).append(url_part)
-    steps = [(stage.name, ApplyStage(stage, progress=progress, fail_urls=faults.get(stage.name, ())))
-             for stage, progress in stages]
-    unknown = set(faults) - {stage.name for stage, _ in stages} - ({PiiRemover.name} if config.pii.enabled else set())
+    steps, per_document = [], []
+    for spec in enabled_stages(config):
+        if spec.runs in (EXTRACT, DOCUMENT):
+            per_document.append(spec.name)
+            steps.append((spec.name, ApplyStage(spec.make(config), progress=spec.runs == EXTRACT,
+                                                fail_urls=faults.get(spec.name, ()))))
+        elif spec.runs == GLOBAL:
+            steps.append((spec.name, _global_step(spec, config)))
+        elif spec.runs != READ:  # the write check
+            steps.append((spec.name, ApplyStage(OutputCheck())))
+    unknown = set(faults) - set(per_document)
     if unknown:
         raise ConfigError(f"--inject-error: no per-document stage named {sorted(unknown)} in this run "
-                          f"(stages: {', '.join(s.name for s, _ in stages)}{', pii' if config.pii.enabled else ''})")
-    if config.dedup.exact:
-        steps.append((EXACT_DEDUP, ExactDedup()))
-    if config.dedup.near:
-        steps.append((NEAR_DEDUP, NearDedup(config.dedup)))
-    if config.decontam.benchmarks:
-        index = DecontaminationIndex(read_benchmarks(config.decontam.benchmarks), config.decontam.n,
-                                     config.decontam.min_words)
-        steps.append((DECONTAM_STAGE, Decontaminate(index, config.decontam)))
-    if config.pii.enabled:
-        steps.append((PiiRemover.name, ApplyStage(PiiRemover(config.pii), fail_urls=faults.get(PiiRemover.name, ()))))
-    steps.append((OutputCheck.name, ApplyStage(OutputCheck())))
+                          f"(stages: {', '.join(per_document)})")
     return steps
 
 
@@ -255,25 +189,17 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "") -> List[
         html_docs.append(html)
         text_docs.append(text)
         ledgers.append(drops)
-    names = [READ_STAGE, WARC_STAGE, TEXT_STAGE]
+    names = [spec.name for spec in TABLE if spec.runs == READ]
     (extract_name, extract), *steps = make_steps(config)
     html = html_docs[0] if len(html_docs) == 1 else html_docs | "AllHtml" >> beam.Flatten()
     extracted, drops = html | f"Stage_{extract_name}" >> extract
     ledgers.append(drops)
     names.append(extract_name)
     documents = [extracted, *text_docs] | "JoinTextSources" >> beam.Flatten()  # text skips extraction
-    for name, step in steps[:-1]:
+    for name, step in steps:
         documents, drops = documents | f"Stage_{name}" >> step
         ledgers.append(drops)
         names.append(name)
-    if config.mix:
-        documents, drops = documents | "Stage_mix" >> Mix(parse_weights(config.mix), config.seed, config.mix_max_epochs)
-        ledgers.append(drops)
-        names.append(MIX_STAGE)
-    write_name, write_check = steps[-1]  # last: no document reaches a shard that cannot be stored
-    documents, drops = documents | f"Stage_{write_name}" >> write_check
-    ledgers.append(drops)
-    names.append(write_name)
     _ = documents | "WriteShards" >> WriteShards(
         FileSystems.join(config.output, DATA_DIR), FileSystems.join(config.output, STATS_DIR, "stats"),
         config.shard_size_mb, config.seed, config.row_group_rows)
@@ -391,7 +317,7 @@ def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float,
     if problems:
         raise RunFailed(f"run failed its checks, no manifest written ({REPORT_FILE} has details): " + "; ".join(problems))
 
-    extra = {"config": config.to_dict(), "refinery_version": VERSION}
+    extra = {"config": config.to_dict(), "refinery_version": VERSION, "extraction": trafilatura_speedups.versions()}
     if config.anneal_fraction:
         anneal = FileSystems.join(config.output, ANNEAL_DIR)
         anneal_manifest = write_manifest(anneal, collect_shards(anneal, DATA_DIR), extra)

@@ -6,11 +6,11 @@ import json
 import sys
 from typing import List, Optional, Sequence
 
-from stages.quality_train import TrainConfig, read_texts, train
+from stages.quality_train import QualityTrainConfig, read_texts, train
 
 
 def build_parser() -> argparse.ArgumentParser:
-    d = TrainConfig()
+    d = QualityTrainConfig()
     p = argparse.ArgumentParser(
         prog="refinery train-quality",
         description="Train a fastText classifier (__label__hq / __label__lq) whose P(hq) becomes `quality_score`. "
@@ -45,7 +45,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         positives, negatives = _load(args.positive, args.text_field), _load(args.negative, args.text_field)
-        config = TrainConfig(epochs=args.epochs, word_ngrams=args.ngrams, dim=args.dim, lr=args.lr,
+        config = QualityTrainConfig(epochs=args.epochs, word_ngrams=args.ngrams, dim=args.dim, lr=args.lr,
                              test_fraction=args.test_fraction, seed=args.seed, quantize=not args.no_quantize)
         description = args.description or f"positives: {', '.join(args.positive)}; negatives: {', '.join(args.negative)}"
         card = train(positives, negatives, args.output, config, description)

@@ -21,7 +21,7 @@ import sys
 from stages.extract import ExtractConfig, Extractor
 from stages.gopher import GopherQuality, GopherRepetition
 from stages.langid import LanguageIdentifier
-from stages.quality_train import TrainConfig, boilerplate_lines, train
+from stages.quality_train import QualityTrainConfig, boilerplate_lines, train
 from stages.record import Document
 from stages.warc import read_warc
 
@@ -47,7 +47,7 @@ def collect(paths):
                 doc = lid(doc)
                 if not isinstance(doc, Document):
                     continue
-                dropped = repetition.check(doc.text, doc.lang) or quality.check(doc.text, doc.lang)
+                dropped = repetition.evaluate(doc.text, doc.lang) or quality.evaluate(doc.text, doc.lang)
                 yield page.url or page.id, ("lq" if dropped else "hq"), doc.text
                 boilerplate = boilerplate_lines(page.html, doc.text)
                 if len(" ".join(boilerplate).split()) >= 30:
@@ -65,7 +65,7 @@ def main() -> int:
         split["test" if held_out(url) else "train"][label].append(text)
     sizes = {part: {label: len(texts) for label, texts in labels.items()} for part, labels in split.items()}
     print(json.dumps(sizes))
-    card = train(split["train"]["hq"], split["train"]["lq"], OUTPUT, TrainConfig(),
+    card = train(split["train"]["hq"], split["train"]["lq"], OUTPUT, QualityTrainConfig(),
                  description=__doc__.split("Split:")[0].strip(), held_out=(split["test"]["hq"], split["test"]["lq"]))
     print(json.dumps(card["held_out_metrics"]), card["model_bytes"], "bytes")
     return 0

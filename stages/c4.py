@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from stages.record import Document, DropReason, Stage, StageResult
+from stages.record import Document, DropReason, RuleStage, StageResult
+from stages.table import StageSpec
 
 _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")
 _END_MARKS = (".", "?", "!", '"')
@@ -20,23 +21,26 @@ _POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "u
 
 @dataclass(frozen=True)
 class C4Config:
+    """C4's page cleaning (TFDS c4_utils.py values; available, off by default)."""
+
     enabled: bool = False
-    # TFDS c4_utils.py values (the C4 paper's prose says 3 words/line and 5 sentences;
-    # the code that built C4 uses these):
+    # The C4 paper's prose says 3 words per line and 5 sentences; the code that built C4 uses 5 and 3.
     min_words_per_line: int = 5
-    min_sentences: int = 3
-    max_word_length: int = 1000
+    min_sentences: int = 3                    # sentences left after line cleaning
+    max_word_length: int = 1000               # lines with a longer "word" are removed
     max_page_chars: Optional[int] = 190_000   # TFDS is_valid_length, applied before line cleaning
-    remove_citations: bool = True
+    remove_citations: bool = True             # [1], [edit], [citation needed]
     remove_javascript_lines: bool = True
-    remove_policy_lines: bool = True
+    remove_policy_lines: bool = True          # "terms of use", "privacy policy", cookie notices
 
 
-class C4Filter(Stage):
+class C4Filter(RuleStage):
+    """Removes lines that fail C4's line rules and drops pages that fail its page rules."""
+
     name = "c4"
 
     def __init__(self, config: C4Config = C4Config()):
-        self.config = config
+        super().__init__(config)
 
     def __call__(self, doc: Document) -> StageResult:
         c = self.config
@@ -67,3 +71,12 @@ class C4Filter(Stage):
         if sentences < c.min_sentences:
             return doc.drop(self.name, DropReason.C4_TOO_FEW_SENTENCES, f"{sentences} < {c.min_sentences}")
         return doc.replace(text="\n".join(kept))
+
+
+SPEC = StageSpec(
+    name=C4Filter.name, order=50, config=C4Config, build=C4Filter,
+    about="C4 page rules (lines failing C4's line rules are removed from kept pages)",
+    reasons={DropReason.C4_LOREM_IPSUM: "the page contains \"lorem ipsum\"",
+             DropReason.C4_CURLY_BRACKET: "a kept line contains `{` (probably code)",
+             DropReason.C4_TOO_FEW_SENTENCES: "fewer than `min_sentences` after line cleaning",
+             DropReason.C4_TOO_LONG: "more than `max_page_chars` characters"})

@@ -25,6 +25,8 @@ from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 import numpy as np
 
 from stages.record import Document, DropReason, Stage, StageResult
+from stages.settings import check
+from stages.table import GLOBAL, StageSpec
 
 STAGE = "decontaminate"
 _PUNCT_TABLE = str.maketrans({ch: " " for ch in string.punctuation + "“”‘’«»„–—…"})
@@ -34,13 +36,20 @@ _BASE = np.uint64(1099511628211)  # FNV prime: window hash = sum(word_hash * BAS
 
 @dataclass(frozen=True)
 class DecontamConfig:
-    benchmarks: Tuple[str, ...] = ()   # "PATH" or "PATH:field1,field2" (see read_benchmark)
+    """Benchmark decontamination (GPT-3 style 13-grams); runs when benchmarks are given."""
+
+    # PATH or PATH:field1,field2; a folder means every file in it (e.g. MMLU's subject CSVs)
+    benchmarks: Tuple[str, ...] = ()
     n: int = 13
-    min_words: int = 8                 # shorter items are not checked (too generic)
-    policy: str = "excise"             # "excise" (GPT-3) or "drop"
+    min_words: int = 8                 # items shorter than n are matched whole if they have at least this many words
+    policy: str = "excise"             # excise (GPT-3: the span and excise_margin characters each side) or drop
     excise_margin: int = 200           # characters removed on each side of a match
     min_fragment_chars: int = 200      # fragments shorter than this are dropped
     max_fragments: int = 10            # a document split into more pieces is dropped
+
+    def __post_init__(self):
+        check(self.policy in ("excise", "drop"), f"policy must be excise or drop, got {self.policy!r}")
+        check(self.n >= 1 and self.min_words >= 1, "n and min_words must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -256,3 +265,10 @@ def read_benchmarks(specs: Iterable[str]) -> List[EvalItem]:
         else:
             items += read_benchmark(spec)
     return items
+
+
+SPEC = StageSpec(
+    name=STAGE, order=100, runs=GLOBAL, config=DecontamConfig, section="decontam",
+    enabled=lambda run: bool(run.decontam.benchmarks), about="benchmark n-grams excised or documents dropped",
+    reasons={DropReason.CONTAMINATED: "shares an n-gram with a benchmark item (policy drop, or too little left "
+                                      "after excising; detail: n-gram count and items)"})

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
+from stages.settings import check
+from stages.table import EXTRACT, StageSpec
 
 STAGE = "extract"
 _STARTUP_TIMEOUT_S = 120
@@ -25,6 +27,8 @@ _STARTUP_TIMEOUT_S = 120
 
 @dataclass(frozen=True)
 class ExtractConfig:
+    """Main-text extraction with trafilatura."""
+
     # FineWeb's settings (datatrove Trafilatura): precision over recall, no comments, no images.
     favor_precision: bool = True
     include_comments: bool = False
@@ -48,6 +52,11 @@ class ExtractConfig:
     # Address-space cap for the extraction child, so one page cannot exhaust the worker's RAM.
     worker_memory_mb: int = 4096
 
+    def __post_init__(self):
+        check(self.timeout_s is None or self.timeout_s > 0, "timeout_s must be positive (or none for no limit)")
+        check(self.max_html_bytes > 0, "max_html_bytes must be positive")
+        check(self.worker_memory_mb > 0, "worker_memory_mb must be positive")
+
     def trafilatura_options(self) -> Dict[str, Any]:
         """What `extract_text` takes: trafilatura's keyword arguments plus `speedups`."""
         return dict(favor_precision=self.favor_precision, include_comments=self.include_comments,
@@ -55,18 +64,25 @@ class ExtractConfig:
                     deduplicate=self.deduplicate, fast=self.fast, speedups=self.speedups)
 
 
+def use_speedups(on: bool) -> None:
+    """Install (or remove) the trafilatura speedups in this process, once: a worker calls it when it
+    starts; later calls with the same value cost one comparison."""
+    from stages import trafilatura_speedups
+
+    if trafilatura_speedups.state() is on:
+        return
+    if on:
+        trafilatura_speedups.install()
+    else:
+        trafilatura_speedups.uninstall()
+
+
 def extract_text(html: str, url: Optional[str], options: Dict[str, Any]) -> Optional[str]:
     """The extraction itself, no limits: trafilatura's main text or None."""
     import trafilatura  # imported here so the parent process of a worker need not load it
 
-    from stages import trafilatura_speedups
-
     options = dict(options)
-    if options.pop("speedups", True):
-        if not trafilatura_speedups.installed():
-            trafilatura_speedups.install()
-    elif trafilatura_speedups.installed():
-        trafilatura_speedups.uninstall()
+    use_speedups(options.pop("speedups", True))
     return trafilatura.extract(html, url=url or None, **options)
 
 
@@ -81,7 +97,9 @@ class Extractor(Stage):
 
     def setup(self) -> None:
         """Start the extraction child now, so a broken installation fails here, not page by page."""
-        if self.config.timeout_s is not None and self._worker is None:
+        if self.config.timeout_s is None:  # extraction in this process
+            use_speedups(self.config.speedups)
+        elif self._worker is None:
             self._worker = _ExtractionWorker(self.config.trafilatura_options(), self.config.worker_memory_mb)
             self._worker.start()
 
@@ -203,9 +221,11 @@ def _worker_main(conn, options: Dict[str, Any], memory_mb: int) -> None:
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = min([memory_mb * 1024 * 1024] + [x for x in (soft, hard) if x != resource.RLIM_INFINITY])
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    # Pay trafilatura's import once, before the first page's clock starts.
+    # Pay trafilatura's import and the speedups' set-up once, before the first page's clock starts.
     try:
         import trafilatura  # noqa: F401
+
+        use_speedups(options.get("speedups", True))
     except Exception as exc:  # e.g. ImportError of an optional lxml part: tell the parent why
         _answer(conn, ("failed", f"import trafilatura: {type(exc).__name__}: {exc}"))
         return
@@ -233,3 +253,13 @@ def _answer(conn, message) -> bool:
     except OSError:
         return False
     return True
+
+
+SPEC = StageSpec(
+    name=STAGE, order=10, runs=EXTRACT, config=ExtractConfig, build=Extractor,
+    about="trafilatura main text (HTML documents only)",
+    reasons={
+        DropReason.TOO_LARGE: "HTML over `extract.max_html_bytes`",
+        DropReason.EXTRACT_TIMEOUT: "extraction exceeded `extract.timeout_s`",
+        DropReason.EXTRACT_ERROR: "trafilatura raised, or its worker died (e.g. memory cap)",
+        DropReason.NO_TEXT: "no main text found"})

@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from stages.gopher import duplicate_units
-from stages.record import Document, DropReason, Stage, StageResult
+from stages.record import DropReason, RuleStage
+from stages.table import StageSpec
 from stages.text import TERMINAL_PUNCTUATION, split_words
 
 
 @dataclass(frozen=True)
 class FineWebConfig:
+    """FineWeb's own quality rules (available, off by default)."""
+
     enabled: bool = False
     min_line_punct: Optional[float] = 0.12        # share of lines ending in terminal punctuation
     max_short_lines: Optional[float] = 0.67       # share of lines of <= short_line_chars characters
@@ -19,28 +22,37 @@ class FineWebConfig:
     max_newline_ratio: Optional[float] = 0.3      # newlines per word
 
 
-class FineWebFilter(Stage):
+class FineWebFilter(RuleStage):
     name = "fineweb"
 
     def __init__(self, config: FineWebConfig = FineWebConfig()):
-        self.config = config
+        super().__init__(config)
 
-    def __call__(self, doc: Document) -> StageResult:
-        c, text = self.config, doc.text
+    def evaluate(self, text: str, lang: Optional[str]) -> Optional[Tuple[str, str]]:
+        c = self.config
         lines = [line for line in text.split("\n") if line.strip()]
         if not lines:
-            return doc.drop(self.name, DropReason.NO_TEXT, "no non-empty lines")
+            return DropReason.NO_TEXT, "no non-empty lines"
         punct = sum(line.rstrip().endswith(TERMINAL_PUNCTUATION) for line in lines) / len(lines)
         if c.min_line_punct is not None and punct < c.min_line_punct:
-            return doc.drop(self.name, DropReason.FINEWEB_LINE_PUNCT, f"{punct:.3f} < {c.min_line_punct}")
+            return DropReason.FINEWEB_LINE_PUNCT, f"{punct:.3f} < {c.min_line_punct}"
         short = sum(len(line) <= c.short_line_chars for line in lines) / len(lines)
         if c.max_short_lines is not None and short > c.max_short_lines:
-            return doc.drop(self.name, DropReason.FINEWEB_SHORT_LINES, f"{short:.3f} > {c.max_short_lines}")
+            return DropReason.FINEWEB_SHORT_LINES, f"{short:.3f} > {c.max_short_lines}"
         dup_chars = duplicate_units(lines)[1] / max(len(text.replace("\n", "")), 1)
         if c.max_dup_line_chars is not None and dup_chars > c.max_dup_line_chars:
-            return doc.drop(self.name, DropReason.FINEWEB_DUP_LINE_CHARS, f"{dup_chars:.3f} > {c.max_dup_line_chars}")
-        words = split_words(text, doc.lang)
+            return DropReason.FINEWEB_DUP_LINE_CHARS, f"{dup_chars:.3f} > {c.max_dup_line_chars}"
+        words = split_words(text, lang)
         ratio = text.count("\n") / max(len(words), 1)
         if c.max_newline_ratio is not None and ratio > c.max_newline_ratio:
-            return doc.drop(self.name, DropReason.FINEWEB_NEWLINE_RATIO, f"{ratio:.3f} > {c.max_newline_ratio}")
-        return doc
+            return DropReason.FINEWEB_NEWLINE_RATIO, f"{ratio:.3f} > {c.max_newline_ratio}"
+        return None
+
+
+SPEC = StageSpec(
+    name=FineWebFilter.name, order=60, config=FineWebConfig, build=FineWebFilter, about="FineWeb's own rules",
+    reasons={DropReason.FINEWEB_LINE_PUNCT: "too few lines end in terminal punctuation",
+             DropReason.FINEWEB_SHORT_LINES: "too many short lines",
+             DropReason.FINEWEB_DUP_LINE_CHARS: "repeated lines hold too many of the characters",
+             DropReason.FINEWEB_NEWLINE_RATIO: "too many newlines per word: lists, not prose",
+             DropReason.NO_TEXT: "no non-empty line"})

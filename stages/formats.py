@@ -9,6 +9,11 @@ from __future__ import annotations
 import zlib
 from typing import Optional
 
+from stages.table import READ, StageSpec
+
+SPEC = StageSpec(name="read", order=0, runs=READ, about="opening input files, choosing each one's reader", reasons={
+    "read_error": "a file that is no WARC, JSONL or Parquet file, or cannot be opened (one row per file)"})
+
 WARC, JSONL, PARQUET = "warc", "jsonl", "parquet"
 SNIFF_BYTES = 4096
 _WARC_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz")

@@ -11,46 +11,36 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from stages.record import Document, DropReason, Stage, StageResult
+from stages.record import DropReason, RuleStage
+from stages.table import StageSpec
 from stages.text import NO_SPACE_LANGS, is_punctuation, normalized_words, split_paragraphs, split_words, stop_words
 
 
 @dataclass(frozen=True)
 class GopherQualityConfig:
+    """Gopher quality rules (Rae et al. 2021) at FineWeb's thresholds; none disables a single rule."""
+
     enabled: bool = True
     min_words: Optional[int] = 50
     max_words: Optional[int] = 100_000
-    min_mean_word_length: Optional[float] = 3
+    min_mean_word_length: Optional[float] = 3    # skipped for zh/ja/th, whose words are 1-2 characters
     max_mean_word_length: Optional[float] = 10
     max_hash_ratio: Optional[float] = 0.1        # "#" per word
     max_ellipsis_ratio: Optional[float] = 0.1    # "..." or "…" per word
     max_bullet_lines: Optional[float] = 0.9      # share of lines starting with a bullet
     max_ellipsis_lines: Optional[float] = 0.3    # share of lines ending with an ellipsis
     min_alpha_words: Optional[float] = 0.8       # share of words with at least one letter
-    min_stop_words: Optional[int] = 2            # stop-word occurrences (per-language lists, stages/text.py)
+    min_stop_words: Optional[int] = 2            # stop-word occurrences (per-language lists, stages/text.py);
+                                                 # skipped, and counted, for a language without one
 
 
-class _RuleStage(Stage):
-    """A stage whose `check(text, lang)` returns None (keep) or (reason, detail)."""
-
-    def __init__(self, config):
-        self.config = config
-
-    def __call__(self, doc: Document) -> StageResult:
-        reason = self.check(doc.text, doc.lang)
-        return doc if reason is None else doc.drop(self.name, *reason)
-
-    def check(self, text: str, lang: Optional[str]) -> Optional[Tuple[DropReason, str]]:
-        raise NotImplementedError
-
-
-class GopherQuality(_RuleStage):
+class GopherQuality(RuleStage):
     name = "gopher_quality"
 
     def __init__(self, config: GopherQualityConfig = GopherQualityConfig()):
         super().__init__(config)
 
-    def check(self, text: str, lang: Optional[str]) -> Optional[Tuple[DropReason, str]]:
+    def evaluate(self, text: str, lang: Optional[str]) -> Optional[Tuple[DropReason, str]]:
         c = self.config
         words = split_words(text, lang)
         content_words = [w for w in words if not is_punctuation(w)]  # Gopher: symbols are not words
@@ -96,11 +86,13 @@ class GopherQuality(_RuleStage):
 
 @dataclass(frozen=True)
 class GopherRepetitionConfig:
+    """Gopher repetition rules (Rae et al. 2021) at FineWeb's thresholds; none disables a single rule."""
+
     enabled: bool = True
-    max_dup_line_fraction: Optional[float] = 0.30
-    max_dup_line_chars: Optional[float] = 0.20
-    max_dup_para_fraction: Optional[float] = 0.30
-    max_dup_para_chars: Optional[float] = 0.20
+    max_dup_line_fraction: Optional[float] = 0.30   # share of lines that repeat an earlier line
+    max_dup_line_chars: Optional[float] = 0.20      # share of line characters in repeated lines
+    max_dup_para_fraction: Optional[float] = 0.30   # share of paragraphs that repeat an earlier one
+    max_dup_para_chars: Optional[float] = 0.20      # share of paragraph characters in repeated paragraphs
     # n -> max share of characters in the most frequent n-gram
     max_top_ngram_chars: Tuple[Tuple[int, float], ...] = ((2, 0.20), (3, 0.18), (4, 0.16))
     # n -> max share of characters inside n-grams that occur more than once
@@ -108,7 +100,7 @@ class GopherRepetitionConfig:
         (5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
 
 
-class GopherRepetition(_RuleStage):
+class GopherRepetition(RuleStage):
     """Repetition statistics, with one definition of "characters" throughout.
 
     Lines and paragraphs: a duplicate is every copy after the first (its characters are
@@ -126,7 +118,7 @@ class GopherRepetition(_RuleStage):
     def __init__(self, config: GopherRepetitionConfig = GopherRepetitionConfig()):
         super().__init__(config)
 
-    def check(self, text: str, lang: Optional[str]) -> Optional[Tuple[DropReason, str]]:
+    def evaluate(self, text: str, lang: Optional[str]) -> Optional[Tuple[DropReason, str]]:
         c = self.config
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         for units, max_fraction, max_chars, reasons in (
@@ -169,6 +161,32 @@ def duplicate_units(units: Sequence[str]) -> Tuple[int, int]:
             seen.add(unit)
     return count, chars
 
+
+
+SPECS = (
+    StageSpec(
+        name=GopherRepetition.name, order=30, config=GopherRepetitionConfig, build=GopherRepetition,
+        about="Gopher repetition rules",
+        reasons={
+            DropReason.DUP_LINE_FRACTION: "too many lines repeat an earlier line",
+            DropReason.DUP_LINE_CHARS: "repeated lines hold too many of the characters",
+            DropReason.DUP_PARA_FRACTION: "too many paragraphs repeat an earlier one",
+            DropReason.DUP_PARA_CHARS: "repeated paragraphs hold too many of the characters",
+            DropReason.TOP_NGRAM_CHARS: "the most frequent 2/3/4-gram covers too many characters (detail: n, share)",
+            DropReason.DUP_NGRAM_CHARS: "duplicated 5...10-grams cover too many characters (detail: n, share)"}),
+    StageSpec(
+        name=GopherQuality.name, order=40, config=GopherQualityConfig, build=GopherQuality,
+        about="Gopher quality rules (detail: measured value and threshold)",
+        reasons={
+            DropReason.GOPHER_TOO_FEW_WORDS: "fewer words than `min_words`",
+            DropReason.GOPHER_TOO_MANY_WORDS: "more words than `max_words`",
+            DropReason.GOPHER_MEAN_WORD_LENGTH: "mean word length outside [min, max]",
+            DropReason.GOPHER_SYMBOL_RATIO: "too many `#` or ellipses per word",
+            DropReason.GOPHER_BULLET_LINES: "too many lines start with a bullet",
+            DropReason.GOPHER_ELLIPSIS_LINES: "too many lines end with an ellipsis",
+            DropReason.GOPHER_ALPHA_WORDS: "too few words contain a letter",
+            DropReason.GOPHER_STOP_WORDS: "too few stop words of the page's language"}),
+)
 
 class NGrams:
     """Exact n-gram identities of a word sequence as dense integer arrays, built up one n at a time:

@@ -6,12 +6,15 @@ with the package to Beam workers.
 """
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 from importlib import resources
 from typing import FrozenSet, Optional, Tuple
 
 from stages.record import Document, DropReason, Stage, StageResult
+from stages.settings import ConfigError, check, split_commas
+from stages.table import StageSpec
 
 STAGE = "langid"
 BUNDLED_MODEL = "lid.176.ftz"
@@ -19,9 +22,16 @@ BUNDLED_MODEL = "lid.176.ftz"
 
 @dataclass(frozen=True)
 class LangIdConfig:
-    model: Optional[str] = None          # path to a fastText LID model; None = bundled lid.176.ftz
+    """Language identification (fastText lid.176, bundled)."""
+
+    model: Optional[str] = None          # path to a fastText LID model (lid.176.bin, GlotLID); none = bundled lid.176.ftz
     threshold: float = 0.65              # FineWeb keeps pages whose top language scores >= 0.65
-    languages: Optional[Tuple[str, ...]] = None  # keep only these ISO codes; None = any language
+    languages: Optional[Tuple[str, ...]] = None  # keep only these codes, e.g. en,de; none = any language
+
+    def __post_init__(self):
+        check(0.0 <= self.threshold <= 1.0, f"threshold must be in [0, 1], got {self.threshold}")
+        if self.languages is not None:  # "en,de" from a flag or a file
+            object.__setattr__(self, "languages", split_commas(self.languages) or None)
 
 
 def bundled_model_path() -> str:
@@ -60,8 +70,26 @@ class LanguageIdentifier(Stage):
 
     def __init__(self, config: LangIdConfig = LangIdConfig()):
         self.config = config
-        self._languages: Optional[FrozenSet[str]] = frozenset(config.languages) if config.languages else None
+        # lid.176 writes en, GlotLID eng_Latn: codes match whatever their case
+        self._languages: Optional[FrozenSet[str]] = (frozenset(c.lower() for c in config.languages)
+                                                     if config.languages else None)
         self._model = None
+
+    def check(self) -> None:
+        """The model loads and every requested language is one of its labels (else one line with hints)."""
+        model = load_model(self.config.model)
+        if not self._languages:
+            return
+        labels = sorted(_label_to_code(label) for label in model.get_labels())
+        by_lower = {label.lower(): label for label in labels}
+        unknown = [code for code in self.config.languages if code.lower() not in by_lower]
+        if unknown:
+            hints = []
+            for code in unknown:
+                close = [by_lower[c] for c in difflib.get_close_matches(code.lower(), list(by_lower), n=3)]
+                hints.append(f"{code!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+            raise ConfigError(f"langid.languages (--languages): not a label of the language-ID model: {'; '.join(hints)}; "
+                              f"codes are ISO 639 as the model writes them ({', '.join(labels[:12])}, ...)")
 
     def setup(self) -> None:
         if self._model is None:
@@ -83,9 +111,16 @@ class LanguageIdentifier(Stage):
         lang, score = self.predict(doc.text)
         if score < self.config.threshold:
             return doc.drop(STAGE, DropReason.LANG_BELOW_THRESHOLD, f"{lang}:{score:.3f}")
-        if self._languages is not None and lang not in self._languages:
+        if self._languages is not None and lang.lower() not in self._languages:
             return doc.drop(STAGE, DropReason.LANG_NOT_SELECTED, f"{lang}:{score:.3f}")
         return doc.replace(lang=lang, lang_score=score)
 
     def __getstate__(self):  # the loaded model stays on the worker that loaded it
         return {"config": self.config, "_languages": self._languages, "_model": None}
+
+
+SPEC = StageSpec(
+    name=STAGE, order=20, config=LangIdConfig, build=LanguageIdentifier,
+    about="fastText lid.176: sets `lang`, `lang_score`",
+    reasons={DropReason.LANG_BELOW_THRESHOLD: "top language score under `langid.threshold` (detail: `lang:score`)",
+             DropReason.LANG_NOT_SELECTED: "confident, but not in `langid.languages` (`--languages`)"})

@@ -9,6 +9,13 @@ from __future__ import annotations
 import hashlib
 from typing import Dict, Mapping, Tuple
 
+from stages.record import DropReason
+from stages.table import GLOBAL, StageSpec
+
+SPEC = StageSpec(name="mix", order=120, runs=GLOBAL, enabled=lambda run: bool(run.mix),
+                 about="sources sampled to the requested token shares (`--mix`)",
+                 reasons={DropReason.MIX_DOWNSAMPLED: "not drawn: its source is above its share"})
+
 
 def approx_tokens(text: str) -> int:
     return (len(text.encode("utf-8", "surrogatepass")) + 3) // 4

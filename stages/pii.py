@@ -17,6 +17,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 import re2
 
 from stages.record import Document, DropReason, Stage, StageResult
+from stages.settings import check, split_commas
+from stages.table import StageSpec
 
 EMAIL, IP, PHONE, CARD, IBAN = "EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "IBAN"
 KINDS = (EMAIL, IP, PHONE, CARD, IBAN)
@@ -65,11 +67,19 @@ _IBAN_LENGTHS = {
 
 @dataclass(frozen=True)
 class PiiConfig:
+    """Personal information replaced by placeholders (<EMAIL>, <IP_ADDRESS>, ...)."""
+
     enabled: bool = True
     kinds: Tuple[str, ...] = KINDS   # which kinds to replace
     # Per-document time budget: a page still being searched after this is ledgered (pii_budget), not
     # published unredacted. Real pages take milliseconds; 40,000 addresses in 1.2 MB take ~1 s.
     budget_s: float = 10.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "kinds", split_commas(self.kinds))  # "EMAIL,PHONE" from a flag
+        check(self.budget_s > 0, "budget_s must be positive")
+        unknown = sorted(set(self.kinds) - set(KINDS))
+        check(not unknown, f"kinds: unknown {unknown}; known: {', '.join(KINDS)}")
 
 
 class PiiBudgetExceeded(RuntimeError):
@@ -294,3 +304,10 @@ def _plausible_national(raw: str) -> bool:
 _VALIDATORS: Dict[str, Callable[[str, int, int], Optional[Tuple[int, int]]]] = {
     EMAIL: _email, IP: _ip, PHONE: _phone, CARD: _card, IBAN: _iban,
 }
+
+
+SPEC = StageSpec(
+    name=PiiRemover.name, order=110, config=PiiConfig, build=PiiRemover,
+    about="e-mail, IP, phone, card and IBAN numbers -> placeholders",
+    reasons={DropReason.PII_BUDGET: "PII search ran past `pii.budget_s` for this document: ledgered, "
+                                    "not published unredacted"})

@@ -13,6 +13,8 @@ from importlib import resources
 from typing import List, Optional, Sequence
 
 from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
+from stages.settings import check
+from stages.table import StageSpec
 
 STAGE = "quality"
 POSITIVE, NEGATIVE = "__label__hq", "__label__lq"
@@ -34,10 +36,16 @@ def normalize(text: str, max_chars: int = MAX_CHARS) -> str:
 
 @dataclass(frozen=True)
 class QualityConfig:
+    """Model-based quality score (fastText classifier, bundled; `make quality-model` rebuilds it)."""
+
     enabled: bool = True
-    model: Optional[str] = None        # fastText model path; None = bundled stages/models/quality.ftz
-    # Keep only documents scoring at least this; None scores without dropping (mixing uses the score).
+    model: Optional[str] = None        # fastText model path; none = bundled stages/models/quality.ftz
+    # Keep only documents scoring at least this; none scores without dropping (mixing uses the score).
     threshold: Optional[float] = None
+
+    def __post_init__(self):
+        check(self.threshold is None or 0.0 <= self.threshold <= 1.0,
+              f"threshold must be in [0, 1] or none, got {self.threshold}")
 
 
 def bundled_model_path() -> str:
@@ -91,6 +99,9 @@ class QualityScorer(Stage):
             except (FileNotFoundError, ValueError) as exc:
                 raise StageEnvironmentError(str(exc)) from exc
 
+    def check(self) -> None:
+        load_model(self.config.model)
+
     def teardown(self) -> None:
         self._model = None
 
@@ -115,3 +126,8 @@ class QualityScorer(Stage):
 
     def __getstate__(self):
         return {"config": self.config, "_model": None}
+
+
+SPEC = StageSpec(
+    name=STAGE, order=70, config=QualityConfig, build=QualityScorer, about="sets `quality_score`",
+    reasons={DropReason.QUALITY_BELOW_THRESHOLD: "score under `quality.threshold` (only when one is set)"})

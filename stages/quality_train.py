@@ -19,7 +19,7 @@ from stages.quality import NEGATIVE, POSITIVE, normalize, predict_hq
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class QualityTrainConfig:
     epochs: int = 20
     lr: float = 0.5
     word_ngrams: int = 2          # DCLM's fastText classifier uses bigrams
@@ -88,7 +88,7 @@ def _write_training_file(path: str, positives: Sequence[str], negatives: Sequenc
         fh.write("\n".join(rows) + "\n")
 
 
-def train(positives: Sequence[str], negatives: Sequence[str], output: str, config: TrainConfig = TrainConfig(),
+def train(positives: Sequence[str], negatives: Sequence[str], output: str, config: QualityTrainConfig = QualityTrainConfig(),
           description: str = "", held_out: Optional[Tuple[Sequence[str], Sequence[str]]] = None) -> Dict:
     """Train, evaluate on held-out data, write the model and `<output>.card.json`; returns the card.
 

@@ -11,11 +11,13 @@ import enum
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Tuple, Union
 
 
 class DropReason(str, enum.Enum):
-    """Every reason a document can leave the pipeline. One enum, so reasons do not drift."""
+    """The reasons of the built-in stages, spelled once. What each means, and which stage gives it, is
+    in the stage table (`stages/table.py`: each StageSpec's `reasons`), where a new stage declares
+    its own; a test checks that every reason a stage module uses is declared by its spec."""
 
     # warc: reading the container
     NON_HTML = "non_html"                    # payload is not text/html or application/xhtml+xml
@@ -105,14 +107,21 @@ class Document:
     def replace(self, **changes: Any) -> "Document":
         return dataclasses.replace(self, **changes)
 
-    def drop(self, stage: str, reason: DropReason, detail: str = "") -> "Drop":
-        return Drop(id=self.id, url=self.url, source=self.source, stage=stage,
-                    reason=DropReason(reason), detail=detail)
+    def drop(self, stage: str, reason: str, detail: str = "") -> "Drop":
+        """A Drop for the ledger; `reason` is one the stage declares in its StageSpec (stages/table.py)."""
+        return Drop(id=self.id, url=self.url, source=self.source, stage=stage, reason=_reason(reason), detail=detail)
 
     def drop_for_error(self, stage: str, exc: BaseException) -> "Drop":
         """A stage raised on this document: ledgered as `error:<ExceptionType>` with the message."""
         return Drop(id=self.id, url=self.url, source=self.source, stage=stage, reason=DropReason.ERROR,
                     detail=f"{type(exc).__name__}: {exc}"[:500], error_type=type(exc).__name__)
+
+
+def _reason(reason: str) -> str:
+    try:
+        return DropReason(reason)
+    except ValueError:  # a stage's own reason, declared in its StageSpec
+        return str(reason)
 
 
 @dataclass(frozen=True)
@@ -123,7 +132,7 @@ class Drop:
     url: str
     source: str
     stage: str
-    reason: DropReason
+    reason: str            # a DropReason, or a reason of the stage's own StageSpec
     detail: str = ""
     error_type: str = ""   # for DropReason.ERROR: the exception's class name
 
@@ -154,6 +163,21 @@ class Stage:
     @staticmethod
     def count(name: str, n: int = 1) -> None:
         pass
+
+
+class RuleStage(Stage):
+    """A filter that keeps or drops a document unchanged: `evaluate(text, lang)` returns None (keep)
+    or (reason, detail)."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def __call__(self, doc: Document) -> StageResult:
+        verdict = self.evaluate(doc.text, doc.lang)
+        return doc if verdict is None else doc.drop(self.name, *verdict)
+
+    def evaluate(self, text: str, lang: Optional[str]) -> Optional[Tuple[str, str]]:
+        raise NotImplementedError
 
 
 class StageEnvironmentError(RuntimeError):

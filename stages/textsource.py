@@ -14,6 +14,8 @@ from typing import BinaryIO, Callable, Iterator, Optional
 
 from stages.formats import PARQUET
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
+from stages.settings import check
+from stages.table import READ, StageSpec
 
 STAGE = "read_text"
 _SKIP_CHUNK = 1 << 20
@@ -22,12 +24,30 @@ _PARQUET_BATCH_ROWS = 64  # rows decoded at a time: a row group is never turned 
 
 @dataclass(frozen=True)
 class TextSourceConfig:
+    """JSONL[.gz] and Parquet text sources (code, books): they skip extraction."""
+
     field: str = "text"                         # text field of JSONL/Parquet records
     # A JSONL line (or Parquet text) larger than this is ledgered as too_large without being held.
     # Books run to a few MB (Project Gutenberg's longest are ~5 MB); every later stage holds a few
     # copies of a document, so the cap is what bounds a worker's memory for text sources.
     max_record_bytes: int = 16 * 1024 * 1024
     max_url_chars: int = 8192                   # longer `url` values are ledgered as header_too_long
+
+    def __post_init__(self):
+        check(self.max_record_bytes > 0 and self.max_url_chars > 0,
+              "size caps must be positive: max_record_bytes, max_url_chars")
+        check(bool(self.field), "field must name the text field")
+
+
+SPEC = StageSpec(
+    name=STAGE, order=2, runs=READ, config=TextSourceConfig, section="text",
+    about="JSONL/Parquet text records -> documents (no extraction)",
+    reasons={
+        DropReason.READ_ERROR: "a JSONL line with invalid UTF-8 or JSON (detail: file and line), or the rest of "
+                               "a broken file",
+        DropReason.TOO_LARGE: "a line (or Parquet text) over `text.max_record_bytes`",
+        DropReason.HEADER_TOO_LONG: "a `url` over `text.max_url_chars`",
+        DropReason.NO_TEXT: "a record without text in `text.field`"})
 
 
 def document_id(source: str, filename: str, n: int) -> str:

@@ -13,19 +13,38 @@
 `install()` and `uninstall()` are idempotent and thread-safe. tests/stages/test_xpath_compiler.py
 extracts real pages both ways and requires identical text; bench/extract_agreement.py reports the
 speed and the agreement on trafilatura's 990-page evaluation set.
+
+Fenced: the selectors are replaced only when trafilatura's selector source is one the tests
+verified (its SHA-256 is in VERIFIED_SELECTORS); another trafilatura keeps its own lxml XPaths
+(same text, slower), said once on stderr. The class-lookup swap is best-effort the same way.
 """
 from __future__ import annotations
 
+import hashlib
+import sys
 import threading
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 from lxml import etree
 
 from stages.xpath_compiler import EXSLT_REGEXP, CompiledSelector, compile_selector
 
+# SHA-256 of trafilatura's selector lists (`selector_digest()`) for the versions whose compiled
+# selectors tests/stages/test_xpath_compiler.py verified. Add a line after verifying a new version.
+VERIFIED_SELECTORS = {
+    "2.3.1": "99c8b95a37131695c7fd9ed694151edb4eb35cac696dab3ad8fcec8584fae914",
+}
+
 _lock = threading.Lock()
 _original_selectors: Dict[Tuple[str, int], etree.XPath] = {}  # (list name, index) -> replaced XPath
 _lookup_swapped = False
+_said = set()  # warnings already printed by this process
+_state: Optional[bool] = None  # True after install(), False after uninstall()
+
+
+def state() -> Optional[bool]:
+    """What was last asked of this process: installed (True), removed (False), or nothing (None)."""
+    return _state
 
 
 def _selector_lists() -> Dict[str, list]:
@@ -50,33 +69,69 @@ def _html_class_lookup() -> etree.ElementNamespaceClassLookup:
     return lookup
 
 
+def selector_digest() -> str:
+    """SHA-256 of trafilatura's own selector lists (names, order and XPath source)."""
+    lists = _selector_lists()
+    source = "\n".join(f"{name}[{i}]={_original_selectors.get((name, i), x).path}"
+                       for name in sorted(lists) for i, x in enumerate(lists[name]))
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def unverified_reason() -> Optional[str]:
+    """Why the selectors must not be replaced in this installation (None: they may)."""
+    import trafilatura
+
+    version = getattr(trafilatura, "__version__", "?")
+    expected = VERIFIED_SELECTORS.get(version)
+    if expected is None:
+        return f"trafilatura {version} is not a version whose selectors were verified ({', '.join(VERIFIED_SELECTORS)})"
+    if selector_digest() != expected:
+        return f"trafilatura {version}'s selectors differ from the verified ones"
+    return None
+
+
+def _say_once(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        print(f"[refinery] {message}", file=sys.stderr, flush=True)
+
+
 def install() -> int:
-    """Swap both in; returns how many selectors are compiled."""
-    global _lookup_swapped
+    """Swap both in where verified; returns how many selectors are compiled (0 when fenced off)."""
+    global _lookup_swapped, _state
     import lxml.html
     import trafilatura.utils
     import trafilatura.xpaths as xpaths
 
     namespaces = {"re": getattr(xpaths, "REGEXP_NS", EXSLT_REGEXP)}
     with _lock:
-        for name, selectors in _selector_lists().items():
-            for i, selector in enumerate(selectors):
-                if isinstance(selector, etree.XPath):
-                    compiled = compile_selector(selector.path, namespaces)
-                    if compiled is not None:
-                        _original_selectors[(name, i)] = selector
-                        selectors[i] = compiled
+        reason = unverified_reason() if not _original_selectors else None
+        if reason:
+            _say_once(f"extraction speedups off: {reason}; trafilatura's own XPath selectors are used "
+                      "(same text, slower)")
+        else:
+            for name, selectors in _selector_lists().items():
+                for i, selector in enumerate(selectors):
+                    if isinstance(selector, etree.XPath):
+                        compiled = compile_selector(selector.path, namespaces)
+                        if compiled is not None:
+                            _original_selectors[(name, i)] = selector
+                            selectors[i] = compiled
         parser = getattr(trafilatura.utils, "HTML_PARSER", None)
         # lxml.html.HTMLParser always sets HtmlElementClassLookup(), the lookup ours reproduces
         if not _lookup_swapped and type(parser) is lxml.html.HTMLParser:
-            parser.set_element_class_lookup(_html_class_lookup())
-            _lookup_swapped = True
+            try:
+                parser.set_element_class_lookup(_html_class_lookup())
+                _lookup_swapped = True
+            except Exception as exc:  # another lxml: keep its Python lookup
+                _say_once(f"lxml class-lookup speedup off: {type(exc).__name__}: {exc}")
+        _state = True
         return len(_original_selectors)
 
 
 def uninstall() -> None:
     """Put trafilatura's own selectors and lxml.html's class lookup back."""
-    global _lookup_swapped
+    global _lookup_swapped, _state
     import lxml.html
     import trafilatura.utils
 
@@ -88,7 +143,16 @@ def uninstall() -> None:
         if _lookup_swapped:
             trafilatura.utils.HTML_PARSER.set_element_class_lookup(lxml.html.HtmlElementClassLookup())
             _lookup_swapped = False
+        _state = False
 
 
 def installed() -> bool:
     return bool(_original_selectors) or _lookup_swapped
+
+
+def versions() -> Dict[str, str]:
+    """What extraction ran with, for the manifest."""
+    import lxml
+    import trafilatura
+
+    return {"trafilatura": getattr(trafilatura, "__version__", "?"), "lxml": lxml.__version__}

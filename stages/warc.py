@@ -20,6 +20,8 @@ from warcio.archiveiterator import ArchiveIterator
 
 from stages.charset import charset_from_content_type, decode_html
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
+from stages.settings import check
+from stages.table import READ, StageSpec
 
 STAGE = "warc"
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -28,17 +30,56 @@ _BINARY_SNIFF_CHARS = 4096
 
 @dataclass(frozen=True)
 class WarcConfig:
-    # Memory guard: a record block larger than this is not read into memory at all.
+    """Reading WARC files: memory caps per record."""
+
+    # Memory guard: a record block larger than this is not read into memory at all (too_large).
     # Common Crawl truncates payloads at 1 MiB (5 MiB since 2025), so 64 MiB only stops pathological files.
     max_record_bytes: int = 64 * 1024 * 1024
-    # A WARC header line longer than this is never held (the rest of the line is skipped in chunks) and
-    # its record is ledgered; more header bytes than `max_header_bytes` in one record end the file.
+    # A WARC header line longer than this is never held (the rest of the line is skipped in chunks);
+    # its record is ledgered (header_too_long).
     max_header_line_bytes: int = 64 * 1024
+    # More header bytes than this in one record: the rest of the file is ledgered (read_error).
     max_header_bytes: int = 1024 * 1024
     # Longer target URIs are ledgered as header_too_long (browsers and crawlers stop far below this).
     max_url_chars: int = 8192
     # Share of control characters in the head of a decoded page above which it is not text.
     max_control_char_fraction: float = 0.05
+
+    def __post_init__(self):
+        caps = {"max_record_bytes": self.max_record_bytes, "max_header_line_bytes": self.max_header_line_bytes,
+                "max_header_bytes": self.max_header_bytes, "max_url_chars": self.max_url_chars}
+        bad = [k for k, v in caps.items() if v <= 0]
+        check(not bad, f"size caps must be positive: {', '.join(bad)}")
+        check(self.max_url_chars <= self.max_header_line_bytes, "max_url_chars must not exceed max_header_line_bytes")
+        check(0 <= self.max_control_char_fraction <= 1, "max_control_char_fraction must be in [0, 1]")
+
+
+def check_decoders(run_config) -> None:
+    """Content-Encoding: br pages need brotli >= 1.2 (bounded decompression)."""
+    try:
+        import brotli
+    except ImportError as exc:
+        raise EnvironmentError(f"brotli is not installed ({exc}): pip install 'brotli>=1.2'") from exc
+    if not hasattr(brotli.Decompressor(), "can_accept_more_data"):
+        raise EnvironmentError("brotli is too old for bounded decompression: pip install 'brotli>=1.2'")
+
+
+SPEC = StageSpec(
+    name=STAGE, order=1, runs=READ, config=WarcConfig, check=check_decoders,
+    about="WARC response records -> HTML documents",
+    reasons={
+        DropReason.NON_HTML: "payload type is not text/html or application/xhtml+xml (detail: the type)",
+        DropReason.HTTP_STATUS: "not a 2xx response (detail: the status)",
+        DropReason.TRUNCATED_RECORD: "the file ends before the record's Content-Length",
+        DropReason.EMPTY_PAYLOAD: "a response with no body",
+        DropReason.BINARY_CONTENT: "labelled HTML, but more than `warc.max_control_char_fraction` control characters",
+        DropReason.UNDECODABLE: "the HTTP content or transfer encoding cannot be undone",
+        DropReason.TOO_LARGE: "record block over `warc.max_record_bytes` (not read into memory), or a payload "
+                              "decoding to more than `extract.max_html_bytes`",
+        DropReason.HEADER_TOO_LONG: "a WARC header line over `warc.max_header_line_bytes` or a URL over "
+                                    "`warc.max_url_chars`",
+        DropReason.READ_ERROR: "a record that cannot be read (detail: file@offset and error), or the rest of a "
+                               "broken file"})
 
 
 class HeaderTooLarge(ValueError):

@@ -69,3 +69,16 @@ def test_train_help_and_a_missing_manifest_is_a_one_line_error(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert "manifest.json" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_run_and_train_share_one_error_style_for_settings(tmp_path):
+    """Both commands load settings the same way: a bad value is one line naming the setting, exit 2."""
+    run = subprocess.run([REFINERY, "run", "--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"),
+                          "--set", "langid.threshold=2"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr.strip() == \
+        "refinery run: error: langid: threshold must be in [0, 1], got 2.0"
+    train = subprocess.run([REFINERY, "train", "--data", str(tmp_path), "--out", str(tmp_path / "r"),
+                            "--set", "spike.factor=high"], capture_output=True, text=True, timeout=120)
+    assert train.returncode == 2 and train.stderr.strip() == \
+        "refinery train: error: spike.factor: expected a number, got 'high'"
+    assert not (tmp_path / "o").exists() and not (tmp_path / "r").exists()

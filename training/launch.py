@@ -29,15 +29,16 @@ def main(argv: Sequence[str]) -> int:
         from training.train import main as train_main
 
         return train_main(rest)
+    from stages.settings import ConfigError
     from training.config import parse
 
     from training.checkpoint import CheckpointError
     from training.train import check_out
 
-    cfg = parse(rest)  # a bad option, config file or --out is reported once here, not once per rank
     try:
+        cfg = parse(rest)  # a bad option, config file or --out is reported once here, not once per rank
         check_out(cfg)
-    except CheckpointError as exc:
+    except (ConfigError, CheckpointError) as exc:
         print(f"refinery train: error: {exc}", file=sys.stderr)
         return 2
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from training import checkpoint
+from stages.settings import ConfigError
 from training.config import TrainConfig, parse
 from training.data import DataConfig, DataError, ShardStream, StreamState
 from training.distributed import Dist, barrier, full_state, gather_to_main, init, load_full_state, shutdown, wrap
@@ -286,7 +287,11 @@ def compare(trainer: Trainer, measured: List[Optional[Dict[str, Any]]]) -> Optio
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    cfg = parse(argv)
+    try:
+        cfg = parse(argv)
+    except ConfigError as exc:
+        print(f"refinery train: error: {exc}", file=sys.stderr, flush=True)
+        return 2
     env = init(cfg.device)
     try:
         check_out(cfg)  # on every rank: a refusal must not leave the other ranks waiting at the barrier

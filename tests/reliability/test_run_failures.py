@@ -84,7 +84,7 @@ def test_unknown_options_and_language_codes_are_refused_with_a_hint(tmp_path):
         run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--languages", "english"])
     with pytest.raises(ConfigError, match="did you mean en"):
         run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--config",
-             str(no_filters_config(tmp_path / "c.yaml", "langid: {languages: [EN]}\n"))])
+             str(no_filters_config(tmp_path / "c.yaml", "langid: {languages: [eng]}\n"))])
     assert not (tmp_path / "o").exists()  # nothing was written before the refusal
 
 

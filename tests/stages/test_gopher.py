@@ -24,7 +24,7 @@ def prose(lines=EN, n=12, start=0):
 
 
 def quality(text, lang="en", **cfg):
-    return GopherQuality(GopherQualityConfig(**cfg)).check(text, lang)
+    return GopherQuality(GopherQualityConfig(**cfg)).evaluate(text, lang)
 
 
 def reason(result):
@@ -35,7 +35,7 @@ def test_real_prose_passes_both_filters():
     for lines, lang in ((EN, "en"), (DE, "de"), (ZH, "zh")):
         text = prose(lines, 20)
         assert quality(text, lang) is None, lang
-        assert GopherRepetition().check(text, lang) is None, lang
+        assert GopherRepetition().evaluate(text, lang) is None, lang
 
 
 def test_word_count_bounds():
@@ -88,7 +88,7 @@ def test_language_without_a_list_skips_the_rule_and_counts_it():
     stage = GopherQuality()
     stage.count = lambda name, n=1: seen.append(name)
     text = prose(n=12)
-    assert stage.check(text, "xx") is None
+    assert stage.evaluate(text, "xx") is None
     assert seen == ["skip.stop_words.xx"]
 
 
@@ -111,7 +111,7 @@ def test_ngram_character_definitions_by_hand():
 
 
 def repetition(text, **cfg):
-    return GopherRepetition(GopherRepetitionConfig(**cfg)).check(text, "en")
+    return GopherRepetition(GopherRepetitionConfig(**cfg)).evaluate(text, "en")
 
 
 def test_duplicate_lines_and_paragraphs():
@@ -172,8 +172,8 @@ def test_real_article_pages_pass(gold_pages):
     for html, url, _, _ in gold_pages:
         page = lid(extractor(Document(id="p", url=url or "", source="web", html=html)))
         if isinstance(page, Document):
-            outcomes.append((page.lang, GopherRepetition().check(page.text, page.lang)
-                             or GopherQuality().check(page.text, page.lang)))
+            outcomes.append((page.lang, GopherRepetition().evaluate(page.text, page.lang)
+                             or GopherQuality().evaluate(page.text, page.lang)))
     assert len(outcomes) >= 18 and {"de", "en", "fr"} <= {lang for lang, _ in outcomes}
     dropped = [(lang, r) for lang, r in outcomes if r is not None]
     assert len(dropped) <= 3, dropped

@@ -57,3 +57,18 @@ def test_corrupt_model_is_a_clear_error(tmp_path):
     bad.write_bytes(b"\x00" * 1000)
     with pytest.raises(ValueError, match="cannot load fastText model"):
         load_model(str(bad))
+
+
+def test_requested_languages_match_the_models_labels_whatever_their_case():
+    """--languages EN,de: lid.176 writes en, GlotLID eng_Latn; a typo is refused with a hint."""
+    from stages.settings import ConfigError
+
+    config = LangIdConfig(languages=("EN,de",))
+    assert config.languages == ("EN", "de")
+    stage = LanguageIdentifier(config)
+    stage.check()
+    english = Document(id="e", url="u", source="web", text="The committee published its annual report on the "
+                       "state of the river and the fish that live in it.")
+    assert isinstance(stage(english), Document)
+    with pytest.raises(ConfigError, match="'eng' .did you mean en"):
+        LanguageIdentifier(LangIdConfig(languages=("eng",))).check()

@@ -7,7 +7,7 @@ import pytest
 from stages.extract import extract_text, ExtractConfig
 from stages.quality import (NEGATIVE, POSITIVE, QualityConfig, QualityScorer, bundled_model_path, load_model,
                             normalize, predict_hq)
-from stages.quality_train import TrainConfig, _write_training_file, boilerplate_lines, metrics, read_texts, train
+from stages.quality_train import QualityTrainConfig, _write_training_file, boilerplate_lines, metrics, read_texts, train
 from stages.record import Document, Drop, DropReason
 from tests.conftest import HTML_DIR
 
@@ -45,7 +45,7 @@ def test_normalization_is_shared_by_trainer_and_scorer(tmp_path):
 def test_training_separates_held_out_data_and_shuffled_labels_do_not(labeled, tmp_path):
     positives, negatives = labeled
     assert len(positives) >= 60 and len(negatives) >= 60
-    config = TrainConfig(epochs=20, quantize=False, test_fraction=0.3)
+    config = QualityTrainConfig(epochs=20, quantize=False, test_fraction=0.3)
     card = train(positives, negatives, str(tmp_path / "real.bin"), config)
     assert card["held_out_metrics"]["f1"] >= 0.75, card["held_out_metrics"]
     # control: the same texts with labels shuffled carry no signal, so held-out accuracy is near chance

@@ -184,3 +184,23 @@ def test_install_and_uninstall_restore_trafilatura():
     after = trafilatura_speedups._selector_lists()
     assert all(_same(before[name], after[name]) for name in before)
     assert all(isinstance(x, etree.XPath) for xs in after.values() for x in xs)
+
+
+def test_selectors_are_replaced_only_in_a_verified_trafilatura(monkeypatch, capsys, real_pages):
+    """This trafilatura is one the tests verified (a new version fails here until its digest is added
+    after this file's agreement tests pass); an unverified one keeps its own selectors, said once."""
+    trafilatura_speedups.uninstall()
+    assert trafilatura_speedups.unverified_reason() is None
+    assert trafilatura_speedups.versions()["trafilatura"] in trafilatura_speedups.VERIFIED_SELECTORS
+    monkeypatch.setattr(trafilatura_speedups, "VERIFIED_SELECTORS", {"0.0": "x"})
+    capsys.readouterr()
+    try:
+        assert trafilatura_speedups.install() == 0 and trafilatura_speedups.install() == 0
+        assert all(isinstance(x, etree.XPath) for xs in trafilatura_speedups._selector_lists().values() for x in xs)
+        err = capsys.readouterr().err
+        assert err.count("extraction speedups off: trafilatura") == 1 and "not a version whose selectors" in err
+        url, html = real_pages[0]
+        options = ExtractConfig().trafilatura_options()
+        assert extract_text(html, url, options) == extract_text(html, url, dict(options, speedups=False))
+    finally:
+        trafilatura_speedups.uninstall()

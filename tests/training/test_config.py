@@ -1,9 +1,11 @@
 """Training options from YAML and the command line end in one TrainConfig; bad files fail clearly."""
 import dataclasses
 import json
+import re
 
 import pytest
 
+from stages.settings import ConfigError
 from training.config import TrainConfig, parse
 
 
@@ -33,28 +35,34 @@ def test_a_runs_saved_config_repeats_the_run(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("data: d\nout: o\nseq_lenn: 3\n", "unknown option 'seq_lenn'"),
-    ("data: d\nout: o\nseq_len: '64'\n", "seq_len: expected int"),
-    ("data: d\nout: o\ngrad_checkpoint: 1\n", "grad_checkpoint: expected bool"),
+    ("data: d\nout: o\nseq_lenn: 3\n", "unknown setting seq_lenn"),
+    ("data: d\nout: o\nseq_len: '64'\n", "seq_len: expected an integer"),
+    ("data: d\nout: o\ngrad_checkpoint: 1\n", "grad_checkpoint: expected true or false"),
     ("data: d\nout: o\nstrategy: zero\n", "--strategy must be one of"),
-    ("data: d\nout: o\nspike: {factr: 3}\n", "config spike"),
-    ("data: d\nout: o\ninject: [[2, boom]]\n", "config inject"),
-    ("- a\n- b\n", "expected a mapping"),
+    ("data: d\nout: o\nspike: {factr: 3}\n", "unknown setting spike.factr"),
+    ("data: d\nout: o\ninject: [[2, boom]]\n", "inject: expected"),
+    ("- a\n- b\n", "top level must be a mapping"),
     ("data: d\nout: [unclosed\n", "cannot read --config"),
 ])
-def test_bad_config_files_fail_with_the_reason(tmp_path, text, message, capsys):
-    with pytest.raises(SystemExit) as exc:
+def test_bad_config_files_fail_with_the_reason(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         parse(["--config", write(tmp_path, text)])
-    assert message in str(exc.value)
 
 
-def test_data_and_out_are_required_somewhere(tmp_path, capsys):
-    with pytest.raises(SystemExit):
+def test_flags_and_set_use_the_same_checks(tmp_path):
+    assert parse(["--data", "d", "--out", "o", "--set", "spike.factor=4", "--spike-window", "7"]).spike.skip_window == 7
+    assert parse(["--data", "d", "--out", "o", "--set", "spike.factor=4"]).spike.factor == 4.0
+    with pytest.raises(ConfigError, match="seq_len: expected an integer, got 'long'"):
+        parse(["--data", "d", "--out", "o", "--seq-len", "long"])
+    with pytest.raises(ConfigError, match="unknown setting spike.fctor"):
+        parse(["--data", "d", "--out", "o", "--set", "spike.fctor=4"])
+
+
+def test_data_and_out_are_required_somewhere(tmp_path):
+    with pytest.raises(ConfigError, match="--out required"):
         parse(["--config", write(tmp_path, "data: d\n")])
-    assert "--out required" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exc:
+    with pytest.raises(ConfigError, match="cannot read --config"):
         parse(["--config", str(tmp_path / "nope.yaml")])
-    assert "cannot read --config" in str(exc.value)
 
 
 def test_bundled_example_states_the_defaults():

@@ -1,0 +1,382 @@
+"""One config mechanism for every command: YAML file -> typed dataclasses -> command-line flags.
+
+A setting is a dataclass field; its help text is the comment beside (or right above) it, so the
+dataclass is the only place a default and its reason are written. From there come the flags
+(`--section-field`, help and default included), the generic `--set section.field=value`, the
+commented default YAML file, and type checks with one error style. Validation of values lives in
+each config's `__post_init__` (raising `ConfigError`). Both `pipeline/` and `training/` use this
+module, so it imports neither.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import inspect
+import io
+import math
+import textwrap
+import tokenize
+import typing
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import yaml
+
+FLAG_PREFIX = "setting:"  # argparse dest of a generated flag: "setting:<dotted key>"
+
+
+class ConfigError(ValueError):
+    """A setting is wrong: one line that names it."""
+
+
+def check(condition: bool, message: str) -> None:
+    """For `__post_init__`: raise ConfigError(message) unless condition holds."""
+    if not condition:
+        raise ConfigError(message)
+
+
+def split_commas(items: Iterable[str]) -> Tuple[str, ...]:
+    """("en,de", "fr") -> ("en", "de", "fr"): for list settings whose items never hold a comma."""
+    return tuple(part.strip() for item in items for part in str(item).split(",") if part.strip())
+
+
+# ---------------------------------------------------------------- help text from the source
+
+@functools.lru_cache(maxsize=None)
+def field_help(cls: type) -> Dict[str, str]:
+    """field name -> help: `metadata["help"]`, else the comment after the field (with the comment
+    lines aligned under it), else the comment block right above it."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):  # made at run time (make_dataclass): no source
+        source = ""
+    names = {f.name for f in dataclasses.fields(cls)}
+    comments: Dict[int, Tuple[int, str, bool]] = {}  # line -> (column, text, alone on its line)
+    code_lines = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                alone = tok.line[:tok.start[1]].strip() == ""
+                comments[tok.start[0]] = (tok.start[1], tok.string.lstrip("#").strip(), alone)
+            elif tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                code_lines.add(tok.start[0])
+    except (tokenize.TokenError, IndentationError):
+        pass
+    lines = source.splitlines()
+    helps: Dict[str, str] = {}
+    for number, line in enumerate(lines, start=1):
+        name = line.strip().split(":", 1)[0].strip()
+        if name not in names or line[:len(line) - len(line.lstrip())] == "" or name in helps:
+            continue
+        parts = []
+        if number in comments and not comments[number][2]:  # trailing comment + aligned continuation lines
+            column = comments[number][0]
+            parts.append(comments[number][1])
+            follow = number + 1
+            while follow in comments and comments[follow][2] and comments[follow][0] == column:
+                parts.append(comments[follow][1])
+                follow += 1
+        else:  # the comment block right above
+            above = number - 1
+            while above in comments and comments[above][2] and above not in code_lines:
+                parts.insert(0, comments[above][1])
+                above -= 1
+        helps[name] = " ".join(p for p in parts if p)
+    for f in dataclasses.fields(cls):
+        if "help" in f.metadata:
+            helps[f.name] = f.metadata["help"]
+    for base in cls.__mro__[1:]:  # inherited fields keep their help
+        if dataclasses.is_dataclass(base):
+            for name, text in field_help(base).items():
+                helps.setdefault(name, text)
+    return helps
+
+
+# ---------------------------------------------------------------- building typed configs
+
+def default_of(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return None
+
+
+def build(cls: type, values: Mapping[str, Any], where: str = "") -> Any:
+    """`cls(**values)` with every key known and every value of its field's type; a problem is one
+    ConfigError naming the setting (`langid.threshold: expected a number, got 'high'`)."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {type(values).__name__}")
+    hints = typing.get_type_hints(cls)
+    known = [f.name for f in dataclasses.fields(cls) if f.init]
+    kwargs = {}
+    for key, value in values.items():
+        name = str(key).replace("-", "_")
+        if name not in known:
+            raise ConfigError(f"unknown setting {_join(where, str(key))}; known: {', '.join(sorted(known))}")
+        kwargs[name] = coerce(hints[name], value, _join(where, name))
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}" if where and not str(exc).startswith(where) else str(exc)) from None
+    except TypeError as exc:  # a required field missing
+        raise ConfigError(f"{where or 'config'}: {exc}") from None
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def coerce(hint: Any, value: Any, where: str) -> Any:
+    """`value` as `hint` requires, or ConfigError. Numbers may not be bools; floats accept ints and
+    numeric strings (YAML 1.1 reads `3e-4` as a string); tuples accept lists or "a,b" strings."""
+    if dataclasses.is_dataclass(hint):
+        if isinstance(value, hint):
+            return value
+        return build(hint, {} if value is None else value, where)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:  # Optional[X]
+        if value is None:
+            return None
+        hint = next(a for a in args if a is not type(None))
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:  # Tuple[X, ...]
+            return tuple(coerce(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if args and len(args) != len(value):
+            raise ConfigError(f"{where}: expected {len(args)} items, got {value!r}")
+        return tuple(coerce(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value))) if args else tuple(value)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if hint in (int, float):
+        if hint is float and isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected {'an integer' if hint is int else 'a number'}, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+        if hint is int and value != int(value):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return hint(value)
+    if hint is str and not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def read_yaml(path: str, flag: str = "--config") -> Dict[str, Any]:
+    """A YAML (or JSON) file's top-level mapping; unreadable or malformed files are one ConfigError."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            values = yaml.safe_load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {flag} {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"cannot read {flag} {path}: not valid YAML{at}: "
+                          f"{getattr(exc, 'problem', None) or exc}") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{flag} {path}: the top level must be a mapping of setting: value, not a {type(values).__name__}")
+    return values
+
+
+def set_dotted(values: Dict[str, Any], dotted: str, value: Any) -> None:
+    """values["a"]["b"] = value for "a.b", creating (or replacing non-mapping) parents."""
+    node = values
+    *parents, leaf = dotted.replace("-", "_").split(".")
+    for part in parents:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[leaf] = value
+
+
+def load(cls: type, yaml_path: Optional[str] = None, overrides: Optional[Mapping[str, Any]] = None) -> Any:
+    """Defaults <- the YAML file <- `overrides` ({"section.key": value}) -> a checked `cls`."""
+    values = read_yaml(yaml_path) if yaml_path else {}
+    for dotted, value in (overrides or {}).items():
+        set_dotted(values, dotted, value)
+    return build(cls, values)
+
+
+# ---------------------------------------------------------------- command-line flags
+
+def flag_name(dotted: str) -> str:
+    """"langid.threshold" -> "--langid-threshold"; a section's `enabled` is the section's own flag."""
+    parts = dotted.split(".")
+    if len(parts) > 1 and parts[-1] == "enabled":
+        parts = parts[:-1]
+    return "--" + "-".join(parts).replace("_", "-")
+
+
+def add_flags(parser: argparse.ArgumentParser, cls: type, *, section: str = "", skip: Iterable[str] = (),
+              title: Optional[str] = None, aliases: Mapping[str, Sequence[str]] = {}) -> None:
+    """One flag per field of `cls` (nested dataclasses recurse, as `--section-field`), with the
+    field's help and default. Values stay text until `flag_values` types them, so a bad value is
+    the same one-line error as in a YAML file. `aliases`: dotted key -> extra flag names."""
+    target = parser.add_argument_group(title) if title else parser
+    hints = typing.get_type_hints(cls)
+    helps = field_help(cls)
+    for f in dataclasses.fields(cls):
+        dotted = _join(section, f.name)
+        if dotted in skip or not f.init:
+            continue
+        hint = hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            doc = (inspect.getdoc(hint) or "").split("\n\n")[0].replace("\n", " ")
+            add_flags(parser, hint, section=dotted, skip=skip, aliases=aliases,
+                      title=f"{dotted}: {doc}" if doc else dotted)
+            continue
+        names = [flag_name(dotted), *aliases.get(dotted, ())]
+        default = default_of(f)
+        text = helps.get(f.name, "")
+        text = (text + " " if text else "") + f"(default: {format_value(default)})"
+        kwargs: Dict[str, Any] = dict(dest=FLAG_PREFIX + dotted, default=argparse.SUPPRESS,
+                                      help=text.replace("%", "%%"))
+        if hint is bool:
+            target.add_argument(*names, action=argparse.BooleanOptionalAction, **kwargs)
+        elif _is_tuple(hint):  # --languages en de, or en,de, or '[en, de]'
+            target.add_argument(*names, nargs="+", metavar=_metavar(hint), **kwargs)
+        else:
+            target.add_argument(*names, metavar=_metavar(hint), **kwargs)
+
+
+def _is_tuple(hint: Any) -> bool:
+    if typing.get_origin(hint) is typing.Union:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    return typing.get_origin(hint) is tuple
+
+
+def _metavar(hint: Any) -> str:
+    optional = typing.get_origin(hint) is typing.Union
+    if optional:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    name = {int: "N", float: "X", str: "TEXT"}.get(hint, "LIST" if typing.get_origin(hint) is tuple else "VALUE")
+    return f"{name}|none" if optional else name
+
+
+def parse_flag_text(hint: Any, text: Any) -> Any:
+    """A flag's text as a YAML value ("0.5" -> 0.5, "none" -> None, "[a, b]" -> list); plain text
+    for string settings and comma lists ("en,de")."""
+    if isinstance(text, list):  # a list flag's words
+        if len(text) == 1:
+            return parse_flag_text(hint, text[0])
+        base = next(a for a in typing.get_args(hint) if a is not type(None)) \
+            if typing.get_origin(hint) is typing.Union else hint
+        item = typing.get_args(base)[0] if typing.get_args(base) else str
+        return [parse_flag_text(item, word) for word in text]
+    if not isinstance(text, str):
+        return text  # a boolean flag
+    optional = typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint)
+    if optional and text.strip().lower() in ("none", "null", "~"):
+        return None
+    base = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint
+    if base is str:
+        return text
+    if typing.get_origin(base) is tuple and not text.lstrip().startswith("["):
+        return [text]  # one item; a config may split "en,de" itself
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text  # coerce names the setting and the expected type
+
+
+def flag_values(namespace: argparse.Namespace, cls: type) -> Dict[str, Any]:
+    """{dotted key: value} of the generated flags given on the command line."""
+    out = {}
+    for dest, text in vars(namespace).items():
+        if dest.startswith(FLAG_PREFIX):
+            dotted = dest[len(FLAG_PREFIX):]
+            out[dotted] = parse_flag_text(hint_of(cls, dotted), text)
+    return out
+
+
+def hint_of(cls: type, dotted: str) -> Any:
+    """The type of setting `dotted` in `cls`, or ConfigError if there is no such setting."""
+    hint: Any = cls
+    for part in dotted.split("."):
+        if not dataclasses.is_dataclass(hint):
+            raise ConfigError(f"unknown setting {dotted}")
+        hints = typing.get_type_hints(hint)
+        if part not in hints or part not in {f.name for f in dataclasses.fields(hint)}:
+            known = ", ".join(sorted(f.name for f in dataclasses.fields(hint)))
+            raise ConfigError(f"unknown setting {dotted}; known at that level: {known}")
+        hint = hints[part]
+    return hint
+
+
+def add_set_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", dest="set_values",
+                        help="set any setting, e.g. --set langid.threshold=0.5 --set dedup.bands=20 "
+                             "(VALUE is YAML: none, true, [a, b]); applied after --config, before the other flags")
+
+
+def set_values(items: Sequence[str], cls: type) -> Dict[str, Any]:
+    """`--set KEY=VALUE` items -> {dotted key: typed value}."""
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE")
+        out[key] = parse_flag_text(hint_of(cls, key), text)
+    return out
+
+
+# ---------------------------------------------------------------- the commented default file
+
+def format_value(value: Any) -> str:
+    if dataclasses.is_dataclass(value):
+        return "{...}"
+    if isinstance(value, tuple):
+        value = _plain(value)
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    return text[:-4].strip() if text.endswith("\n...") or text.endswith(" ...") else text.replace("\n...", "")
+
+
+def _plain(value: Any) -> Any:
+    return [_plain(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+def to_yaml(config: Any, header: str = "", comment_column: int = 36) -> str:
+    """`config` as a YAML file with each setting's help as a comment (sections in field order)."""
+    out: List[str] = [f"# {line}".rstrip() for line in header.splitlines()]
+    _emit(config, out, indent="", comment_column=comment_column)
+    return "\n".join(out) + "\n"
+
+
+def _emit(config: Any, out: List[str], indent: str, comment_column: int) -> None:
+    helps = field_help(type(config))
+    for f in dataclasses.fields(config):
+        if not f.init:
+            continue
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            doc = (inspect.getdoc(type(value)) or "").split("\n\n")[0]
+            for line in textwrap.wrap(" ".join(doc.split()), 100 - len(indent)) if doc else ():
+                out.append(f"{indent}# {line}")
+            out.append(f"{indent}{f.name}:")
+            _emit(value, out, indent + "  ", comment_column)
+            continue
+        line = f"{indent}{f.name}: {format_value(value)}"
+        text = helps.get(f.name, "")
+        if not text:
+            out.append(line)
+        elif len(line) + 2 > comment_column:  # a long value: its comment goes above it
+            out.extend(f"{indent}# {part}" for part in textwrap.wrap(text, 108 - len(indent)))
+            out.append(line)
+        else:
+            wrapped = textwrap.wrap(text, 108 - comment_column)
+            out.append(line.ljust(comment_column) + "# " + wrapped[0])
+            out.extend(" " * comment_column + "# " + more for more in wrapped[1:])

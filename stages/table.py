@@ -1,0 +1,138 @@
+"""The stage table: every step of the recipe, in order, found in the modules of `stages/`.
+
+A stage module declares `SPEC = StageSpec(...)` (or `SPECS = (...)`): the stage's name, its
+config dataclass (its section of the YAML file and its flags), where in the job it runs, when
+it is on, its pre-flight check and its drop reasons. The job (`pipeline/run.py`), the
+pre-flight checks, the funnel, the default config file and the README's reason table are all
+derived from this table, so adding a filter is one file in `stages/` and its test:
+
+    SPEC = StageSpec(name="short_pages", order=65, config=ShortPagesConfig, build=ShortPages,
+                      reasons={"too_short": "fewer than min_chars characters"})
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+# Where a stage runs. "document" stages are per-document classes (`Stage`); the others are wired
+# by the pipeline, which knows them by name: reading files, extraction (HTML documents only, before
+# text sources join), global steps over all documents (dedup, decontamination, mixing), and the
+# last check before a shard is written.
+READ, EXTRACT, DOCUMENT, GLOBAL, WRITE = "read", "extract", "document", "global", "write"
+PLACES = (READ, EXTRACT, DOCUMENT, GLOBAL, WRITE)
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str                                  # funnel and ledger name
+    order: int                                 # position in the recipe (the table is sorted by it)
+    reasons: Mapping[str, str]                 # drop reason -> what it means (the README table)
+    config: Optional[type] = None              # config dataclass: the YAML section `section` and its flags
+    section: Optional[str] = None              # YAML section (default: the name); stages may share one
+    runs: str = DOCUMENT
+    build: Optional[Callable[[Any], Any]] = None  # config -> Stage (document stages)
+    enabled: Optional[Callable[[Any], bool]] = None  # run config -> on? (default: section's `enabled`, else on)
+    check: Optional[Callable[[Any], None]] = None    # run config -> raises if the stage cannot run (pre-flight)
+    about: str = ""                            # one line for the README table's stage column
+
+    def __post_init__(self):
+        if self.runs not in PLACES:
+            raise ValueError(f"stage {self.name}: runs must be one of {PLACES}, not {self.runs!r}")
+        if self.runs == DOCUMENT and self.build is None:
+            raise ValueError(f"stage {self.name}: a document stage needs `build`")
+        if self.config is not None and self.section is None:
+            object.__setattr__(self, "section", self.name)
+
+    def settings(self, run_config: Any) -> Any:
+        """This stage's section of a run config (None without a config)."""
+        return getattr(run_config, self.section) if self.section else None
+
+    def is_enabled(self, run_config: Any) -> bool:
+        if self.enabled is not None:
+            return bool(self.enabled(run_config))
+        return bool(getattr(self.settings(run_config), "enabled", True))
+
+    def make(self, run_config: Any):
+        """The per-document stage, built from its settings."""
+        return self.build(self.settings(run_config))
+
+    def preflight(self, run_config: Any) -> None:
+        """Fail now, with one line, if this stage could not run (missing model, bad language code)."""
+        if self.check is not None:
+            self.check(run_config)
+        elif self.runs in (DOCUMENT, EXTRACT) and self.build is not None:
+            stage = self.make(run_config)
+            if hasattr(stage, "check"):
+                stage.check()
+
+
+ERROR_REASON = "error"  # any stage: the ledger says error:<ExceptionType>
+ANY_STAGE_REASONS = {f"{ERROR_REASON}:<Type>": "a stage raised, e.g. `error:ValueError`; the document is "
+                     "ledgered and the job goes on (detail: the message). `--inject-error STAGE=URL_PART` "
+                     "provokes one, to test this on any runner"}
+
+
+def _specs_in(module) -> Tuple[StageSpec, ...]:
+    found = getattr(module, "SPECS", ()) + ((module.SPEC,) if hasattr(module, "SPEC") else ())
+    return tuple(s for s in found if isinstance(s, StageSpec))
+
+
+def stage_table(package: str = "stages") -> Tuple[StageSpec, ...]:
+    """Every StageSpec declared in the package's modules (sub-packages included), ordered."""
+    return _cached_table(package)
+
+
+_CACHE: Dict[str, Tuple[StageSpec, ...]] = {}
+
+
+def _cached_table(package: str) -> Tuple[StageSpec, ...]:
+    if package not in _CACHE:
+        root = importlib.import_module(package)
+        specs: List[StageSpec] = []
+        for info in pkgutil.walk_packages(root.__path__, prefix=package + "."):
+            if info.name.rsplit(".", 1)[-1].startswith("_") or info.name.endswith(".models"):
+                continue
+            specs.extend(_specs_in(importlib.import_module(info.name)))
+        names = [s.name for s in specs]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"two stages named {duplicated}")
+        orders = [s.order for s in specs]
+        clashes = sorted({o for o in orders if orders.count(o) > 1})
+        if clashes:
+            raise ValueError(f"stages share an order number {clashes}: "
+                             f"{[s.name for s in specs if s.order in clashes]}")
+        _CACHE[package] = tuple(sorted(specs, key=lambda s: s.order))
+    return _CACHE[package]
+
+
+def sections(table: Tuple[StageSpec, ...]) -> List[Tuple[str, type]]:
+    """(section, config class) in table order, each section once."""
+    seen: Dict[str, type] = {}
+    for spec in table:
+        if spec.config is None:
+            continue
+        if spec.section in seen and seen[spec.section] is not spec.config:
+            raise ValueError(f"section {spec.section!r} has two config classes")
+        seen.setdefault(spec.section, spec.config)
+    return list(seen.items())
+
+
+def reason_rows(table: Tuple[StageSpec, ...]) -> List[Tuple[str, str, str]]:
+    """(stage, reason, meaning) for every declared reason, in table order, then errors of any stage."""
+    rows = [(spec.name, reason, meaning) for spec in table for reason, meaning in spec.reasons.items()]
+    return rows + [("any", reason, meaning) for reason, meaning in ANY_STAGE_REASONS.items()]
+
+
+def reasons_of(table: Tuple[StageSpec, ...]) -> Dict[str, frozenset]:
+    return {spec.name: frozenset(spec.reasons) for spec in table}
+
+
+def default_sections(table: Tuple[StageSpec, ...]) -> Dict[str, Any]:
+    return {name: cls() for name, cls in sections(table)}
+
+
+SPECS = (StageSpec(name="write", order=1000, runs=WRITE, about="the last check before a shard", reasons={
+    "unwritable": "the record cannot be stored as the output schema requires (checked before any shard)"}),)

@@ -1,0 +1,109 @@
+"""The stage table is the one place a stage is declared: a new filter is one file in `stages/`,
+and the job, the funnel, the ledger, the flags, the default config and the README follow."""
+import ast
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+
+from pipeline import docs
+from stages.table import stage_table
+from tests.conftest import REPO
+
+TOY_STAGE = '''"""A toy filter (added by tests/test_stage_table.py): drops pages shorter than `min_chars`."""
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from stages.record import RuleStage
+from stages.settings import check
+from stages.table import StageSpec
+
+
+@dataclass(frozen=True)
+class ShortPagesConfig:
+    """Short pages: a toy stage."""
+
+    enabled: bool = True
+    min_chars: int = 500          # pages with fewer characters are dropped
+
+    def __post_init__(self):
+        check(self.min_chars >= 0, "min_chars must be >= 0")
+
+
+class ShortPages(RuleStage):
+    name = "short_pages"
+
+    def evaluate(self, text: str, lang: Optional[str]) -> Optional[Tuple[str, str]]:
+        if len(text) < self.config.min_chars:
+            return "too_short", f"{len(text)} < {self.config.min_chars} characters"
+        return None
+
+
+SPEC = StageSpec(name="short_pages", order=65, config=ShortPagesConfig, build=ShortPages,
+                 about="drops pages under min_chars", reasons={"too_short": "fewer than `min_chars` characters"})
+'''
+
+
+def test_derived_files_are_up_to_date():
+    """configs/default.yaml and the README's tables are generated: `python -m pipeline.docs --write`."""
+    assert docs.main(["--check"]) == 0
+
+
+def test_every_reason_a_stage_module_uses_is_declared_by_its_spec():
+    declared = {}
+    for spec in stage_table():
+        declared.setdefault(spec.name, set()).update(spec.reasons)
+    for spec_module in sorted({s.build.__module__ for s in stage_table() if s.build} | {"stages.dedup"}):
+        path = REPO / (spec_module.replace(".", "/") + ".py")
+        used = {node.attr.lower() for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "DropReason"}
+        module_reasons = set().union(*(declared[s.name] for s in stage_table()
+                                       if (s.build and s.build.__module__ == spec_module)
+                                       or (spec_module == "stages.dedup" and s.section == "dedup")))
+        assert used <= module_reasons, (spec_module, used - module_reasons)
+
+
+def test_a_new_filter_is_one_file(tmp_path):
+    """Copy the code, add one stage module, and nothing else: it runs in the job at its place, is in
+    the funnel and the ledger, has flags in --help, and a section in the generated default config and
+    README tables."""
+    tree = tmp_path / "tree"
+    for part in ("stages", "pipeline", "configs"):
+        shutil.copytree(REPO / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "README.md", tree / "README.md")
+    (tree / "stages" / "short_pages.py").write_text(TOY_STAGE, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(tree))
+
+    def python(*args):
+        result = subprocess.run([sys.executable, *args], cwd=tree, env=env, capture_output=True, text=True,
+                                timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stdout
+
+    python("-m", "pipeline.docs", "--write")
+    default_yaml = (tree / "configs" / "default.yaml").read_text(encoding="utf-8")
+    assert "short_pages:\n  enabled: true\n  min_chars: 500" in default_yaml
+    readme = (tree / "README.md").read_text(encoding="utf-8")
+    assert "| short_pages | document | `short_pages` | yes | drops pages under min_chars |" in readme
+    assert "| short_pages | `too_short` | fewer than `min_chars` characters |" in readme
+
+    help_text = python("-m", "pipeline.cli", "run", "--help")
+    assert "--short-pages-min-chars" in help_text and "pages with fewer characters are dropped (default: 500)" in help_text
+
+    out = tmp_path / "out"
+    python("-m", "pipeline.cli", "run", "--input", str(REPO / "data" / "warc" / "dolma_sample-0000.warc.gz"),
+           "--output", str(out), "--short-pages-min-chars", "3000", "--quiet")
+    report = json.loads((out / "report.json").read_text())
+    names = [row["stage"] for row in report["funnel"]]
+    assert names.index("gopher_quality") < names.index("short_pages") < names.index("quality")  # its order, 65
+    dropped = next(row for row in report["funnel"] if row["stage"] == "short_pages")["dropped"]
+    ledger = pq.read_table(out / "ledger").to_pylist()
+    short = [row for row in ledger if row["stage"] == "short_pages"]
+    assert dropped == len(short) > 0 and {row["reason"] for row in short} == {"too_short"}
+    assert report["conservation"]["holds"] is True and (out / "manifest.json").exists()
+    kept_text = pq.read_table(out / "data", columns=["text"]).column("text").to_pylist()
+    assert kept_text and min(len(t) for t in kept_text) >= 2900  # only PII placeholders change text after it
