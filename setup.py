@@ -13,7 +13,7 @@ setup(
     install_requires=[
         "apache-beam>=2.77,<3",
         "pyarrow>=15,<26",            # Beam 2.77 caps pyarrow below 26
-        "trafilatura>=2.3,<2.4",      # the speedups are verified per version (stages/trafilatura_speedups.py)
+        "trafilatura>=2.3,<2.4",      # the speedups are verified per version (stages/extraction/trafilatura_speedups.py)
         "lxml_html_clean>=0.4",       # trafilatura needs lxml.html.clean, split out of lxml 5.2+
         "warcio>=1.8,<2",
         "charset-normalizer>=3.3,<4",
@@ -30,7 +30,8 @@ setup(
         "tokenizers>=0.20,<0.24",     # optional trained BPE for training (training/tokenizer.py)
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "duckdb>=1.0", "datasets>=3.0", "matplotlib>=3.8"],
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "duckdb>=1.0", "datasets>=3.0", "matplotlib>=3.8",
+                 "ruff>=0.16,<0.17"],
         "plots": ["matplotlib>=3.8"],         # PNGs of `refinery report`
     },
     entry_points={"console_scripts": ["refinery=pipeline.cli:console_main"]},

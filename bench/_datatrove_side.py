@@ -1,5 +1,5 @@
-"""The datatrove half of bench/pipeline.py; runs in datatrove's own virtual environment (see
-bench/pipeline.py for how to make it). Prints one JSON object: documents read, kept, wall seconds,
+"""The datatrove half of bench/vs_datatrove.py; runs in datatrove's own virtual environment (see
+bench/vs_datatrove.py for how to make it). Prints one JSON object: documents read, kept, wall seconds,
 seconds per step. Its language filter loads the bundled lid.176.ftz instead of downloading a model.
 
     DTVENV/bin/python bench/_datatrove_side.py WARC LID_MODEL WORKDIR

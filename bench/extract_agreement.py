@@ -16,7 +16,7 @@ import os
 import statistics
 import time
 
-from stages.extract import ExtractConfig, extract_text
+from stages.extraction.extract import ExtractConfig, extract_text
 
 SETTINGS = {
     "FineWeb (favor_precision), trafilatura as shipped": ExtractConfig(speedups=False),

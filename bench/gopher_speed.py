@@ -24,21 +24,15 @@ DEFAULT_WARC = os.path.join(REPO, "..", "shared", "data", "warc", "bench_trafila
 
 def extract_texts(warc: str, path: str) -> None:
     sys.path.insert(0, REPO)
-    from stages.extract import ExtractConfig, Extractor
+    from stages.chain import StageChain
+    from stages.extraction.extract import ExtractConfig, Extractor
+    from stages.extraction.warc import read_warc
     from stages.langid import LanguageIdentifier
-    from stages.record import Document
-    from stages.warc import read_warc
 
-    extractor, lid = Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()
-    lid.setup()
-    with open(warc, "rb") as fh, open(path, "w", encoding="utf-8") as out:
-        for doc in read_warc(fh, source="bench"):
-            if isinstance(doc, Document):
-                doc = extractor(doc)
-            if isinstance(doc, Document):
-                doc = lid(doc)
-            if isinstance(doc, Document):
-                out.write(json.dumps({"text": doc.text, "lang": doc.lang}) + "\n")
+    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    with open(warc, "rb") as fh, open(path, "w", encoding="utf-8") as out, chain:
+        for doc in chain.kept(read_warc(fh, source="bench")):
+            out.write(json.dumps({"text": doc.text, "lang": doc.lang}) + "\n")
 
 
 def time_stages(stages_root: str, texts_path: str, repeat: int) -> dict:

@@ -8,12 +8,10 @@ import sys
 
 import numpy as np
 import pyarrow.parquet as pq
+from _timing import median_time
 from datasketch import MinHash
 
-from _timing import median_time
 from stages.dedup import MinHasher, shingles
-
-
 
 
 def main(shards: str) -> None:

@@ -10,30 +10,22 @@ import json
 import sys
 import time
 
-from stages.extract import ExtractConfig, Extractor
+from stages.chain import StageChain
+from stages.extraction.extract import ExtractConfig, Extractor
+from stages.extraction.warc import read_warc
 from stages.gopher import GopherQuality, GopherRepetition
 from stages.langid import LanguageIdentifier
-from stages.record import Document
-from stages.warc import read_warc
 
 DEFAULT = "../shared/data/warc/bench_trafilatura_pages.warc.gz"
 
 
 def main(path: str) -> dict:
-    extractor, lid = Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()
+    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
     repetition, quality = GopherRepetition(), GopherQuality()
     per_lang = collections.defaultdict(collections.Counter)
     started = time.monotonic()
-    with open(path, "rb") as fh:
-        for doc in read_warc(fh, source="bench"):
-            if not isinstance(doc, Document):
-                continue
-            doc = extractor(doc)
-            if not isinstance(doc, Document):
-                continue
-            doc = lid(doc)
-            if not isinstance(doc, Document):
-                continue
+    with open(path, "rb") as fh, chain:
+        for doc in chain.kept(read_warc(fh, source="bench")):
             c = per_lang[doc.lang]
             c["pages"] += 1
             rep = repetition.evaluate(doc.text, doc.lang)

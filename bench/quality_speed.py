@@ -5,11 +5,9 @@
 import sys
 
 import pyarrow.parquet as pq
-
 from _timing import median_time
+
 from stages.quality import QualityScorer, load_model, normalize, predict_hq
-
-
 
 
 def main(shards: str) -> None:

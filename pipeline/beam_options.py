@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
-from typing import Iterator, List, Sequence
+from collections.abc import Iterator, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
@@ -35,7 +35,7 @@ def check_beam_args(beam_args: Sequence[str], ours: argparse.ArgumentParser) -> 
         if unknown:
             raise ConfigError(f"unexpected argument(s) {' '.join(unknown)} (flags take the form --name=value)")
         return
-    known: List[str] = [opt for parser in (ours, beam) for action in parser._actions  # noqa: SLF001
+    known: list[str] = [opt for parser in (ours, beam) for action in parser._actions  # noqa: SLF001
                         for opt in action.option_strings if opt.startswith("--")]
     messages = []
     for arg in bad:

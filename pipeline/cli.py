@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 USAGE = """usage: refinery COMMAND [options]
 
@@ -21,7 +21,7 @@ commands:
 """
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
@@ -103,7 +103,7 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) < 2000 else text[:2000] + " ..."
 
 
-def _flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
+def _flag_value(argv: Sequence[str], flag: str) -> str | None:
     for i, arg in enumerate(argv):
         if arg == flag and i + 1 < len(argv):
             return argv[i + 1]

@@ -7,8 +7,9 @@ to edit in this file. Loading and checking are `stages/settings.py`'s (shared wi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any
 
 from stages.mix import parse_weights
 from stages.settings import ConfigError, check, load, to_yaml
@@ -21,25 +22,25 @@ __all__ = ["ConfigError", "JobConfig", "RunConfig", "load_config", "default_yaml
 class JobConfig:
     """The job's own settings (what to read, where to write, how to shard and mix)."""
 
-    inputs: Tuple[str, ...] = ()        # WARC globs (local paths or any Beam filesystem: gs://, s3://)
+    inputs: tuple[str, ...] = ()        # WARC globs (local paths or any Beam filesystem: gs://, s3://)
     output: str = ""                    # output folder: data/, ledger/, report.json, manifest.json
     source: str = "web"                 # value of the `source` column for --input files
     overwrite: bool = False             # replace an earlier run's outputs in `output`
-    sources: Tuple[str, ...] = ()       # more sources as "NAME=GLOB": WARC files, or JSONL[.gz]/Parquet text
+    sources: tuple[str, ...] = ()       # more sources as "NAME=GLOB": WARC files, or JSONL[.gz]/Parquet text
                                         # joining after extraction
     strict: bool = False                # a run that keeps 0 documents fails (exit 3, no manifest)
-    mix: Optional[str] = None           # target token shares, e.g. "web=0.7,code=0.3" (tokens ~ UTF-8 bytes / 4);
+    mix: str | None = None           # target token shares, e.g. "web=0.7,code=0.3" (tokens ~ UTF-8 bytes / 4);
                                         # none keeps everything
     mix_max_epochs: int = 4             # at most this many copies of a document (Muennighoff et al. 2023:
                                         # up to ~4 epochs of repeated data are nearly as good as new data)
     seed: int = 0                       # shard shuffle and mix draws
     shard_size_mb: float = 256.0        # target uncompressed text per output shard
     row_group_rows: int = 4096          # Parquet row group size: the unit streaming readers fetch
-    anneal_fraction: Optional[float] = None  # e.g. 0.1: also write anneal/ with high-quality documents,
+    anneal_fraction: float | None = None  # e.g. 0.1: also write anneal/ with high-quality documents,
                                              # about this share of the output's tokens
     anneal_min_quality: float = 0.8     # quality_score needed to enter the anneal split
     num_shards: int = 0                 # ledger files (0 lets the runner choose)
-    inject_errors: Tuple[str, ...] = () # testing only: "STAGE=URL_SUBSTRING" makes STAGE raise ValueError there
+    inject_errors: tuple[str, ...] = () # testing only: "STAGE=URL_SUBSTRING" makes STAGE raise ValueError there
 
     def __post_init__(self):
         check(self.anneal_fraction is None or 0 < self.anneal_fraction <= 1, "anneal_fraction must be in (0, 1]")
@@ -61,7 +62,7 @@ class JobConfig:
         check(self.anneal_fraction is None or getattr(quality, "enabled", False),
               "the anneal split needs quality scores: enable the quality stage")
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -74,7 +75,7 @@ RunConfig = dataclasses.make_dataclass(
                "__module__": __name__})
 
 
-def load_config(yaml_path: Optional[str] = None, overrides: Optional[Mapping[str, Any]] = None) -> RunConfig:
+def load_config(yaml_path: str | None = None, overrides: Mapping[str, Any] | None = None) -> RunConfig:
     """Defaults, then the YAML file, then `overrides` given as dotted keys ("langid.threshold")."""
     return load(RunConfig, yaml_path, overrides)
 

@@ -10,13 +10,24 @@ with a change counter per round -> per component, the best document survives.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Tuple
+from collections.abc import Iterable
 
 import apache_beam as beam
 
 from pipeline.transforms import DOCUMENTS, LEDGER, _count, _route
-from stages.dedup import (DedupConfig, MinHasher, band_keys, both_directions, exact_key, jaccard, large_star,
-                          shingle_hash, shingles, small_star, survivor_rank)
+from stages.dedup import (
+    DedupConfig,
+    MinHasher,
+    band_keys,
+    both_directions,
+    exact_key,
+    jaccard,
+    large_star,
+    shingle_hash,
+    shingles,
+    small_star,
+    survivor_rank,
+)
 from stages.record import Document, DropReason
 
 EXACT, NEAR = "exact_dedup", "near_dedup"
@@ -97,7 +108,7 @@ class _Signatures(beam.DoFn):
             yield beam.pvalue.TaggedOutput(self.SHINGLES, (doc.id, frozenset(shingle_hash(s) for s in doc_shingles)))
 
 
-def _bucket_edges(bucket: Tuple[object, Iterable[str]]) -> List[Tuple[str, str]]:
+def _bucket_edges(bucket: tuple[object, Iterable[str]]) -> list[tuple[str, str]]:
     """A star inside one LSH bucket: every member links to the bucket's smallest id (not all pairs)."""
     members = set(bucket[1])
     if len(members) < 2:
@@ -224,7 +235,7 @@ def _count_singleton(doc: Document) -> Document:
     return doc
 
 
-def rounds_to_converge(counters: Dict[str, int], max_rounds: int) -> Tuple[int, bool]:
+def rounds_to_converge(counters: dict[str, int], max_rounds: int) -> tuple[int, bool]:
     """(rounds that changed something + the confirming round, converged?) from the job's counters."""
     changed = [i for i in range(max_rounds)
                if counters.get(f"{NEAR}.cc.round{i}.large", 0) or counters.get(f"{NEAR}.cc.round{i}.small", 0)]
@@ -232,12 +243,12 @@ def rounds_to_converge(counters: Dict[str, int], max_rounds: int) -> Tuple[int, 
     return min(last + 1, max_rounds), last < max_rounds
 
 
-def dedup_report(config: DedupConfig, counters: Dict[str, int]) -> Dict:
+def dedup_report(config: DedupConfig, counters: dict[str, int]) -> dict:
     """Bands/rows, the S-curve they give, rounds to converge, cluster-size histogram."""
     from stages.dedup import s_curve
 
     bands, rows = config.band_rows()
-    report: Dict = {"bands": bands, "rows": rows, "num_perm": config.num_perm, "shingle_words": config.shingle_words,
+    report: dict = {"bands": bands, "rows": rows, "num_perm": config.num_perm, "shingle_words": config.shingle_words,
                     "s_curve": {f"{s:.1f}": round(s_curve(s, bands, rows), 3) for s in (0.3, 0.5, 0.6, 0.7, 0.8, 0.9)},
                     "verify": config.verify}
     if config.near:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
-from typing import Dict, List
 
 from pipeline.config import TABLE, RunConfig, default_yaml
 from stages.table import reason_rows
@@ -41,11 +40,11 @@ def readme_with_tables(text: str) -> str:
     return f"{head}{BEGIN}\n{stage_tables()}\n{END}{tail}"
 
 
-def derived_files() -> Dict[pathlib.Path, str]:
+def derived_files() -> dict[pathlib.Path, str]:
     return {DEFAULT_CONFIG: default_yaml(), README: readme_with_tables(README.read_text(encoding="utf-8"))}
 
 
-def main(argv: List[str] = None) -> int:
+def main(argv: list[str] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pipeline.docs", description=__doc__.split("\n\n")[0])
     p.add_argument("--write", action="store_true", help="rewrite the derived files")
     p.add_argument("--check", action="store_true", help="exit 1 if a derived file is out of date")

@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 INSIDE = "REFINERY_LOCAL_CLUSTER_NETNS"
 JOB_PORT, WORKER_PORT = 8099, 50000  # a private namespace: fixed ports cannot collide
@@ -41,11 +41,11 @@ def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float, name: str)
     raise RuntimeError(f"{name} did not listen on port {port} within {timeout:.0f} s")
 
 
-def _start(cmd: List[str], env: dict, log: str) -> subprocess.Popen:
+def _start(cmd: list[str], env: dict, log: str) -> subprocess.Popen:
     return subprocess.Popen(cmd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _kill(proc: Optional[subprocess.Popen]) -> None:
+def _kill(proc: subprocess.Popen | None) -> None:
     if proc is None or proc.poll() is not None:
         return
     try:
@@ -70,7 +70,7 @@ def _raise_on_signals() -> None:
         signal.signal(sig, handler)
 
 
-def non_loopback_interfaces() -> List[str]:
+def non_loopback_interfaces() -> list[str]:
     """Network interfaces of this process's namespace other than loopback (/proc/self/net/dev is per
     namespace; /sys/class/net shows the namespace sysfs was mounted in)."""
     try:
@@ -125,9 +125,9 @@ def _inside(args: argparse.Namespace, run_args: Sequence[str]) -> int:
         _kill(job)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    run_args: List[str] = []
+    run_args: list[str] = []
     if "--" in argv:
         split = argv.index("--")
         argv, run_args = argv[:split], argv[split + 1:]

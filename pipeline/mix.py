@@ -2,8 +2,6 @@
 deterministic per-document draw against the rates they imply (a side input of a few numbers)."""
 from __future__ import annotations
 
-from typing import Dict
-
 import apache_beam as beam
 
 from pipeline.transforms import DOCUMENTS, LEDGER, _count
@@ -13,7 +11,7 @@ from stages.record import Document, DropReason
 STAGE = "mix"
 
 
-def _draw(doc: Document, rates: Dict[str, float], seed: int, max_epochs: int):
+def _draw(doc: Document, rates: dict[str, float], seed: int, max_epochs: int):
     _count(f"{STAGE}.in")
     rate = rates.get(doc.source, 1.0)
     if rate > max_epochs:
@@ -32,7 +30,7 @@ def _draw(doc: Document, rates: Dict[str, float], seed: int, max_epochs: int):
 
 
 class Mix(beam.PTransform):
-    def __init__(self, weights: Dict[str, float], seed: int, max_epochs: int = 4):
+    def __init__(self, weights: dict[str, float], seed: int, max_epochs: int = 4):
         super().__init__()
         self._weights, self._seed, self._max_epochs = weights, seed, max_epochs
 
@@ -48,7 +46,7 @@ class Mix(beam.PTransform):
         return results[DOCUMENTS], results[LEDGER]
 
 
-def _anneal_pick(doc: Document, totals: Dict[str, int], fraction: float, min_quality: float, seed: int):
+def _anneal_pick(doc: Document, totals: dict[str, int], fraction: float, min_quality: float, seed: int):
     if doc.epoch != 0 or doc.quality_score is None or doc.quality_score < min_quality:
         return
     rate = min(1.0, fraction * totals.get("all", 0) / max(totals.get("hq", 0), 1))

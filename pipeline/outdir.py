@@ -14,7 +14,6 @@ import os
 import shutil
 import socket
 import time
-from typing import List, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -45,7 +44,7 @@ class OutputLock:
         self.path = os.path.join(folder, LOCK_FILE) if is_local(folder) else None
         self._held = False
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         if self.path is None:
             return self
         folder = os.path.dirname(self.path)
@@ -93,7 +92,7 @@ def _alive(pid) -> bool:
     return True
 
 
-def foreign_files(folder: str) -> List[str]:
+def foreign_files(folder: str) -> list[str]:
     """Files under a local `folder` that no refinery run writes (relative paths)."""
     if not is_local(folder) or not os.path.isdir(folder):
         return []
@@ -130,7 +129,7 @@ def prepare_output(output: str, overwrite: bool) -> None:
         os.makedirs(output, exist_ok=True)
 
 
-def lock_note(output: str) -> Optional[str]:
+def lock_note(output: str) -> str | None:
     return None if is_local(output) else "output on an object store: no exclusive lock was taken"
 
 
@@ -143,7 +142,7 @@ def remove_partial(output: str) -> None:
         pass
 
 
-def _matching(output: str, patterns) -> List[str]:
+def _matching(output: str, patterns) -> list[str]:
     """Paths (files and folders) under `output` matching `patterns`. Beam's local match lists files only,
     which would leave Beam's own temp folders behind."""
     if is_local(output):
@@ -151,7 +150,7 @@ def _matching(output: str, patterns) -> List[str]:
     return [m.path for r in FileSystems.match([FileSystems.join(output, p) for p in patterns]) for m in r.metadata_list]
 
 
-def _delete(paths: List[str]) -> None:
+def _delete(paths: list[str]) -> None:
     for path in paths:
         if is_local(path) and os.path.isdir(path):
             shutil.rmtree(path, ignore_errors=True)

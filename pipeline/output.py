@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from typing import Any, Dict, List
+from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
@@ -50,7 +50,7 @@ class _WriteShard(beam.DoFn):
         if FileSystems.exists(final):  # a retried bundle: replace our own earlier attempt
             FileSystems.delete([final])
         FileSystems.rename([temp], [final])
-        tokens: Dict[str, int] = {}
+        tokens: dict[str, int] = {}
         for row in rows:
             tokens[row["source"]] = tokens.get(row["source"], 0) + approx_tokens(row["text"])
         yield json.dumps({"path": shard_name(index, num_shards), "rows": len(rows), "bytes": len(data),
@@ -61,8 +61,8 @@ class _WriteShard(beam.DoFn):
                           "originals": sum(1 for row in rows if row["epoch"] == 0)})
 
 
-def _count_by(rows: List[Dict[str, Any]], field: str) -> Dict[str, int]:
-    out: Dict[str, int] = {}
+def _count_by(rows: list[dict[str, Any]], field: str) -> dict[str, int]:
+    out: dict[str, int] = {}
     for row in rows:
         out[row[field]] = out.get(row[field], 0) + 1
     return out
@@ -95,7 +95,7 @@ class WriteShards(beam.PTransform):
                 | "Stats" >> beam.io.WriteToText(self._stats_prefix, shard_name_template="-SSSSS"))
 
 
-def collect_shards(output: str, data_dir: str) -> List[Dict[str, Any]]:
+def collect_shards(output: str, data_dir: str) -> list[dict[str, Any]]:
     """The shard writers' stats (path relative to `output`, rows, bytes, sha256, tokens per source);
     an empty shard is written when no document survived, so readers still find a dataset."""
     stats_glob = FileSystems.join(output, STATS_DIR, "stats*")
@@ -120,11 +120,11 @@ def collect_shards(output: str, data_dir: str) -> List[Dict[str, Any]]:
     return shards
 
 
-def write_manifest(output: str, shards: List[Dict[str, Any]], extra: Dict[str, Any]) -> Dict[str, Any]:
+def write_manifest(output: str, shards: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
     """manifest.json from the shards' stats (temp file + rename: all or nothing). The commit point of a
     run: called last, only after every check passed."""
-    tokens: Dict[str, int] = {}
-    rows: Dict[str, int] = {}
+    tokens: dict[str, int] = {}
+    rows: dict[str, int] = {}
     for s in shards:
         for k, v in s["tokens_by_source"].items():
             tokens[k] = tokens.get(k, 0) + v

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import collections
 import json
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
@@ -17,13 +18,12 @@ from apache_beam.metrics.metric import MetricsFilter
 from pipeline.transforms import NAMESPACE
 from stages.table import READ, stage_table
 
-
 READ_STAGES = tuple(s.name for s in stage_table() if s.runs == READ)  # their `in` counters: documents read
 
 
-def counters(result) -> Optional[Dict[str, int]]:
+def counters(result) -> dict[str, int] | None:
     """Beam counters of this run, committed values where the runner has them; None if it reports none."""
-    out: Dict[str, int] = {}
+    out: dict[str, int] = {}
     try:
         queried = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
     except (NotImplementedError, AttributeError):
@@ -34,12 +34,12 @@ def counters(result) -> Optional[Dict[str, int]]:
     return out or None  # a run reads at least one file, so no counters at all means no metrics support
 
 
-def list_files(pattern: str) -> List[str]:
+def list_files(pattern: str) -> list[str]:
     match = FileSystems.match([pattern])[0]
     return sorted(m.path for m in match.metadata_list)
 
 
-def parquet_row_counts(paths: Sequence[str]) -> Dict[str, int]:
+def parquet_row_counts(paths: Sequence[str]) -> dict[str, int]:
     rows = {}
     for path in paths:
         with FileSystems.open(path) as fh:
@@ -57,10 +57,10 @@ def column_counts(paths: Sequence[str], columns: Sequence[str]) -> collections.C
     return counts
 
 
-def build_report(*, stages: Sequence[str], beam_counters: Optional[Mapping[str, int]], shard_rows: Mapping[str, int],
-                 ledger_rows: Mapping[str, int], ledger_reasons: Mapping[Tuple[str, str], int],
+def build_report(*, stages: Sequence[str], beam_counters: Mapping[str, int] | None, shard_rows: Mapping[str, int],
+                 ledger_rows: Mapping[str, int], ledger_reasons: Mapping[tuple[str, str], int],
                  languages: Mapping[str, int], config: Mapping[str, Any], runner: str,
-                 elapsed_s: float) -> Dict[str, Any]:
+                 elapsed_s: float) -> dict[str, Any]:
     metrics_available = beam_counters is not None
     beam_counters = beam_counters or {}
     kept, ledgered = sum(shard_rows.values()), sum(ledger_rows.values())

@@ -11,7 +11,8 @@ import argparse
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -21,18 +22,19 @@ from pipeline import report as reporting
 from pipeline.beam_options import check_beam_args, loopback_only_grpc
 from pipeline.config import TABLE, ConfigError, RunConfig, load_config
 from pipeline.dedup import ExactDedup, NearDedup, dedup_report
-from pipeline.mix import STAGE as MIX_STAGE, AnnealSplit, Mix
+from pipeline.mix import STAGE as MIX_STAGE
+from pipeline.mix import AnnealSplit, Mix
 from pipeline.outdir import OutputLock, lock_note, prepare_output, remove_partial
 from pipeline.output import STATS_DIR, WriteShards, collect_shards, write_manifest
 from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
 from pipeline.transforms import SOURCE_RECORDS, ApplyStage, Decontaminate, ReadFileFn, ReadSource
 from stages.decontam import DecontaminationIndex, read_benchmarks
-from stages import trafilatura_speedups
-from stages.extract import Extractor
+from stages.extraction import trafilatura_speedups
+from stages.extraction.extract import Extractor
+from stages.extraction.warc import STAGE as WARC_STAGE
 from stages.mix import parse_weights
 from stages.settings import add_flags, add_set_flag, flag_values, set_values
 from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, StageSpec
-from stages.warc import STAGE as WARC_STAGE
 
 VERSION = "0.1.0"
 DEFAULT_RUNNER = "FnApiRunner"  # in-process; DirectRunner first tries to download Prism
@@ -77,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """Defaults <- --config file <- --set <- flags, checked."""
-    overrides: Dict[str, Any] = set_values(args.set_values, RunConfig)
+    overrides: dict[str, Any] = set_values(args.set_values, RunConfig)
     overrides.update(flag_values(args, RunConfig))
     if args.input:
         overrides["inputs"] = args.input
@@ -98,10 +100,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return config
 
 
-def check_inputs(patterns: Sequence[str]) -> Dict[str, int]:
+def check_inputs(patterns: Sequence[str]) -> dict[str, int]:
     """Fail before the job starts if a pattern matches nothing (a typo would otherwise give an empty run)
     or names a folder; the distinct files matched, with their sizes."""
-    files: Dict[str, int] = {}
+    files: dict[str, int] = {}
     for pattern in patterns:
         if "://" not in pattern and os.path.isdir(pattern):
             raise ConfigError(f"--input {pattern!r} is a folder: give a glob of its files, e.g. "
@@ -120,7 +122,7 @@ def input_root(files: Sequence[str]) -> str:
     return prefix[:cut + 1] if cut >= 0 else ""
 
 
-def enabled_stages(config: RunConfig) -> List[StageSpec]:
+def enabled_stages(config: RunConfig) -> list[StageSpec]:
     return [spec for spec in TABLE if spec.is_enabled(config)]
 
 
@@ -146,10 +148,10 @@ def _global_step(spec: StageSpec, config: RunConfig) -> beam.PTransform:
     raise ConfigError(f"stage {spec.name}: runs over all documents, but the pipeline has no transform for it")
 
 
-def make_steps(config: RunConfig) -> List[tuple]:
+def make_steps(config: RunConfig) -> list[tuple]:
     """(name, transform) of every enabled stage after reading, in the stage table's order; the
     first is extraction (HTML documents only), the last the write check."""
-    faults: Dict[str, List[str]] = {}
+    faults: dict[str, list[str]] = {}
     for spec in config.inject_errors:
         stage_name, _, url_part = spec.partition("=")
         faults.setdefault(stage_name, []).append(url_part)
@@ -170,16 +172,16 @@ def make_steps(config: RunConfig) -> List[tuple]:
     return steps
 
 
-def source_groups(config: RunConfig) -> List[tuple]:
+def source_groups(config: RunConfig) -> list[tuple]:
     """[(source name, [globs])]: --input globs under --source, plus every --source NAME=GLOB. The reader
     (WARC or text) is chosen per file when it is read, not from the glob."""
-    groups: Dict[str, List[str]] = {}
+    groups: dict[str, list[str]] = {}
     for name, pattern in [(config.source, g) for g in config.inputs] + [tuple(spec.split("=", 1)) for spec in config.sources]:
         groups.setdefault(name.strip(), []).append(pattern)
     return list(groups.items())
 
 
-def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "") -> List[str]:
+def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "") -> list[str]:
     """Adds the job to `p`; returns the stage names in order (for the report). Input files are named by
     their path below `root` (see `input_root`)."""
     html_docs, text_docs, ledgers = [], [], []
@@ -224,7 +226,7 @@ class RunFailed(RuntimeError):
     exit_code = 3
 
 
-def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the job; returns the report. Raises ConfigError/OutputError on bad settings (nothing
     written), RunFailed when a check after the job fails (report.json written, no manifest)."""
     parser = build_parser()
@@ -258,8 +260,8 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     return report
 
 
-def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float, quiet: bool,
-            root: str = "") -> Dict[str, Any]:
+def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float, quiet: bool,
+            root: str = "") -> dict[str, Any]:
     """Count what reached storage, check it against what was read, write report.json; then, only if
     every check passed, the manifest (the commit point)."""
     counters = reporting.counters(result)
@@ -282,7 +284,7 @@ def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float,
     report["input_root"] = root  # file names in ids, metadata and the ledger are relative to it
     rows = sum(originals.values())
     tokens = sum(s["tokens"] for s in shards)
-    by_source: Dict[str, Dict[str, int]] = {}
+    by_source: dict[str, dict[str, int]] = {}
     for s in shards:
         for k in s["rows_by_source"]:
             entry = by_source.setdefault(k, {"rows": 0, "tokens": 0})
@@ -334,8 +336,8 @@ def _finish(config: RunConfig, result, names: List[str], runner, elapsed: float,
     return report
 
 
-def _checks(config: RunConfig, report: Dict[str, Any], counters: Optional[Dict[str, int]],
-            shards: List[Dict[str, Any]]) -> List[str]:
+def _checks(config: RunConfig, report: dict[str, Any], counters: dict[str, int] | None,
+            shards: list[dict[str, Any]]) -> list[str]:
     """Why this run's output must not be published (empty when it may)."""
     problems = []
     written = sum(s["rows"] for s in shards)

@@ -5,7 +5,7 @@ Hugging Face `datasets` read the shards without extra code.
 """
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any
 
 import pyarrow as pa
 
@@ -63,7 +63,7 @@ LEDGER_SCHEMA = pa.schema(
 _METADATA_NAMES = [f.name for f in METADATA_FIELDS]
 
 
-def document_row(doc: Document) -> Dict[str, Any]:
+def document_row(doc: Document) -> dict[str, Any]:
     return {
         "id": doc.id,
         "source": doc.source,
@@ -79,7 +79,7 @@ def document_row(doc: Document) -> Dict[str, Any]:
     }
 
 
-def ledger_row(drop: Drop) -> Dict[str, Any]:
+def ledger_row(drop: Drop) -> dict[str, Any]:
     """Never fails: a ledger row is how a document that broke something is accounted for."""
     return {
         "id": clean_text(str(drop.id)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 from stages.quality_train import QualityTrainConfig, read_texts, train
 
@@ -31,14 +31,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(paths: Sequence[str], field: str) -> List[str]:
+def _load(paths: Sequence[str], field: str) -> list[str]:
     texts = []
     for path in paths:
         texts.extend(read_texts(path, field))
     return texts
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not 0.0 < args.test_fraction < 1.0:
         print("refinery train-quality: error: --test-fraction must be between 0 and 1", file=sys.stderr)

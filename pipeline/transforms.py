@@ -12,17 +12,19 @@ from __future__ import annotations
 import functools
 import sys
 import time
-from typing import Iterable, List, Sequence
+from collections.abc import Iterable, Sequence
 
 import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.metrics import Metrics
 
+from stages.extraction.warc import STAGE as WARC_STAGE
+from stages.extraction.warc import WarcConfig, read_warc
 from stages.formats import SNIFF_BYTES, WARC, is_gzip, sniff_format
 from stages.record import Document, Drop, DropReason, StageEnvironmentError, stable_id
-from stages.textsource import STAGE as TEXT_STAGE, TextSourceConfig, read_text_records
-from stages.warc import STAGE as WARC_STAGE, WarcConfig, read_warc
+from stages.textsource import STAGE as TEXT_STAGE
+from stages.textsource import TextSourceConfig, read_text_records
 
 NAMESPACE = "refinery"
 LEDGER = "ledger"
@@ -187,7 +189,7 @@ class RunStage(beam.DoFn):
 class RunStageOnBatches(RunStage):
     """For stages with `process_batch` (model inference): one call per batch of documents."""
 
-    def process(self, batch: List[Document]) -> Iterable:
+    def process(self, batch: list[Document]) -> Iterable:
         name = self._stage.name
         _count(f"{name}.in", len(batch))
         try:

@@ -18,12 +18,13 @@ import json
 import os
 import sys
 
-from stages.extract import ExtractConfig, Extractor
+from stages.chain import StageChain
+from stages.extraction.extract import ExtractConfig, Extractor
+from stages.extraction.warc import read_warc
 from stages.gopher import GopherQuality, GopherRepetition
 from stages.langid import LanguageIdentifier
 from stages.quality_train import QualityTrainConfig, boilerplate_lines, train
 from stages.record import Document
-from stages.warc import read_warc
 
 BENCH = os.environ.get("REFINERY_BENCH_WARC", "../shared/data/warc/bench_trafilatura_pages.warc.gz")
 OUTPUT = "stages/models/quality.ftz"
@@ -34,18 +35,13 @@ def held_out(url: str) -> bool:
 
 
 def collect(paths):
-    extractor, lid = Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()
+    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
     repetition, quality = GopherRepetition(), GopherQuality()
     for path in paths:
-        with open(path, "rb") as fh:
+        with open(path, "rb") as fh, chain:
             for page in read_warc(fh, source="recipe"):
-                if not isinstance(page, Document):
-                    continue
-                doc = extractor(page)
-                if not isinstance(doc, Document):
-                    continue
-                doc = lid(doc)
-                if not isinstance(doc, Document):
+                doc = chain(page)
+                if not isinstance(page, Document) or not isinstance(doc, Document):
                     continue
                 dropped = repetition.evaluate(doc.text, doc.lang) or quality.evaluate(doc.text, doc.lang)
                 yield page.url or page.id, ("lq" if dropped else "hq"), doc.text

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 from stages.record import Document, DropReason, RuleStage, StageResult
 from stages.table import StageSpec
@@ -28,7 +27,7 @@ class C4Config:
     min_words_per_line: int = 5
     min_sentences: int = 3                    # sentences left after line cleaning
     max_word_length: int = 1000               # lines with a longer "word" are removed
-    max_page_chars: Optional[int] = 190_000   # TFDS is_valid_length, applied before line cleaning
+    max_page_chars: int | None = 190_000   # TFDS is_valid_length, applied before line cleaning
     remove_citations: bool = True             # [1], [edit], [citation needed]
     remove_javascript_lines: bool = True
     remove_policy_lines: bool = True          # "terms of use", "privacy policy", cookie notices

@@ -19,8 +19,8 @@ import json
 import os
 import re
 import string
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
@@ -39,7 +39,7 @@ class DecontamConfig:
     """Benchmark decontamination (GPT-3 style 13-grams); runs when benchmarks are given."""
 
     # PATH or PATH:field1,field2; a folder means every file in it (e.g. MMLU's subject CSVs)
-    benchmarks: Tuple[str, ...] = ()
+    benchmarks: tuple[str, ...] = ()
     n: int = 13
     min_words: int = 8                 # items shorter than n are matched whole if they have at least this many words
     policy: str = "excise"             # excise (GPT-3: the span and excise_margin characters each side) or drop
@@ -59,12 +59,12 @@ class EvalItem:
     text: str
 
 
-def normalize_words(text: str) -> List[str]:
+def normalize_words(text: str) -> list[str]:
     return text.lower().translate(_PUNCT_TABLE).split()
 
 
 def _word_hashes(words: Sequence[str]) -> np.ndarray:
-    cache: Dict[str, int] = {}
+    cache: dict[str, int] = {}
     out = np.empty(len(words), dtype=np.uint64)
     for i, w in enumerate(words):
         h = cache.get(w)
@@ -115,7 +115,7 @@ class DecontaminationIndex:
     def nbytes(self) -> int:
         return self.hashes.nbytes + self.owners.nbytes
 
-    def matches(self, text: str) -> List[Tuple[int, int, int]]:
+    def matches(self, text: str) -> list[tuple[int, int, int]]:
         """(first word, word count, item index) of every n-gram of `text` found in the index."""
         words = normalize_words(text)
         if not words or not len(self.hashes):
@@ -131,7 +131,7 @@ class DecontaminationIndex:
         return found
 
 
-def word_spans(text: str) -> List[Tuple[int, int]]:
+def word_spans(text: str) -> list[tuple[int, int]]:
     """Character span of each normalized word, so matches can be cut out of the original text."""
     spans = []
     for m in _WORD.finditer(text.lower().translate(_PUNCT_TABLE)):
@@ -210,7 +210,7 @@ def _guess_benchmark(path: str) -> str:
     return os.path.basename(path).split(".")[0]
 
 
-def read_benchmark(spec: str) -> List[EvalItem]:
+def read_benchmark(spec: str) -> list[EvalItem]:
     """Items from "PATH" or "PATH:field1,field2". Formats: .jsonl[.gz], .json, .csv, .parquet, plain text.
     Without fields, the built-in layout for the benchmark named in the path is used, else `text`."""
     path, _, fields_spec = spec.partition(":") if not os.path.exists(spec) else (spec, "", "")
@@ -254,9 +254,9 @@ def _records(path: str) -> Iterator:
             yield from (line.rstrip("\n") for line in fh if line.strip())
 
 
-def read_benchmarks(specs: Iterable[str]) -> List[EvalItem]:
+def read_benchmarks(specs: Iterable[str]) -> list[EvalItem]:
     """All items of all specs; a folder means every file in it (e.g. the 57 MMLU subject CSVs)."""
-    items: List[EvalItem] = []
+    items: list[EvalItem] = []
     for spec in specs:
         path = spec.split(":", 1)[0] if not os.path.exists(spec) else spec
         if os.path.isdir(path):

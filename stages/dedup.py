@@ -10,8 +10,8 @@ import functools
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,7 +36,7 @@ class DedupConfig:
     rows: int = 8
     # e.g. 0.8: bands and rows then come from the MinHash-LSH parameter search for this Jaccard
     # threshold (equal weight on false positives and negatives) instead of `bands` x `rows`
-    threshold: Optional[float] = None
+    threshold: float | None = None
     seed: int = 1
     verify: bool = False          # drop candidate links whose exact shingle Jaccard is below `verify_threshold`
     verify_threshold: float = 0.7
@@ -51,7 +51,7 @@ class DedupConfig:
               f"bands x rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
         check(self.max_rounds >= 1 and self.shingle_words >= 1, "max_rounds and shingle_words must be >= 1")
 
-    def band_rows(self) -> Tuple[int, int]:
+    def band_rows(self) -> tuple[int, int]:
         if self.threshold is None:
             return self.bands, self.rows
         return optimal_bands(self.threshold, self.num_perm)
@@ -59,7 +59,7 @@ class DedupConfig:
 
 @functools.lru_cache(maxsize=32)
 def optimal_bands(threshold: float, num_perm: int, false_positive_weight: float = 0.5,
-                  false_negative_weight: float = 0.5) -> Tuple[int, int]:
+                  false_negative_weight: float = 0.5) -> tuple[int, int]:
     """The (bands, rows), bands x rows <= num_perm, minimising the weighted area of false positives
     (candidates below `threshold`) plus false negatives (above it) under the LSH S-curve.
 
@@ -87,7 +87,7 @@ def exact_key(text: str) -> str:
     return hashlib.blake2b(normalized.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def shingles(text: str, n: int = 5, lang: Optional[str] = None) -> List[bytes]:
+def shingles(text: str, n: int = 5, lang: str | None = None) -> list[bytes]:
     """Distinct word n-grams of the normalized words (a text shorter than n words is one shingle)."""
     words = normalized_words(text, lang)
     if not words:
@@ -122,7 +122,7 @@ class MinHasher:
         return m.hashvalues
 
 
-def band_keys(signature: np.ndarray, bands: int, rows: int) -> List[Tuple[int, bytes]]:
+def band_keys(signature: np.ndarray, bands: int, rows: int) -> list[tuple[int, bytes]]:
     """(band index, digest of that band's values): documents sharing any key are candidates."""
     return [(i, hashlib.blake2b(signature[i * rows:(i + 1) * rows].tobytes(), digest_size=12).digest())
             for i in range(bands)]
@@ -138,7 +138,7 @@ def jaccard(a: Iterable, b: Iterable) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
 
-def survivor_rank(quality_score: Optional[float], text_length: int, doc_id: str) -> Tuple[float, int, str]:
+def survivor_rank(quality_score: float | None, text_length: int, doc_id: str) -> tuple[float, int, str]:
     """Smaller is better: highest quality score, then longest text, then smallest id."""
     return (-(quality_score if quality_score is not None else -1.0), -text_length, doc_id)
 
@@ -148,7 +148,7 @@ def survivor_rank(quality_score: Optional[float], text_length: int, doc_id: str)
 # one small-star step. When neither step changes anything, every component is a star whose centre
 # is its smallest id. Each step is one GroupByKey in Beam; nothing holds the whole graph.
 
-def large_star(node: str, neighbours: Iterable[str]) -> Tuple[List[Tuple[str, str]], bool]:
+def large_star(node: str, neighbours: Iterable[str]) -> tuple[list[tuple[str, str]], bool]:
     """Link every larger neighbour to the smallest node of the neighbourhood. Returns (edges, changed)."""
     neighbours = set(neighbours)
     smallest = min(neighbours | {node})
@@ -156,7 +156,7 @@ def large_star(node: str, neighbours: Iterable[str]) -> Tuple[List[Tuple[str, st
     return [(v, smallest) for v in larger], bool(larger) and smallest < node
 
 
-def small_star(node: str, neighbours: Iterable[str]) -> Tuple[List[Tuple[str, str]], bool]:
+def small_star(node: str, neighbours: Iterable[str]) -> tuple[list[tuple[str, str]], bool]:
     """Link the node and its smaller neighbours to the smallest of them. Returns (edges, changed)."""
     smaller = {v for v in neighbours if v <= node}
     if not smaller:
@@ -165,7 +165,7 @@ def small_star(node: str, neighbours: Iterable[str]) -> Tuple[List[Tuple[str, st
     return [(v, smallest) for v in smaller | {node} if v != smallest], len(smaller) > 1
 
 
-def both_directions(edge: Tuple[str, str]) -> List[Tuple[str, str]]:
+def both_directions(edge: tuple[str, str]) -> list[tuple[str, str]]:
     """An undirected edge as the two (node, neighbour) pairs a grouping step needs."""
     u, v = edge
     return [(u, v), (v, u)] if u != v else []

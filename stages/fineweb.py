@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 from stages.gopher import duplicate_units
 from stages.record import DropReason, RuleStage
@@ -15,11 +14,11 @@ class FineWebConfig:
     """FineWeb's own quality rules (available, off by default)."""
 
     enabled: bool = False
-    min_line_punct: Optional[float] = 0.12        # share of lines ending in terminal punctuation
-    max_short_lines: Optional[float] = 0.67       # share of lines of <= short_line_chars characters
+    min_line_punct: float | None = 0.12        # share of lines ending in terminal punctuation
+    max_short_lines: float | None = 0.67       # share of lines of <= short_line_chars characters
     short_line_chars: int = 30
-    max_dup_line_chars: Optional[float] = 0.01    # characters in repeated lines / all characters
-    max_newline_ratio: Optional[float] = 0.3      # newlines per word
+    max_dup_line_chars: float | None = 0.01    # characters in repeated lines / all characters
+    max_newline_ratio: float | None = 0.3      # newlines per word
 
 
 class FineWebFilter(RuleStage):
@@ -28,7 +27,7 @@ class FineWebFilter(RuleStage):
     def __init__(self, config: FineWebConfig = FineWebConfig()):
         super().__init__(config)
 
-    def evaluate(self, text: str, lang: Optional[str]) -> Optional[Tuple[str, str]]:
+    def evaluate(self, text: str, lang: str | None) -> tuple[str, str] | None:
         c = self.config
         lines = [line for line in text.split("\n") if line.strip()]
         if not lines:

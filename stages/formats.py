@@ -7,7 +7,6 @@ the glob's suffix read every JSONL file as WARC (0 documents, exit 0). Content w
 from __future__ import annotations
 
 import zlib
-from typing import Optional
 
 from stages.table import READ, StageSpec
 
@@ -34,7 +33,7 @@ def _inner_head(head: bytes) -> bytes:
         return b""
 
 
-def sniff_format(path: str, head: bytes) -> Optional[str]:
+def sniff_format(path: str, head: bytes) -> str | None:
     """WARC, JSONL or PARQUET for a file starting with `head`; None when it is none of them."""
     if head[:4] == b"PAR1":
         return PARQUET

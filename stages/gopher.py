@@ -6,8 +6,8 @@ are skipped where they do not apply, and the skip is counted (`count("skip....")
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -21,16 +21,16 @@ class GopherQualityConfig:
     """Gopher quality rules (Rae et al. 2021) at FineWeb's thresholds; none disables a single rule."""
 
     enabled: bool = True
-    min_words: Optional[int] = 50
-    max_words: Optional[int] = 100_000
-    min_mean_word_length: Optional[float] = 3    # skipped for zh/ja/th, whose words are 1-2 characters
-    max_mean_word_length: Optional[float] = 10
-    max_hash_ratio: Optional[float] = 0.1        # "#" per word
-    max_ellipsis_ratio: Optional[float] = 0.1    # "..." or "…" per word
-    max_bullet_lines: Optional[float] = 0.9      # share of lines starting with a bullet
-    max_ellipsis_lines: Optional[float] = 0.3    # share of lines ending with an ellipsis
-    min_alpha_words: Optional[float] = 0.8       # share of words with at least one letter
-    min_stop_words: Optional[int] = 2            # stop-word occurrences (per-language lists, stages/text.py);
+    min_words: int | None = 50
+    max_words: int | None = 100_000
+    min_mean_word_length: float | None = 3    # skipped for zh/ja/th, whose words are 1-2 characters
+    max_mean_word_length: float | None = 10
+    max_hash_ratio: float | None = 0.1        # "#" per word
+    max_ellipsis_ratio: float | None = 0.1    # "..." or "…" per word
+    max_bullet_lines: float | None = 0.9      # share of lines starting with a bullet
+    max_ellipsis_lines: float | None = 0.3    # share of lines ending with an ellipsis
+    min_alpha_words: float | None = 0.8       # share of words with at least one letter
+    min_stop_words: int | None = 2            # stop-word occurrences (per-language lists, stages/text.py);
                                                  # skipped, and counted, for a language without one
 
 
@@ -40,7 +40,7 @@ class GopherQuality(RuleStage):
     def __init__(self, config: GopherQualityConfig = GopherQualityConfig()):
         super().__init__(config)
 
-    def evaluate(self, text: str, lang: Optional[str]) -> Optional[Tuple[DropReason, str]]:
+    def evaluate(self, text: str, lang: str | None) -> tuple[DropReason, str] | None:
         c = self.config
         words = split_words(text, lang)
         content_words = [w for w in words if not is_punctuation(w)]  # Gopher: symbols are not words
@@ -89,14 +89,14 @@ class GopherRepetitionConfig:
     """Gopher repetition rules (Rae et al. 2021) at FineWeb's thresholds; none disables a single rule."""
 
     enabled: bool = True
-    max_dup_line_fraction: Optional[float] = 0.30   # share of lines that repeat an earlier line
-    max_dup_line_chars: Optional[float] = 0.20      # share of line characters in repeated lines
-    max_dup_para_fraction: Optional[float] = 0.30   # share of paragraphs that repeat an earlier one
-    max_dup_para_chars: Optional[float] = 0.20      # share of paragraph characters in repeated paragraphs
+    max_dup_line_fraction: float | None = 0.30   # share of lines that repeat an earlier line
+    max_dup_line_chars: float | None = 0.20      # share of line characters in repeated lines
+    max_dup_para_fraction: float | None = 0.30   # share of paragraphs that repeat an earlier one
+    max_dup_para_chars: float | None = 0.20      # share of paragraph characters in repeated paragraphs
     # n -> max share of characters in the most frequent n-gram
-    max_top_ngram_chars: Tuple[Tuple[int, float], ...] = ((2, 0.20), (3, 0.18), (4, 0.16))
+    max_top_ngram_chars: tuple[tuple[int, float], ...] = ((2, 0.20), (3, 0.18), (4, 0.16))
     # n -> max share of characters inside n-grams that occur more than once
-    max_dup_ngram_chars: Tuple[Tuple[int, float], ...] = (
+    max_dup_ngram_chars: tuple[tuple[int, float], ...] = (
         (5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
 
 
@@ -118,7 +118,7 @@ class GopherRepetition(RuleStage):
     def __init__(self, config: GopherRepetitionConfig = GopherRepetitionConfig()):
         super().__init__(config)
 
-    def evaluate(self, text: str, lang: Optional[str]) -> Optional[Tuple[DropReason, str]]:
+    def evaluate(self, text: str, lang: str | None) -> tuple[DropReason, str] | None:
         c = self.config
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         for units, max_fraction, max_chars, reasons in (
@@ -150,7 +150,7 @@ class GopherRepetition(RuleStage):
         return None
 
 
-def duplicate_units(units: Sequence[str]) -> Tuple[int, int]:
+def duplicate_units(units: Sequence[str]) -> tuple[int, int]:
     """(number, characters) of units that repeat an earlier unit."""
     seen, count, chars = set(), 0, 0
     for unit in units:
@@ -194,7 +194,7 @@ class NGrams:
     collisions; O(len(words) log len(words)) per n instead of hashing n-word tuples."""
 
     def __init__(self, words: Sequence[str]):
-        vocabulary: Dict[str, int] = {}
+        vocabulary: dict[str, int] = {}
         self.words = np.fromiter((vocabulary.setdefault(w, len(vocabulary)) for w in words), dtype=np.int64,
                                  count=len(words))
         self.vocabulary = max(len(vocabulary), 1)
@@ -249,7 +249,7 @@ def duplicated_ngram_chars(words: Sequence[str], n: int) -> int:
     return NGrams(words).duplicated_chars(n)
 
 
-def repetition_stats(text: str, lang: Optional[str] = None) -> Dict[str, float]:
+def repetition_stats(text: str, lang: str | None = None) -> dict[str, float]:
     """All repetition ratios of a text (for reports and tuning)."""
     words = normalized_words(text, lang)
     total = max(sum(map(len, words)), 1)

@@ -10,7 +10,6 @@ import difflib
 import os
 from dataclasses import dataclass
 from importlib import resources
-from typing import FrozenSet, Optional, Tuple
 
 from stages.record import Document, DropReason, Stage, StageResult
 from stages.settings import ConfigError, check, split_commas
@@ -24,9 +23,9 @@ BUNDLED_MODEL = "lid.176.ftz"
 class LangIdConfig:
     """Language identification (fastText lid.176, bundled)."""
 
-    model: Optional[str] = None          # path to a fastText LID model (lid.176.bin, GlotLID); none = bundled lid.176.ftz
+    model: str | None = None          # path to a fastText LID model (lid.176.bin, GlotLID); none = bundled lid.176.ftz
     threshold: float = 0.65              # FineWeb keeps pages whose top language scores >= 0.65
-    languages: Optional[Tuple[str, ...]] = None  # keep only these codes, e.g. en,de; none = any language
+    languages: tuple[str, ...] | None = None  # keep only these codes, e.g. en,de; none = any language
 
     def __post_init__(self):
         check(0.0 <= self.threshold <= 1.0, f"threshold must be in [0, 1], got {self.threshold}")
@@ -38,7 +37,7 @@ def bundled_model_path() -> str:
     return str(resources.files("stages.models").joinpath(BUNDLED_MODEL))
 
 
-def resolve_model_path(path: Optional[str]) -> str:
+def resolve_model_path(path: str | None) -> str:
     """The model file to load, or a FileNotFoundError that says what was looked for."""
     path = path or bundled_model_path()
     if not os.path.isfile(path):
@@ -48,7 +47,7 @@ def resolve_model_path(path: Optional[str]) -> str:
     return path
 
 
-def load_model(path: Optional[str]):
+def load_model(path: str | None):
     """Load a fastText model, turning fastText's bare errors into one that names the file."""
     import fasttext
 
@@ -71,7 +70,7 @@ class LanguageIdentifier(Stage):
     def __init__(self, config: LangIdConfig = LangIdConfig()):
         self.config = config
         # lid.176 writes en, GlotLID eng_Latn: codes match whatever their case
-        self._languages: Optional[FrozenSet[str]] = (frozenset(c.lower() for c in config.languages)
+        self._languages: frozenset[str] | None = (frozenset(c.lower() for c in config.languages)
                                                      if config.languages else None)
         self._model = None
 
@@ -98,7 +97,7 @@ class LanguageIdentifier(Stage):
     def teardown(self) -> None:
         self._model = None
 
-    def predict(self, text: str) -> Tuple[str, float]:
+    def predict(self, text: str) -> tuple[str, float]:
         """(language code, probability) of the top label. fastText reads one line, so newlines become spaces."""
         if self._model is None:
             self.setup()

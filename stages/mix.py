@@ -7,7 +7,7 @@ deterministic: a document's fate depends only on (seed, id), never on worker or 
 from __future__ import annotations
 
 import hashlib
-from typing import Dict, Mapping, Tuple
+from collections.abc import Mapping
 
 from stages.record import DropReason
 from stages.table import GLOBAL, StageSpec
@@ -27,7 +27,7 @@ def unit_hash(seed: int, *parts: str) -> float:
     return int.from_bytes(h.digest(), "big") / 2**64
 
 
-def parse_weights(spec: str) -> Dict[str, float]:
+def parse_weights(spec: str) -> dict[str, float]:
     """"web=0.7,code=0.2,books=0.1" -> weights normalized to sum 1."""
     weights = {}
     for part in spec.split(","):
@@ -41,7 +41,7 @@ def parse_weights(spec: str) -> Dict[str, float]:
     return {k: v / total for k, v in weights.items()}
 
 
-def mix_rates(weights: Mapping[str, float], tokens: Mapping[str, int]) -> Dict[str, float]:
+def mix_rates(weights: Mapping[str, float], tokens: Mapping[str, int]) -> dict[str, float]:
     """Copies per document for each source so output token shares match `weights`, keeping the
     total token count of the output equal to the input's (rates < 1 downsample, > 1 repeat)."""
     total = sum(tokens.values())
@@ -63,7 +63,7 @@ def copies(doc_id: str, rate: float, seed: int, max_copies: int = 4) -> int:
     return whole + (1 if unit_hash(seed, "mix", doc_id) < rate - whole else 0)
 
 
-def shard_of(doc_id: str, epoch: int, num_shards: int, seed: int) -> Tuple[int, float]:
+def shard_of(doc_id: str, epoch: int, num_shards: int, seed: int) -> tuple[int, float]:
     """(shard index, sort key within the shard): a seeded global shuffle."""
     key = unit_hash(seed, "shuffle", doc_id, str(epoch))
     return int(key * num_shards), key

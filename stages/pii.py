@@ -11,8 +11,8 @@ from __future__ import annotations
 import ipaddress
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
 
 import re2
 
@@ -70,7 +70,7 @@ class PiiConfig:
     """Personal information replaced by placeholders (<EMAIL>, <IP_ADDRESS>, ...)."""
 
     enabled: bool = True
-    kinds: Tuple[str, ...] = KINDS   # which kinds to replace
+    kinds: tuple[str, ...] = KINDS   # which kinds to replace
     # Per-document time budget: a page still being searched after this is ledgered (pii_budget), not
     # published unredacted. Real pages take milliseconds; 40,000 addresses in 1.2 MB take ~1 s.
     budget_s: float = 10.0
@@ -89,7 +89,7 @@ class PiiBudgetExceeded(RuntimeError):
 _CHECK_EVERY = 256  # candidates between two looks at the clock
 
 
-def find_pii(text: str, kinds=KINDS, budget_s: Optional[float] = None) -> List[Tuple[int, int, str]]:
+def find_pii(text: str, kinds=KINDS, budget_s: float | None = None) -> list[tuple[int, int, str]]:
     """Validated, non-overlapping (start, end, kind) spans, in text order. O(n log n) in the number
     of candidates: overlaps are resolved against a mask of taken characters (spans are short), not
     by comparing each candidate with every chosen span. Raises PiiBudgetExceeded past `budget_s`."""
@@ -106,11 +106,11 @@ def find_pii(text: str, kinds=KINDS, budget_s: Optional[float] = None) -> List[T
     return resolve_overlaps(found, len(text))
 
 
-def resolve_overlaps(found: List[Tuple[int, int, str]], text_length: int) -> List[Tuple[int, int, str]]:
+def resolve_overlaps(found: list[tuple[int, int, str]], text_length: int) -> list[tuple[int, int, str]]:
     """Non-overlapping spans in text order: by kind priority, then position, a span is kept unless it
     overlaps one kept before. A mask of taken characters makes each test cost the span's length."""
     taken = bytearray(text_length)
-    chosen: List[Tuple[int, int, str]] = []
+    chosen: list[tuple[int, int, str]] = []
     for start, end, kind in sorted(found, key=lambda s: (PRIORITY[s[2]], s[0])):
         if 1 not in taken[start:end]:
             taken[start:end] = b"\x01" * (end - start)
@@ -118,7 +118,7 @@ def resolve_overlaps(found: List[Tuple[int, int, str]], text_length: int) -> Lis
     return sorted(chosen)
 
 
-def redact(text: str, kinds=KINDS, budget_s: Optional[float] = None) -> Tuple[str, Dict[str, int]]:
+def redact(text: str, kinds=KINDS, budget_s: float | None = None) -> tuple[str, dict[str, int]]:
     """Text with PII replaced by placeholders, and the count per kind."""
     spans = find_pii(text, kinds, budget_s)
     counts = {kind: 0 for kind in KINDS}
@@ -168,7 +168,7 @@ def _isolated(text: str, start: int, end: int, glue: str) -> bool:
 _ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 
-def _email(text: str, start: int, end: int) -> Optional[Tuple[int, int]]:
+def _email(text: str, start: int, end: int) -> tuple[int, int] | None:
     while end > start and text[end - 1] in ".-":
         end -= 1
     if start > 0 and text[start - 1] in _ALNUM + "._%+-@":
@@ -179,7 +179,7 @@ def _email(text: str, start: int, end: int) -> Optional[Tuple[int, int]]:
     return start, end
 
 
-def _ip(text: str, start: int, end: int) -> Optional[Tuple[int, int]]:
+def _ip(text: str, start: int, end: int) -> tuple[int, int] | None:
     candidate = text[start:end]
     if ":" in candidate:
         if candidate.endswith(":") and not candidate.endswith("::"):
@@ -236,7 +236,7 @@ def _card_network(number: str) -> bool:
     return False
 
 
-def _card(text: str, start: int, end: int) -> Optional[Tuple[int, int]]:
+def _card(text: str, start: int, end: int) -> tuple[int, int] | None:
     if not _isolated(text, start, end, _ALNUM):
         return None
     raw = text[start:end]
@@ -249,7 +249,7 @@ def _card(text: str, start: int, end: int) -> Optional[Tuple[int, int]]:
     return start, end
 
 
-def _iban(text: str, start: int, end: int) -> Optional[Tuple[int, int]]:
+def _iban(text: str, start: int, end: int) -> tuple[int, int] | None:
     if start > 0 and text[start - 1].isalnum():
         return None
     raw = text[start:end]
@@ -273,7 +273,7 @@ def _iban(text: str, start: int, end: int) -> Optional[Tuple[int, int]]:
     return (start, end) if int(number) % 97 == 1 else None
 
 
-def _phone(text: str, start: int, end: int) -> Optional[Tuple[int, int]]:
+def _phone(text: str, start: int, end: int) -> tuple[int, int] | None:
     while end > start and not text[end - 1].isdigit():
         end -= 1
     if not _isolated(text, start, end, _ALNUM + "+") or (start > 0 and text[start - 1] in ".,/" and
@@ -301,7 +301,7 @@ def _plausible_national(raw: str) -> bool:
     return True
 
 
-_VALIDATORS: Dict[str, Callable[[str, int, int], Optional[Tuple[int, int]]]] = {
+_VALIDATORS: dict[str, Callable[[str, int, int], tuple[int, int] | None]] = {
     EMAIL: _email, IP: _ip, PHONE: _phone, CARD: _card, IBAN: _iban,
 }
 

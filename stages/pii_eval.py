@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import collections
 import json
-from typing import Dict, Iterable
+from collections.abc import Iterable
 
 from stages.pii import KINDS, find_pii
 
 
-def evaluate(rows: Iterable[dict]) -> Dict[str, Dict[str, float]]:
+def evaluate(rows: Iterable[dict]) -> dict[str, dict[str, float]]:
     """rows: {"text": str, "pii": [{"kind", "value"}]}. A hit must have the right kind and exact value."""
     tp, fp, fn = collections.Counter(), collections.Counter(), collections.Counter()
     errors = []

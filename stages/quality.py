@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import List, Optional, Sequence
 
 from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
 from stages.settings import check
@@ -39,9 +39,9 @@ class QualityConfig:
     """Model-based quality score (fastText classifier, bundled; `make quality-model` rebuilds it)."""
 
     enabled: bool = True
-    model: Optional[str] = None        # fastText model path; none = bundled stages/models/quality.ftz
+    model: str | None = None        # fastText model path; none = bundled stages/models/quality.ftz
     # Keep only documents scoring at least this; none scores without dropping (mixing uses the score).
-    threshold: Optional[float] = None
+    threshold: float | None = None
 
     def __post_init__(self):
         check(self.threshold is None or 0.0 <= self.threshold <= 1.0,
@@ -52,7 +52,7 @@ def bundled_model_path() -> str:
     return str(resources.files("stages.models").joinpath(BUNDLED_MODEL))
 
 
-def load_model(path: Optional[str]):
+def load_model(path: str | None):
     """The classifier, or a clear error naming the file (missing, corrupt, or not a hq/lq classifier)."""
     import fasttext
 
@@ -71,7 +71,7 @@ def load_model(path: Optional[str]):
     return model
 
 
-def predict_hq(model, texts: Sequence[str]) -> List[float]:
+def predict_hq(model, texts: Sequence[str]) -> list[float]:
     """P(high quality) for each normalized text, in one batched fastText call."""
     if not texts:
         return []
@@ -105,7 +105,7 @@ class QualityScorer(Stage):
     def teardown(self) -> None:
         self._model = None
 
-    def score(self, texts: Sequence[str]) -> List[float]:
+    def score(self, texts: Sequence[str]) -> list[float]:
         if self._model is None:
             self.setup()
         return predict_hq(self._model, [normalize(t) for t in texts])
@@ -113,9 +113,9 @@ class QualityScorer(Stage):
     def __call__(self, doc: Document) -> StageResult:
         return self.process_batch([doc])[0]
 
-    def process_batch(self, docs: Sequence[Document]) -> List[StageResult]:
+    def process_batch(self, docs: Sequence[Document]) -> list[StageResult]:
         """One fastText call for many documents (the pipeline feeds this stage batches)."""
-        results: List[StageResult] = []
+        results: list[StageResult] = []
         for doc, score in zip(docs, self.score([d.text for d in docs])):
             if self.config.threshold is not None and score < self.config.threshold:
                 results.append(doc.drop(STAGE, DropReason.QUALITY_BELOW_THRESHOLD,

@@ -12,8 +12,8 @@ import json
 import os
 import random
 import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from stages.quality import NEGATIVE, POSITIVE, normalize, predict_hq
 
@@ -60,7 +60,7 @@ def read_texts(path: str, text_field: str = "text") -> Iterator[str]:
             yield from (line.rstrip("\n") for line in fh if line.strip())
 
 
-def split_by_hash(texts: Sequence[str], test_fraction: float, seed: int) -> Tuple[List[str], List[str]]:
+def split_by_hash(texts: Sequence[str], test_fraction: float, seed: int) -> tuple[list[str], list[str]]:
     """A split that depends on the text itself, so duplicates never straddle train and test."""
     train, test = [], []
     for text in texts:
@@ -69,7 +69,7 @@ def split_by_hash(texts: Sequence[str], test_fraction: float, seed: int) -> Tupl
     return train, test
 
 
-def metrics(scores: Sequence[float], truth: Sequence[bool], threshold: float = 0.5) -> Dict[str, float]:
+def metrics(scores: Sequence[float], truth: Sequence[bool], threshold: float = 0.5) -> dict[str, float]:
     tp = sum(s >= threshold and t for s, t in zip(scores, truth))
     fp = sum(s >= threshold and not t for s, t in zip(scores, truth))
     fn = sum(s < threshold and t for s, t in zip(scores, truth))
@@ -89,7 +89,7 @@ def _write_training_file(path: str, positives: Sequence[str], negatives: Sequenc
 
 
 def train(positives: Sequence[str], negatives: Sequence[str], output: str, config: QualityTrainConfig = QualityTrainConfig(),
-          description: str = "", held_out: Optional[Tuple[Sequence[str], Sequence[str]]] = None) -> Dict:
+          description: str = "", held_out: tuple[Sequence[str], Sequence[str]] | None = None) -> dict:
     """Train, evaluate on held-out data, write the model and `<output>.card.json`; returns the card.
 
     `held_out` = (positives, negatives) given by the caller (e.g. split by web page); otherwise
@@ -139,7 +139,7 @@ def train(positives: Sequence[str], negatives: Sequence[str], output: str, confi
     return card
 
 
-def boilerplate_lines(html: str, main_text: str) -> List[str]:
+def boilerplate_lines(html: str, main_text: str) -> list[str]:
     """The page's visible text nodes that are not part of its main text: menus, footers, link lists,
     cookie notices. (trafilatura.html2txt returns the whole page as one line, so it cannot tell them apart.)"""
     import lxml.html

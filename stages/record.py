@@ -10,8 +10,9 @@ import dataclasses
 import enum
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Tuple, Union
+from typing import Any
 
 
 class DropReason(str, enum.Enum):
@@ -95,23 +96,23 @@ class Document:
     url: str
     source: str
     text: str = ""
-    html: Optional[str] = None
-    lang: Optional[str] = None
-    lang_score: Optional[float] = None
-    quality_score: Optional[float] = None            # P(high quality) from the quality classifier
-    pii_counts: Optional[Mapping[str, int]] = None   # placeholders inserted per PII kind (None: PII stage off)
+    html: str | None = None
+    lang: str | None = None
+    lang_score: float | None = None
+    quality_score: float | None = None            # P(high quality) from the quality classifier
+    pii_counts: Mapping[str, int] | None = None   # placeholders inserted per PII kind (None: PII stage off)
     epoch: int = 0                                   # 0 = original; k > 0 = k-th repeat added by source mixing
-    record_id: Optional[str] = None                  # the input's own id (WARC-Record-ID, a JSONL/Parquet `id`)
+    record_id: str | None = None                  # the input's own id (WARC-Record-ID, a JSONL/Parquet `id`)
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
-    def replace(self, **changes: Any) -> "Document":
+    def replace(self, **changes: Any) -> Document:
         return dataclasses.replace(self, **changes)
 
-    def drop(self, stage: str, reason: str, detail: str = "") -> "Drop":
+    def drop(self, stage: str, reason: str, detail: str = "") -> Drop:
         """A Drop for the ledger; `reason` is one the stage declares in its StageSpec (stages/table.py)."""
         return Drop(id=self.id, url=self.url, source=self.source, stage=stage, reason=_reason(reason), detail=detail)
 
-    def drop_for_error(self, stage: str, exc: BaseException) -> "Drop":
+    def drop_for_error(self, stage: str, exc: BaseException) -> Drop:
         """A stage raised on this document: ledgered as `error:<ExceptionType>` with the message."""
         return Drop(id=self.id, url=self.url, source=self.source, stage=stage, reason=DropReason.ERROR,
                     detail=f"{type(exc).__name__}: {exc}"[:500], error_type=type(exc).__name__)
@@ -142,7 +143,7 @@ class Drop:
         return f"{self.reason}:{self.error_type}" if self.error_type else str(self.reason)
 
 
-StageResult = Union[Document, Drop]
+StageResult = Document | Drop
 
 
 class Stage:
@@ -176,7 +177,7 @@ class RuleStage(Stage):
         verdict = self.evaluate(doc.text, doc.lang)
         return doc if verdict is None else doc.drop(self.name, *verdict)
 
-    def evaluate(self, text: str, lang: Optional[str]) -> Optional[Tuple[str, str]]:
+    def evaluate(self, text: str, lang: str | None) -> tuple[str, str] | None:
         raise NotImplementedError
 
 
@@ -203,7 +204,7 @@ def clean_text(value: str) -> str:
     return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
 
 
-def stable_id(*parts: Optional[str]) -> str:
+def stable_id(*parts: str | None) -> str:
     """A 128-bit hex id that depends only on its inputs, so reruns give the same ids."""
     h = hashlib.blake2b(digest_size=16)
     for part in parts:

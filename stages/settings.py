@@ -17,8 +17,10 @@ import io
 import math
 import textwrap
 import tokenize
+import types
 import typing
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -35,15 +37,15 @@ def check(condition: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def split_commas(items: Iterable[str]) -> Tuple[str, ...]:
+def split_commas(items: Iterable[str]) -> tuple[str, ...]:
     """("en,de", "fr") -> ("en", "de", "fr"): for list settings whose items never hold a comma."""
     return tuple(part.strip() for item in items for part in str(item).split(",") if part.strip())
 
 
 # ---------------------------------------------------------------- help text from the source
 
-@functools.lru_cache(maxsize=None)
-def field_help(cls: type) -> Dict[str, str]:
+@functools.cache
+def field_help(cls: type) -> dict[str, str]:
     """field name -> help: `metadata["help"]`, else the comment after the field (with the comment
     lines aligned under it), else the comment block right above it."""
     try:
@@ -51,7 +53,25 @@ def field_help(cls: type) -> Dict[str, str]:
     except (OSError, TypeError):  # made at run time (make_dataclass): no source
         source = ""
     names = {f.name for f in dataclasses.fields(cls)}
-    comments: Dict[int, Tuple[int, str, bool]] = {}  # line -> (column, text, alone on its line)
+    comments, code_lines = _comments(source)
+    helps: dict[str, str] = {}
+    for number, line in enumerate(source.splitlines(), start=1):
+        name = line.strip().split(":", 1)[0].strip()
+        if name in names and name not in helps and line[:1].isspace():
+            helps[name] = " ".join(p for p in _comment_of(number, comments, code_lines) if p)
+    for f in dataclasses.fields(cls):
+        if "help" in f.metadata:
+            helps[f.name] = f.metadata["help"]
+    for base in cls.__mro__[1:]:  # inherited fields keep their help
+        if dataclasses.is_dataclass(base):
+            for name, text in field_help(base).items():
+                helps.setdefault(name, text)
+    return helps
+
+
+def _comments(source: str) -> tuple[dict[int, tuple[int, str, bool]], set]:
+    """line -> (column, text, alone on its line) for every comment; the lines holding code."""
+    comments: dict[int, tuple[int, str, bool]] = {}
     code_lines = set()
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -62,34 +82,25 @@ def field_help(cls: type) -> Dict[str, str]:
                 code_lines.add(tok.start[0])
     except (tokenize.TokenError, IndentationError):
         pass
-    lines = source.splitlines()
-    helps: Dict[str, str] = {}
-    for number, line in enumerate(lines, start=1):
-        name = line.strip().split(":", 1)[0].strip()
-        if name not in names or line[:len(line) - len(line.lstrip())] == "" or name in helps:
-            continue
-        parts = []
-        if number in comments and not comments[number][2]:  # trailing comment + aligned continuation lines
-            column = comments[number][0]
-            parts.append(comments[number][1])
-            follow = number + 1
-            while follow in comments and comments[follow][2] and comments[follow][0] == column:
-                parts.append(comments[follow][1])
-                follow += 1
-        else:  # the comment block right above
-            above = number - 1
-            while above in comments and comments[above][2] and above not in code_lines:
-                parts.insert(0, comments[above][1])
-                above -= 1
-        helps[name] = " ".join(p for p in parts if p)
-    for f in dataclasses.fields(cls):
-        if "help" in f.metadata:
-            helps[f.name] = f.metadata["help"]
-    for base in cls.__mro__[1:]:  # inherited fields keep their help
-        if dataclasses.is_dataclass(base):
-            for name, text in field_help(base).items():
-                helps.setdefault(name, text)
-    return helps
+    return comments, code_lines
+
+
+def _comment_of(number: int, comments, code_lines) -> list[str]:
+    """The comment of the field on line `number`: after it (and aligned below), else right above."""
+    parts: list[str] = []
+    if number in comments and not comments[number][2]:
+        column = comments[number][0]
+        parts.append(comments[number][1])
+        follow = number + 1
+        while follow in comments and comments[follow][2] and comments[follow][0] == column:
+            parts.append(comments[follow][1])
+            follow += 1
+        return parts
+    above = number - 1
+    while above in comments and comments[above][2] and above not in code_lines:
+        parts.insert(0, comments[above][1])
+        above -= 1
+    return parts
 
 
 # ---------------------------------------------------------------- building typed configs
@@ -127,52 +138,64 @@ def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
+def unoptional(hint: Any) -> tuple[Any, bool]:
+    """(X, True) for Optional[X] or `X | None`; (hint, False) for anything else."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        rest = [a for a in args if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]), len(rest) < len(args)  # noqa: UP007
+    return hint, False
+
+
 def coerce(hint: Any, value: Any, where: str) -> Any:
     """`value` as `hint` requires, or ConfigError. Numbers may not be bools; floats accept ints and
-    numeric strings (YAML 1.1 reads `3e-4` as a string); tuples accept lists or "a,b" strings."""
+    numeric strings (YAML 1.1 reads `3e-4` as a string); tuples accept lists (a string is one item)."""
     if dataclasses.is_dataclass(hint):
-        if isinstance(value, hint):
-            return value
-        return build(hint, {} if value is None else value, where)
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Union:  # Optional[X]
-        if value is None:
-            return None
-        hint = next(a for a in args if a is not type(None))
-        origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is tuple:
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        if len(args) == 2 and args[1] is Ellipsis:  # Tuple[X, ...]
-            return tuple(coerce(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-        if args and len(args) != len(value):
-            raise ConfigError(f"{where}: expected {len(args)} items, got {value!r}")
-        return tuple(coerce(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value))) if args else tuple(value)
+        return value if isinstance(value, hint) else build(hint, {} if value is None else value, where)
+    hint, optional = unoptional(hint)
+    if value is None and optional:
+        return None
+    if typing.get_origin(hint) is tuple:
+        return _coerce_tuple(typing.get_args(hint), value, where)
     if hint is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true or false, got {value!r}")
         return value
     if hint in (int, float):
-        if hint is float and isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                pass
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected {'an integer' if hint is int else 'a number'}, got {value!r}")
-        if not math.isfinite(value):
-            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
-        if hint is int and value != int(value):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        return hint(value)
+        return _coerce_number(hint, value, where)
     if hint is str and not isinstance(value, str):
         raise ConfigError(f"{where}: expected a string, got {value!r}")
     return value
 
 
-def read_yaml(path: str, flag: str = "--config") -> Dict[str, Any]:
+def _coerce_tuple(args: tuple[Any, ...], value: Any, where: str) -> tuple:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{where}: expected a list, got {value!r}")
+    if len(args) == 2 and args[1] is Ellipsis:  # Tuple[X, ...]
+        return tuple(coerce(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if args and len(args) != len(value):
+        raise ConfigError(f"{where}: expected {len(args)} items, got {value!r}")
+    return tuple(coerce(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value))) if args else tuple(value)
+
+
+def _coerce_number(hint: type, value: Any, where: str):
+    if hint is float and isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: expected {'an integer' if hint is int else 'a number'}, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+    if hint is int and value != int(value):
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    return hint(value)
+
+
+def read_yaml(path: str, flag: str = "--config") -> dict[str, Any]:
     """A YAML (or JSON) file's top-level mapping; unreadable or malformed files are one ConfigError."""
     try:
         with open(path, encoding="utf-8") as fh:
@@ -191,7 +214,7 @@ def read_yaml(path: str, flag: str = "--config") -> Dict[str, Any]:
     return values
 
 
-def set_dotted(values: Dict[str, Any], dotted: str, value: Any) -> None:
+def set_dotted(values: dict[str, Any], dotted: str, value: Any) -> None:
     """values["a"]["b"] = value for "a.b", creating (or replacing non-mapping) parents."""
     node = values
     *parents, leaf = dotted.replace("-", "_").split(".")
@@ -202,7 +225,7 @@ def set_dotted(values: Dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
-def load(cls: type, yaml_path: Optional[str] = None, overrides: Optional[Mapping[str, Any]] = None) -> Any:
+def load(cls: type, yaml_path: str | None = None, overrides: Mapping[str, Any] | None = None) -> Any:
     """Defaults <- the YAML file <- `overrides` ({"section.key": value}) -> a checked `cls`."""
     values = read_yaml(yaml_path) if yaml_path else {}
     for dotted, value in (overrides or {}).items():
@@ -221,7 +244,7 @@ def flag_name(dotted: str) -> str:
 
 
 def add_flags(parser: argparse.ArgumentParser, cls: type, *, section: str = "", skip: Iterable[str] = (),
-              title: Optional[str] = None, aliases: Mapping[str, Sequence[str]] = {}) -> None:
+              title: str | None = None, aliases: Mapping[str, Sequence[str]] = {}) -> None:
     """One flag per field of `cls` (nested dataclasses recurse, as `--section-field`), with the
     field's help and default. Values stay text until `flag_values` types them, so a bad value is
     the same one-line error as in a YAML file. `aliases`: dotted key -> extra flag names."""
@@ -242,7 +265,7 @@ def add_flags(parser: argparse.ArgumentParser, cls: type, *, section: str = "", 
         default = default_of(f)
         text = helps.get(f.name, "")
         text = (text + " " if text else "") + f"(default: {format_value(default)})"
-        kwargs: Dict[str, Any] = dict(dest=FLAG_PREFIX + dotted, default=argparse.SUPPRESS,
+        kwargs: dict[str, Any] = dict(dest=FLAG_PREFIX + dotted, default=argparse.SUPPRESS,
                                       help=text.replace("%", "%%"))
         if hint is bool:
             target.add_argument(*names, action=argparse.BooleanOptionalAction, **kwargs)
@@ -253,15 +276,11 @@ def add_flags(parser: argparse.ArgumentParser, cls: type, *, section: str = "", 
 
 
 def _is_tuple(hint: Any) -> bool:
-    if typing.get_origin(hint) is typing.Union:
-        hint = next(a for a in typing.get_args(hint) if a is not type(None))
-    return typing.get_origin(hint) is tuple
+    return typing.get_origin(unoptional(hint)[0]) is tuple
 
 
 def _metavar(hint: Any) -> str:
-    optional = typing.get_origin(hint) is typing.Union
-    if optional:
-        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    hint, optional = unoptional(hint)
     name = {int: "N", float: "X", str: "TEXT"}.get(hint, "LIST" if typing.get_origin(hint) is tuple else "VALUE")
     return f"{name}|none" if optional else name
 
@@ -272,16 +291,14 @@ def parse_flag_text(hint: Any, text: Any) -> Any:
     if isinstance(text, list):  # a list flag's words
         if len(text) == 1:
             return parse_flag_text(hint, text[0])
-        base = next(a for a in typing.get_args(hint) if a is not type(None)) \
-            if typing.get_origin(hint) is typing.Union else hint
+        base = unoptional(hint)[0]
         item = typing.get_args(base)[0] if typing.get_args(base) else str
         return [parse_flag_text(item, word) for word in text]
     if not isinstance(text, str):
         return text  # a boolean flag
-    optional = typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint)
+    base, optional = unoptional(hint)
     if optional and text.strip().lower() in ("none", "null", "~"):
         return None
-    base = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint
     if base is str:
         return text
     if typing.get_origin(base) is tuple and not text.lstrip().startswith("["):
@@ -292,7 +309,7 @@ def parse_flag_text(hint: Any, text: Any) -> Any:
         return text  # coerce names the setting and the expected type
 
 
-def flag_values(namespace: argparse.Namespace, cls: type) -> Dict[str, Any]:
+def flag_values(namespace: argparse.Namespace, cls: type) -> dict[str, Any]:
     """{dotted key: value} of the generated flags given on the command line."""
     out = {}
     for dest, text in vars(namespace).items():
@@ -322,7 +339,7 @@ def add_set_flag(parser: argparse.ArgumentParser) -> None:
                              "(VALUE is YAML: none, true, [a, b]); applied after --config, before the other flags")
 
 
-def set_values(items: Sequence[str], cls: type) -> Dict[str, Any]:
+def set_values(items: Sequence[str], cls: type) -> dict[str, Any]:
     """`--set KEY=VALUE` items -> {dotted key: typed value}."""
     out = {}
     for item in items:
@@ -351,12 +368,12 @@ def _plain(value: Any) -> Any:
 
 def to_yaml(config: Any, header: str = "", comment_column: int = 36) -> str:
     """`config` as a YAML file with each setting's help as a comment (sections in field order)."""
-    out: List[str] = [f"# {line}".rstrip() for line in header.splitlines()]
+    out: list[str] = [f"# {line}".rstrip() for line in header.splitlines()]
     _emit(config, out, indent="", comment_column=comment_column)
     return "\n".join(out) + "\n"
 
 
-def _emit(config: Any, out: List[str], indent: str, comment_column: int) -> None:
+def _emit(config: Any, out: list[str], indent: str, comment_column: int) -> None:
     helps = field_help(type(config))
     for f in dataclasses.fields(config):
         if not f.init:

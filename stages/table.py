@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any
 
 # Where a stage runs. "document" stages are per-document classes (`Stage`); the others are wired
 # by the pipeline, which knows them by name: reading files, extraction (HTML documents only, before
@@ -29,12 +30,12 @@ class StageSpec:
     name: str                                  # funnel and ledger name
     order: int                                 # position in the recipe (the table is sorted by it)
     reasons: Mapping[str, str]                 # drop reason -> what it means (the README table)
-    config: Optional[type] = None              # config dataclass: the YAML section `section` and its flags
-    section: Optional[str] = None              # YAML section (default: the name); stages may share one
+    config: type | None = None              # config dataclass: the YAML section `section` and its flags
+    section: str | None = None              # YAML section (default: the name); stages may share one
     runs: str = DOCUMENT
-    build: Optional[Callable[[Any], Any]] = None  # config -> Stage (document stages)
-    enabled: Optional[Callable[[Any], bool]] = None  # run config -> on? (default: section's `enabled`, else on)
-    check: Optional[Callable[[Any], None]] = None    # run config -> raises if the stage cannot run (pre-flight)
+    build: Callable[[Any], Any] | None = None  # config -> Stage (document stages)
+    enabled: Callable[[Any], bool] | None = None  # run config -> on? (default: section's `enabled`, else on)
+    check: Callable[[Any], None] | None = None    # run config -> raises if the stage cannot run (pre-flight)
     about: str = ""                            # one line for the README table's stage column
 
     def __post_init__(self):
@@ -74,23 +75,23 @@ ANY_STAGE_REASONS = {f"{ERROR_REASON}:<Type>": "a stage raised, e.g. `error:Valu
                      "provokes one, to test this on any runner"}
 
 
-def _specs_in(module) -> Tuple[StageSpec, ...]:
+def _specs_in(module) -> tuple[StageSpec, ...]:
     found = getattr(module, "SPECS", ()) + ((module.SPEC,) if hasattr(module, "SPEC") else ())
     return tuple(s for s in found if isinstance(s, StageSpec))
 
 
-def stage_table(package: str = "stages") -> Tuple[StageSpec, ...]:
+def stage_table(package: str = "stages") -> tuple[StageSpec, ...]:
     """Every StageSpec declared in the package's modules (sub-packages included), ordered."""
     return _cached_table(package)
 
 
-_CACHE: Dict[str, Tuple[StageSpec, ...]] = {}
+_CACHE: dict[str, tuple[StageSpec, ...]] = {}
 
 
-def _cached_table(package: str) -> Tuple[StageSpec, ...]:
+def _cached_table(package: str) -> tuple[StageSpec, ...]:
     if package not in _CACHE:
         root = importlib.import_module(package)
-        specs: List[StageSpec] = []
+        specs: list[StageSpec] = []
         for info in pkgutil.walk_packages(root.__path__, prefix=package + "."):
             if info.name.rsplit(".", 1)[-1].startswith("_") or info.name.endswith(".models"):
                 continue
@@ -108,9 +109,9 @@ def _cached_table(package: str) -> Tuple[StageSpec, ...]:
     return _CACHE[package]
 
 
-def sections(table: Tuple[StageSpec, ...]) -> List[Tuple[str, type]]:
+def sections(table: tuple[StageSpec, ...]) -> list[tuple[str, type]]:
     """(section, config class) in table order, each section once."""
-    seen: Dict[str, type] = {}
+    seen: dict[str, type] = {}
     for spec in table:
         if spec.config is None:
             continue
@@ -120,17 +121,17 @@ def sections(table: Tuple[StageSpec, ...]) -> List[Tuple[str, type]]:
     return list(seen.items())
 
 
-def reason_rows(table: Tuple[StageSpec, ...]) -> List[Tuple[str, str, str]]:
+def reason_rows(table: tuple[StageSpec, ...]) -> list[tuple[str, str, str]]:
     """(stage, reason, meaning) for every declared reason, in table order, then errors of any stage."""
     rows = [(spec.name, reason, meaning) for spec in table for reason, meaning in spec.reasons.items()]
     return rows + [("any", reason, meaning) for reason, meaning in ANY_STAGE_REASONS.items()]
 
 
-def reasons_of(table: Tuple[StageSpec, ...]) -> Dict[str, frozenset]:
+def reasons_of(table: tuple[StageSpec, ...]) -> dict[str, frozenset]:
     return {spec.name: frozenset(spec.reasons) for spec in table}
 
 
-def default_sections(table: Tuple[StageSpec, ...]) -> Dict[str, Any]:
+def default_sections(table: tuple[StageSpec, ...]) -> dict[str, Any]:
     return {name: cls() for name, cls in sections(table)}
 
 

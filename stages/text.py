@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import string
 import unicodedata
-from typing import FrozenSet, List, Optional, Tuple
 
 # Languages written without spaces between words: segment them with ICU.
 NO_SPACE_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "yue", "wuu"})
@@ -54,7 +53,7 @@ STOP_WORDS = {
 }
 
 
-def stop_words(lang: Optional[str]) -> Optional[FrozenSet[str]]:
+def stop_words(lang: str | None) -> frozenset[str] | None:
     words = STOP_WORDS.get(lang or "")
     return frozenset(words) if words else None
 
@@ -75,12 +74,12 @@ def strip_punctuation(token: str) -> str:
     return token.strip(_STRIP)
 
 
-def split_words(text: str, lang: Optional[str] = None) -> List[str]:
+def split_words(text: str, lang: str | None = None) -> list[str]:
     """Words as a reader would count them: whitespace tokens, or ICU segments for no-space scripts."""
     return list(_split_words(text, lang))
 
 
-def normalized_words(text: str, lang: Optional[str] = None) -> List[str]:
+def normalized_words(text: str, lang: str | None = None) -> list[str]:
     """Lower-cased words without surrounding punctuation; punctuation-only tokens removed."""
     return list(_normalized_words(text, lang))
 
@@ -89,14 +88,14 @@ def normalized_words(text: str, lang: Optional[str] = None) -> List[str]:
 # same worker: keep the last few results instead of segmenting again. Tuples, so no caller can
 # change a cached result.
 @functools.lru_cache(maxsize=4)
-def _split_words(text: str, lang: Optional[str]) -> Tuple[str, ...]:
+def _split_words(text: str, lang: str | None) -> tuple[str, ...]:
     if lang in NO_SPACE_LANGS:
         return tuple(_icu_words(text, lang))
     return tuple(text.split())
 
 
 @functools.lru_cache(maxsize=4)
-def _normalized_words(text: str, lang: Optional[str]) -> Tuple[str, ...]:
+def _normalized_words(text: str, lang: str | None) -> tuple[str, ...]:
     out = []
     for w in _split_words(text, lang):
         w = w.strip(_STRIP).lower()
@@ -105,7 +104,7 @@ def _normalized_words(text: str, lang: Optional[str]) -> Tuple[str, ...]:
     return tuple(out)
 
 
-def split_paragraphs(text: str) -> List[str]:
+def split_paragraphs(text: str) -> list[str]:
     """Paragraphs are separated by blank lines (trafilatura writes one paragraph a line, so also lines)."""
     paragraphs, current = [], []
     for line in text.splitlines():
@@ -119,7 +118,7 @@ def split_paragraphs(text: str) -> List[str]:
     return paragraphs
 
 
-def _icu_words(text: str, lang: str) -> List[str]:
+def _icu_words(text: str, lang: str) -> list[str]:
     import icu  # PyICU (pyicu-wheels): bundles ICU's dictionaries for CJK and South-East Asian scripts
 
     # A new iterator per call: it holds per-text state, and Beam may run DoFns on several threads.

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Iterator, Optional
+from typing import BinaryIO
 
 from stages.formats import PARQUET
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
@@ -84,7 +85,7 @@ def _read_jsonl(lines: BinaryIO, source: str, filename: str, config: TextSourceC
         yield _line_record(line, size, n, source, filename, config)
 
 
-def _line_record(line: Optional[bytes], size: int, n: int, source: str, filename: str,
+def _line_record(line: bytes | None, size: int, n: int, source: str, filename: str,
                  config: TextSourceConfig) -> StageResult:
     doc = Document(id=document_id(source, filename, n - 1), url="", source=source)
     where = f"{filename} line {n}"

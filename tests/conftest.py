@@ -52,7 +52,7 @@ class WarcBuilder:
         self._writer = WARCWriter(self._fh, gzip=True)
 
     def response(self, url: str, body: bytes, *, content_type: str = "text/html; charset=utf-8",
-                 status: str = "200 OK", extra_http=()) -> "WarcBuilder":
+                 status: str = "200 OK", extra_http=()) -> WarcBuilder:
         http = StatusAndHeaders(status, [("Content-Type", content_type), *extra_http], protocol="HTTP/1.1")
         record = self._writer.create_warc_record(url, "response", payload=io.BytesIO(body), http_headers=http)
         self._writer.write_record(record)

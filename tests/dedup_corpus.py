@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Dict, List
 
 from stages.dedup import jaccard, shingles
-from stages.extract import ExtractConfig, extract_text
+from stages.extraction.extract import ExtractConfig, extract_text
 from stages.record import Document
 from tests.conftest import HTML_DIR, SENTENCES_DIR
 
@@ -23,12 +22,12 @@ HEADER, FOOTER = "Home | News | Sport | Contact | Login", "© 2024 Example Media
 
 @dataclass
 class Corpus:
-    docs: List[Document]
-    group: Dict[str, str]          # doc id -> base id
-    jaccard_to_base: Dict[str, float]
+    docs: list[Document]
+    group: dict[str, str]          # doc id -> base id
+    jaccard_to_base: dict[str, float]
 
 
-def real_bases(sentence_chunk: int = 8, disjoint: bool = True, n_random: int = 0, seed: int = 0) -> List[str]:
+def real_bases(sentence_chunk: int = 8, disjoint: bool = True, n_random: int = 0, seed: int = 0) -> list[str]:
     bases = []
     for path in sorted(HTML_DIR.glob("*.html")):
         text = extract_text(path.read_text(encoding="utf-8", errors="replace"), None, ExtractConfig().trafilatura_options())
@@ -46,7 +45,7 @@ def real_bases(sentence_chunk: int = 8, disjoint: bool = True, n_random: int = 0
     return bases
 
 
-def make_variant(base: str, target: float, framed: bool, rng: random.Random, vocabulary: List[str]) -> str:
+def make_variant(base: str, target: float, framed: bool, rng: random.Random, vocabulary: list[str]) -> str:
     """The most-edited variant whose Jaccard with the base is still >= target (binary search on edits)."""
     words = base.split()
     positions = list(range(len(words)))

@@ -48,12 +48,12 @@ def test_wheel_and_sdist_carry_the_models_and_the_installed_package_uses_them(tm
                    check=True, capture_output=True, timeout=600)
     probe = (
         "import stages, stages.langid as lid, stages.quality as q\n"
-        "assert stages.__file__.startswith(%r), stages.__file__\n"
+        f"assert stages.__file__.startswith({str(site)!r}), stages.__file__\n"
         "m = lid.load_model(None)\n"
         "print(lid.bundled_model_path())\n"
         "print(m.predict('The quick brown fox jumps over the lazy dog near the river bank.')[0][0])\n"
         "print(q.predict_hq(q.load_model(None), ['A clear paragraph about the history of the river.'])[0] >= 0)\n"
-    ) % str(site)
+    )
     env = dict(os.environ, PYTHONPATH=str(site))
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)

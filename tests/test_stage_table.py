@@ -3,7 +3,6 @@ and the job, the funnel, the ledger, the flags, the default config and the READM
 import ast
 import json
 import os
-import pathlib
 import shutil
 import subprocess
 import sys

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from typing import Any, Dict, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,7 +38,7 @@ def _write_atomic(path: str, write) -> None:
     os.replace(temp, path)
 
 
-def save(directory: str, payload: Dict[str, Any], keep: int = 2) -> str:
+def save(directory: str, payload: dict[str, Any], keep: int = 2) -> str:
     """Write `payload` (which has a `step`) and point latest.json at it; keep the newest `keep` files."""
     os.makedirs(directory, exist_ok=True)
     name = f"step-{payload['step']:08d}.pt"
@@ -54,7 +54,7 @@ def save(directory: str, payload: Dict[str, Any], keep: int = 2) -> str:
     return path
 
 
-def _step_of(name: str) -> Optional[int]:
+def _step_of(name: str) -> int | None:
     if name.startswith("step-") and name.endswith(".pt"):
         try:
             return int(name[5:-3])
@@ -70,7 +70,7 @@ def existing(directory: str) -> list:
     return sorted(f for f in os.listdir(directory) if f == LATEST or _step_of(f) is not None)
 
 
-def latest_step(directory: str) -> Optional[int]:
+def latest_step(directory: str) -> int | None:
     try:
         with open(os.path.join(directory, LATEST), encoding="utf-8") as fh:
             return int(json.load(fh)["step"])
@@ -78,7 +78,7 @@ def latest_step(directory: str) -> Optional[int]:
         return None
 
 
-def load(directory: str) -> Dict[str, Any]:
+def load(directory: str) -> dict[str, Any]:
     """The checkpoint latest.json names, verified; CheckpointError with the reason otherwise."""
     pointer = os.path.join(directory, LATEST)
     if not os.path.isfile(pointer):
@@ -108,7 +108,7 @@ def load(directory: str) -> Dict[str, Any]:
     return state
 
 
-def rng_state() -> Dict[str, Any]:
+def rng_state() -> dict[str, Any]:
     """This process's generators as plain lists and numbers: they travel through `gather_object` and
     load under `torch.load(weights_only=True)`."""
     name, keys, pos, has_gauss, gauss = np.random.get_state()
@@ -121,7 +121,7 @@ def rng_state() -> Dict[str, Any]:
     return state
 
 
-def set_rng_state(state: Dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any]) -> None:
     version, internal, gauss_next = state["python"]
     random.setstate((version, tuple(internal), gauss_next))
     name, keys, pos, has_gauss, gauss = state["numpy"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from typing import Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 from stages.settings import ConfigError, add_flags, add_set_flag, check, flag_values, load, set_values
 from training.distributed import STRATEGIES
@@ -33,9 +33,9 @@ class TrainConfig:
     grad_accum: int = 1            # micro-batches per optimizer step
     steps: int = 100               # optimizer steps (the LR schedule's length)
     size: str = "small"            # model size: tiny, small, ... (training/model.py MODEL_SIZES)
-    n_layer: Optional[int] = None  # overrides the size's shape
-    n_head: Optional[int] = None
-    n_embd: Optional[int] = None
+    n_layer: int | None = None  # overrides the size's shape
+    n_head: int | None = None
+    n_embd: int | None = None
     dropout: float = 0.0
     # AdamW and schedule: nanoGPT/GPT-3 small-model values (betas 0.9/0.95, wd 0.1, clip 1.0)
     lr: float = 1e-3
@@ -56,11 +56,11 @@ class TrainConfig:
     keep_checkpoints: int = 2
     resume: bool = False           # continue from OUT/checkpoints (error if none)
     overwrite: bool = False        # start afresh in OUT, deleting its checkpoints and logs
-    peak_tflops: Optional[float] = None  # peak dense TFLOP/s of one device, for MFU (known GPUs are looked up)
-    stop_after: Optional[int] = None     # exit after this step, as a crash would (tests resumption)
+    peak_tflops: float | None = None  # peak dense TFLOP/s of one device, for MFU (known GPUs are looked up)
+    stop_after: int | None = None     # exit after this step, as a crash would (tests resumption)
     log_every: int = 10
     spike: SpikeConfig = dataclasses.field(default_factory=SpikeConfig)
-    inject: Tuple[Tuple[int, str], ...] = ()  # fault injection for testing the spike guard: [[step, spike|nan]]
+    inject: tuple[tuple[int, str], ...] = ()  # fault injection for testing the spike guard: [[step, spike|nan]]
 
     def __post_init__(self):
         small = [k for k in ("seq_len", "micro_batch", "grad_accum", "steps", "checkpoint_every", "log_every")
@@ -84,7 +84,7 @@ class TrainConfig:
         return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True)
 
 
-def _faults(spec: str) -> Tuple[Tuple[int, str], ...]:
+def _faults(spec: str) -> tuple[tuple[int, str], ...]:
     out = []
     for item in filter(None, spec.split(",")):
         step, _, kind = item.partition(":")
@@ -109,7 +109,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse(argv: Optional[Sequence[str]] = None) -> TrainConfig:
+def parse(argv: Sequence[str] | None = None) -> TrainConfig:
     """The checked config, or ConfigError (one line) for a bad file, flag or value."""
     args = parser().parse_args(argv)
     overrides = set_values(args.set_values, TrainConfig)

@@ -18,7 +18,8 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -41,7 +42,7 @@ class Unit:
     stop: int
 
 
-def read_manifest(data_dir: str) -> Dict[str, Any]:
+def read_manifest(data_dir: str) -> dict[str, Any]:
     path = os.path.join(data_dir, MANIFEST)
     if not os.path.isfile(path):
         raise DataError(f"{path} not found: point --data at the output directory of `refinery run` "
@@ -53,9 +54,9 @@ def read_manifest(data_dir: str) -> Dict[str, Any]:
     return manifest
 
 
-def list_units(data_dir: str, manifest: Dict[str, Any], min_units: int) -> List[Unit]:
+def list_units(data_dir: str, manifest: dict[str, Any], min_units: int) -> list[Unit]:
     """Row groups of all shards (in manifest order), split evenly when fewer than `min_units`."""
-    groups: List[Tuple[str, int, int]] = []
+    groups: list[tuple[str, int, int]] = []
     for shard in manifest["shards"]:
         path = os.path.join(data_dir, shard["path"])
         try:
@@ -111,23 +112,23 @@ class ShardStream(IterableDataset):
         self.workers = max(1, cfg.num_workers)
         self.units = list_units(cfg.data_dir, self.manifest, world_size * self.workers)
         self.checksums = {os.path.join(cfg.data_dir, s["path"]): s.get("sha256") for s in self.manifest["shards"]}
-        self.start_positions: Dict[int, Dict[str, int]] = {}
+        self.start_positions: dict[int, dict[str, int]] = {}
         self.worker_shift = 0
 
-    def fingerprint(self) -> Dict[str, Any]:
+    def fingerprint(self) -> dict[str, Any]:
         """What must match for a saved position to mean the same tokens."""
         shards = sorted(s.get("sha256") or s["path"] for s in self.manifest["shards"])
         return {"shards": hashlib.sha256("".join(shards).encode()).hexdigest()[:16], "seq_len": self.cfg.seq_len,
                 "mode": self.cfg.mode, "seed": self.cfg.seed, "tokenizer": self.tokenizer.describe(),
                 "units": len(self.units), "world_size": self.world_size, "workers": self.workers}
 
-    def reader_units(self, reader: int, epoch: int) -> List[Unit]:
+    def reader_units(self, reader: int, epoch: int) -> list[Unit]:
         order = np.random.default_rng([self.cfg.seed, epoch]).permutation(len(self.units))
         readers = self.world_size * self.workers
         return [self.units[i] for i in order[reader::readers]]
 
     # -- reading -------------------------------------------------------------------------------
-    def _rows(self, unit: Unit, cache: Dict[str, Any]) -> List[str]:
+    def _rows(self, unit: Unit, cache: dict[str, Any]) -> list[str]:
         if cache.get("key") != (unit.shard, unit.row_group):
             if self.cfg.verify_checksums and unit.shard not in cache.setdefault("verified", set()):
                 expected = self.checksums.get(unit.shard)
@@ -142,10 +143,10 @@ class ShardStream(IterableDataset):
             cache["key"], cache["texts"] = (unit.shard, unit.row_group), table.column(0).to_pylist()
         return cache["texts"][unit.start:unit.stop]
 
-    def _documents(self, reader: int, pos: Dict[str, int]) -> Iterator[Tuple[Dict[str, int], np.ndarray]]:
+    def _documents(self, reader: int, pos: dict[str, int]) -> Iterator[tuple[dict[str, int], np.ndarray]]:
         """(position of the first token, tokens) from `pos` on; each document ends with EOS."""
         epoch, unit_i, row, offset = pos["epoch"], pos["unit"], pos["row"], pos["offset"]
-        cache: Dict[str, Any] = {}
+        cache: dict[str, Any] = {}
         eos = self.tokenizer.eos_id
         while True:
             units = self.reader_units(reader, epoch)
@@ -159,10 +160,10 @@ class ShardStream(IterableDataset):
                 unit_i, row = unit_i + 1, 0
             epoch, unit_i = epoch + 1, 0
 
-    def _packed(self, reader: int, pos: Dict[str, int]) -> Iterator[Tuple[np.ndarray, Dict[str, int]]]:
+    def _packed(self, reader: int, pos: dict[str, int]) -> Iterator[tuple[np.ndarray, dict[str, int]]]:
         width = self.cfg.seq_len + 1
         docs = self._documents(reader, pos)
-        buffer: List[List[Any]] = []  # [position, tokens] from the oldest unconsumed token on
+        buffer: list[list[Any]] = []  # [position, tokens] from the oldest unconsumed token on
         held = 0
         while True:
             while held < width:
@@ -191,7 +192,7 @@ class ShardStream(IterableDataset):
                     consume = 0
             yield window, dict(buffer[0][0])
 
-    def _padded(self, reader: int, pos: Dict[str, int]) -> Iterator[Tuple[np.ndarray, Dict[str, int]]]:
+    def _padded(self, reader: int, pos: dict[str, int]) -> Iterator[tuple[np.ndarray, dict[str, int]]]:
         step = self.cfg.seq_len
         for where, tokens in self._documents(reader, pos):
             for start in range(0, len(tokens) - 1, step):
@@ -204,7 +205,7 @@ class ShardStream(IterableDataset):
                 window[len(piece):] = IGNORE_INDEX  # marks padding; inputs get pad_id below
                 yield window, after
 
-    def _batches(self, reader: int, logical_worker: int) -> Iterator[Dict[str, Any]]:
+    def _batches(self, reader: int, logical_worker: int) -> Iterator[dict[str, Any]]:
         pos = self.start_positions.get(logical_worker, {"epoch": 0, "unit": 0, "row": 0, "offset": 0})
         samples = self._packed(reader, pos) if self.cfg.mode == "packed" else self._padded(reader, pos)
         while True:
@@ -217,7 +218,7 @@ class ShardStream(IterableDataset):
             inputs[inputs == IGNORE_INDEX] = self.tokenizer.pad_id
             yield {"input": inputs, "target": block[:, 1:].clone(), "worker": logical_worker, "position": after}
 
-    def __iter__(self) -> Iterator[Dict[str, Any]]:
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         info = get_worker_info()
         physical = info.id if info is not None else 0
         logical = (physical + self.worker_shift) % self.workers
@@ -229,14 +230,14 @@ class StreamState:
 
     def __init__(self, stream: ShardStream) -> None:
         self.stream = stream
-        self.positions: Dict[int, Dict[str, int]] = {}
+        self.positions: dict[int, dict[str, int]] = {}
         self.next_worker = 0
-        self._iter: Optional[Iterator[Dict[str, Any]]] = None
+        self._iter: Iterator[dict[str, Any]] | None = None
 
-    def __iter__(self) -> "StreamState":
+    def __iter__(self) -> StreamState:
         return self
 
-    def __next__(self) -> Dict[str, Any]:
+    def __next__(self) -> dict[str, Any]:
         if self._iter is None:
             self.stream.start_positions = dict(self.positions)
             self.stream.worker_shift = self.next_worker  # DataLoader asks worker 0 first: rotate ids
@@ -251,11 +252,11 @@ class StreamState:
         self.next_worker = (batch["worker"] + 1) % self.stream.workers
         return batch
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         return {"positions": {str(k): dict(v) for k, v in self.positions.items()},
                 "next_worker": self.next_worker, "fingerprint": self.stream.fingerprint()}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Exact resume when data, tokenizer, seq_len, ranks and workers match; an error if the data
         differs; with another number of ranks or workers, the readers restart at the saved epoch."""
         saved, now = state["fingerprint"], self.stream.fingerprint()

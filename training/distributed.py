@@ -10,7 +10,8 @@ import contextlib
 import dataclasses
 import datetime
 import os
-from typing import Any, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -55,6 +56,13 @@ def init(device_kind: str = "auto", timeout_s: float = 600) -> Dist:
 def shutdown() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def parallelize(model: nn.Module, strategy: str, env: Dist, grad_checkpoint: bool = False) -> nn.Module:
+    """The model as it trains: activation checkpointing first (the blocks recompute their forward
+    pass in the backward one), then DDP or FSDP around it (torchtitan's order)."""
+    model.grad_checkpoint = grad_checkpoint
+    return wrap(model, strategy, env)
 
 
 def wrap(model: nn.Module, strategy: str, env: Dist) -> nn.Module:
@@ -104,7 +112,7 @@ def all_reduce_sum(value: torch.Tensor) -> torch.Tensor:
     return value
 
 
-def gather_to_main(obj: Any, env: Dist) -> Optional[List[Any]]:
+def gather_to_main(obj: Any, env: Dist) -> list[Any] | None:
     """Every rank's `obj` in rank order on rank 0 (None elsewhere)."""
     if not env.active:
         return [obj]

@@ -7,11 +7,11 @@ import os
 import re
 import subprocess
 import sys
-from typing import List, Sequence
+from collections.abc import Sequence
 
 
 def split_nproc(argv: Sequence[str]) -> tuple:
-    rest: List[str] = []
+    rest: list[str] = []
     nproc, it = 1, iter(argv)
     for arg in it:
         if arg == "--nproc-per-node":
@@ -30,9 +30,8 @@ def main(argv: Sequence[str]) -> int:
 
         return train_main(rest)
     from stages.settings import ConfigError
-    from training.config import parse
-
     from training.checkpoint import CheckpointError
+    from training.config import parse
     from training.train import check_out
 
     try:
@@ -54,7 +53,7 @@ def main(argv: Sequence[str]) -> int:
 _AGENT_FAILURE = re.compile(r"^[EW]\d{4} .*\] failed \(exitcode: (-?\d+)\)")
 
 
-def run_torchrun(cmd: List[str], env: dict) -> int:
+def run_torchrun(cmd: list[str], env: dict) -> int:
     """torchrun with the ranks' output passed through as it comes, but without the launcher's report
     after a rank failed: the rank's own error line (exit 2) is the message. Returns the rank's code."""
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)

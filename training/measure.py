@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import collections
-from typing import Dict
 
 import torch
 import torch.distributed as dist
@@ -24,7 +23,7 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Dict[str, int]:
+def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
     """This rank's bytes of weights, gradients and optimizer states (call while gradients exist)."""
     params = list(model.parameters())
     optim = 0
@@ -40,11 +39,11 @@ class CommCounter:
     """Bytes handed to collectives, by kind, on this rank (payload = the full, unsharded tensor)."""
 
     def __init__(self) -> None:
-        self.bytes: Dict[str, int] = collections.Counter()
-        self.calls: Dict[str, int] = collections.Counter()
+        self.bytes: dict[str, int] = collections.Counter()
+        self.calls: dict[str, int] = collections.Counter()
         self._restore = []
 
-    def attach(self, model: torch.nn.Module, strategy: str) -> "CommCounter":
+    def attach(self, model: torch.nn.Module, strategy: str) -> CommCounter:
         if not dist.is_initialized():
             return self
         if strategy == "ddp":
@@ -81,11 +80,11 @@ class CommCounter:
         self.bytes.clear()
         self.calls.clear()
 
-    def snapshot(self) -> Dict[str, Dict[str, int]]:
+    def snapshot(self) -> dict[str, dict[str, int]]:
         return {"bytes": dict(self.bytes), "calls": dict(self.calls)}
 
 
-def predicted(n_params: int, block_params: int, world_size: int, strategy: str, grad_accum: int) -> Dict:
+def predicted(n_params: int, block_params: int, world_size: int, strategy: str, grad_accum: int) -> dict:
     """The calculator's numbers for this run: model states per rank (fp32 weights and gradients and
     AdamW m, v: the `fp32-adamw` recipe, which bf16 autocast keeps) and collective payloads per step."""
     from training.memory import model_states

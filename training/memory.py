@@ -12,7 +12,6 @@ All results in GiB (2^30 bytes). Sources:
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Optional
 
 GIB = 2 ** 30
 
@@ -45,15 +44,15 @@ STATE_BYTES = {
 @dataclasses.dataclass(frozen=True)
 class Shape:
     params: float
-    layers: Optional[int] = None
-    hidden: Optional[int] = None
-    heads: Optional[int] = None
-    seq: Optional[int] = None
+    layers: int | None = None
+    hidden: int | None = None
+    heads: int | None = None
+    seq: int | None = None
     micro_batch: int = 1
-    vocab: Optional[int] = None
+    vocab: int | None = None
 
     @staticmethod
-    def from_config(cfg, micro_batch: int = 1) -> "Shape":
+    def from_config(cfg, micro_batch: int = 1) -> Shape:
         """From a training.model.ModelConfig (parameter count as the model builds it)."""
         d, v, t, n = cfg.n_embd, cfg.vocab_size, cfg.seq_len, cfg.n_layer
         per_layer = 12 * d * d + 13 * d  # qkv + proj + 2 MLP matrices, their biases, 2 LayerNorms
@@ -61,7 +60,7 @@ class Shape:
         return Shape(params, n, d, cfg.n_head, t, micro_batch, v)
 
 
-def model_states(params: float, gpus: int = 1, zero: int = 0, recipe: str = "mixed-adamw") -> Dict[str, float]:
+def model_states(params: float, gpus: int = 1, zero: int = 0, recipe: str = "mixed-adamw") -> dict[str, float]:
     """Per-GPU bytes of weights, gradients and optimizer states for ZeRO stage 0-3 on `gpus` GPUs."""
     if zero not in (0, 1, 2, 3):
         raise ValueError("ZeRO stage is 0, 1, 2 or 3")
@@ -92,7 +91,7 @@ def activations(shape: Shape, flash: bool = True, checkpointing: bool = False, t
     return (shape.layers - 1) * inputs + layer
 
 
-def lora(params: float, trainable: float, quantized: bool = False) -> Dict[str, float]:
+def lora(params: float, trainable: float, quantized: bool = False) -> dict[str, float]:
     """LoRA: frozen base in bf16 (2 B/param), or 4-bit NF4 for QLoRA (0.5 B/param plus quantization
     constants: one fp32 absmax per 64 weights, double-quantized to 8 bits with fp32 constants per 256
     blocks: 8/64 + 32/(64·256) bits ≈ 0.127 bits ≈ 0.016 B/param, Dettmers et al. 2023). Adapters train
@@ -115,7 +114,7 @@ def recompute_overhead(checkpointing: bool) -> float:
 
 
 def plan(shape: Shape, gpus: int, recipe: str = "mixed-adamw", flash: bool = True,
-         checkpointing: bool = False, tensor_parallel: int = 1) -> Dict[str, Dict[str, float]]:
+         checkpointing: bool = False, tensor_parallel: int = 1) -> dict[str, dict[str, float]]:
     """Per-GPU GiB for ZeRO stages 0-3: model states + activations (when the shape is known)."""
     acts = None
     if shape.layers and shape.hidden and shape.heads and shape.seq:

@@ -2,8 +2,6 @@
 estimators the dedup stage relies on (MinHash Jaccard, LSH banding)."""
 from __future__ import annotations
 
-from typing import Dict, List
-
 import numpy as np
 import torch
 
@@ -12,7 +10,7 @@ FORMATS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
 MANTISSA_BITS = {"fp32": 23, "bf16": 7, "fp16": 10, "fp8_e4m3": 3, "fp8_e5m2": 2}  # stored fraction bits
 
 
-def format_table() -> List[Dict[str, float]]:
+def format_table() -> list[dict[str, float]]:
     """Max, smallest normal, smallest subnormal and machine epsilon (gap above 1.0) of each format."""
     rows = []
     for name, dtype in FORMATS.items():
@@ -24,7 +22,7 @@ def format_table() -> List[Dict[str, float]]:
 
 
 def gradient_underflow(samples: int = 1_000_000, center: float = 1e-6, sigma_decades: float = 1.0,
-                       loss_scales=(1.0, 1024.0, 65536.0), seed: int = 0) -> Dict[str, object]:
+                       loss_scales=(1.0, 1024.0, 65536.0), seed: int = 0) -> dict[str, object]:
     """Share of simulated gradients that become exactly 0 when cast to fp16 (and bf16), without and
     with loss scaling. Gradients: |g| log-normal with log10|g| ~ Normal(log10(center), sigma_decades),
     random sign, the typical spread of per-element gradients in a large model."""
@@ -39,14 +37,14 @@ def gradient_underflow(samples: int = 1_000_000, center: float = 1e-6, sigma_dec
     return out
 
 
-def swamping() -> Dict[str, float]:
+def swamping() -> dict[str, float]:
     """An update smaller than half an ulp vanishes: 1.0 + 1e-3 in bf16 (ulp 2^-7 = 0.0078) is 1.0."""
     one = torch.tensor(1.0)
     return {f"{name}: 1.0 + 1e-3": float(one.to(dtype) + torch.tensor(1e-3).to(dtype))
             for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16))}
 
 
-def minhash_error(ks=(16, 64, 128, 256), jaccards=(0.2, 0.5, 0.8), trials: int = 200, seed: int = 0) -> List[Dict]:
+def minhash_error(ks=(16, 64, 128, 256), jaccards=(0.2, 0.5, 0.8), trials: int = 200, seed: int = 0) -> list[dict]:
     """Standard deviation of the MinHash estimate of J over random set pairs, next to the binomial
     prediction sqrt(J(1-J)/k) (each of the k minima agrees with probability J)."""
     from datasketch import MinHash
@@ -72,7 +70,7 @@ def minhash_error(ks=(16, 64, 128, 256), jaccards=(0.2, 0.5, 0.8), trials: int =
     return rows
 
 
-def lsh_s_curve(bands: int, rows: int, points: int = 21) -> List[Dict[str, float]]:
+def lsh_s_curve(bands: int, rows: int, points: int = 21) -> list[dict[str, float]]:
     """P(candidate pair) = 1 - (1 - J^r)^b for b bands of r rows (Leskovec et al., MMDS ch. 3)."""
     return [{"jaccard": j, "p_candidate": 1 - (1 - j ** rows) ** bands}
             for j in np.linspace(0.0, 1.0, points).tolist()]

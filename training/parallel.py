@@ -5,7 +5,6 @@ Bytes are per GPU per training step; GiB = 2^30 bytes, GB/s = 10^9 bytes/s (vend
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List
 
 from training.memory import GIB, Shape, activations, duration, model_states, size
 
@@ -24,7 +23,7 @@ def data_parallel_bytes(params: float, gpus: int, zero: int = 0, grad_bytes: int
     return 3 * one_pass if zero >= 3 else 2 * one_pass
 
 
-def tensor_parallel_bytes(shape: Shape, value_bytes: int = 2) -> Dict[str, float]:
+def tensor_parallel_bytes(shape: Shape, value_bytes: int = 2) -> dict[str, float]:
     """Megatron TP: 2 all-reduces per block in forward (after attention and MLP) and 2 in backward,
     each of a (b, s, h) activation. Returns the size of one all-reduce and the step's total."""
     one = shape.micro_batch * shape.seq * shape.hidden * value_bytes
@@ -53,7 +52,7 @@ class Layout:
     dp: int
     zero: int
     gib_per_gpu: float
-    reasons: List[str]
+    reasons: list[str]
 
 
 def plan_layout(shape: Shape, gpus_per_node: int, nodes: int, gpu_gib: float, intra_gb_s: float = 600.0,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from training import memory, numerics, parallel
 from training.memory import GIB, Shape, duration, size
@@ -13,14 +14,14 @@ from training.memory import GIB, Shape, duration, size
 USAGE = "usage: refinery report {memory,parallel,numerics} [options]  (refinery report KIND --help)"
 
 
-def table(headers: List[str], rows: List[List[Any]]) -> str:
+def table(headers: list[str], rows: list[list[Any]]) -> str:
     cells = [[str(h) for h in headers]] + [[f"{v:,.2f}" if isinstance(v, float) else str(v) for v in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
     return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
 
 
-def _run_summary(run: Optional[str]) -> Dict[str, Any]:
+def _run_summary(run: str | None) -> dict[str, Any]:
     if not run:
         return {}
     try:
@@ -66,14 +67,14 @@ def _shape(a: argparse.Namespace) -> Shape:
     return Shape(a.params, a.layers, a.hidden, a.heads, a.seq, a.micro_batch, a.vocab)
 
 
-def _write(out: Optional[str], name: str, data: Dict[str, Any]) -> None:
+def _write(out: str | None, name: str, data: dict[str, Any]) -> None:
     if out:
         os.makedirs(out, exist_ok=True)
         with open(os.path.join(out, name), "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=1)
 
 
-def _plot(out: Optional[str], name: str, draw) -> Optional[str]:
+def _plot(out: str | None, name: str, draw) -> str | None:
     if not out:
         return None
     try:
@@ -93,7 +94,7 @@ def _plot(out: Optional[str], name: str, draw) -> Optional[str]:
     return path
 
 
-def memory_report(argv: Sequence[str]) -> Dict[str, Any]:
+def memory_report(argv: Sequence[str]) -> dict[str, Any]:
     p = argparse.ArgumentParser(prog="refinery report memory")
     _shape_args(p)
     p.add_argument("--gpus", type=int, help="default 8, or the --run's number of ranks")
@@ -106,7 +107,7 @@ def memory_report(argv: Sequence[str]) -> Dict[str, Any]:
     a.gpus = a.gpus or run.get("world_size", 8)
     a.recipe = a.recipe or run.get("measured_vs_predicted", {}).get("recipe", "mixed-adamw")
     shape = _shape(a)
-    result: Dict[str, Any] = {"params": shape.params, "gpus": a.gpus, "recipe": a.recipe,
+    result: dict[str, Any] = {"params": shape.params, "gpus": a.gpus, "recipe": a.recipe,
                               "bytes_per_param": dict(zip(("weights", "gradients", "optimizer"),
                                                           memory.STATE_BYTES[a.recipe]))}
     stages = {f"zero{z}": {k: v / GIB for k, v in memory.model_states(shape.params, a.gpus, z, a.recipe).items()}
@@ -138,7 +139,7 @@ def memory_report(argv: Sequence[str]) -> Dict[str, Any]:
     return result
 
 
-def _bars(ax, stages: Dict[str, Dict[str, float]], gpus: int) -> None:
+def _bars(ax, stages: dict[str, dict[str, float]], gpus: int) -> None:
     names = list(stages)
     bottom = [0.0] * len(names)
     for part in ("weights", "gradients", "optimizer"):
@@ -150,7 +151,7 @@ def _bars(ax, stages: Dict[str, Dict[str, float]], gpus: int) -> None:
     ax.legend()
 
 
-def measured_vs_predicted(run: str) -> Dict[str, Any]:
+def measured_vs_predicted(run: str) -> dict[str, Any]:
     """The run's measured bytes next to the calculator (printed and returned)."""
     summary = _run_summary(run)
     check = summary.get("measured_vs_predicted")
@@ -172,7 +173,7 @@ def measured_vs_predicted(run: str) -> Dict[str, Any]:
     return check
 
 
-def parallel_report(argv: Sequence[str]) -> Dict[str, Any]:
+def parallel_report(argv: Sequence[str]) -> dict[str, Any]:
     p = argparse.ArgumentParser(prog="refinery report parallel")
     _shape_args(p)
     p.add_argument("--gpus-per-node", type=int, help="default 8, or the --run's number of ranks")
@@ -190,7 +191,7 @@ def parallel_report(argv: Sequence[str]) -> Dict[str, Any]:
     print(table(["stage", "bytes", f"time at {a.intra_gbps:g} GB/s", f"time at {a.inter_gbps:g} GB/s"],
                 [[k, size(v * GIB), duration(parallel.transfer_seconds(v * GIB, a.intra_gbps)),
                   duration(parallel.transfer_seconds(v * GIB, a.inter_gbps))] for k, v in dp.items()]))
-    result: Dict[str, Any] = {"data_parallel_gib": dp}
+    result: dict[str, Any] = {"data_parallel_gib": dp}
     bubbles = {m: parallel.bubble_fraction(a.nodes if a.nodes > 1 else 8, m) for m in (1, 2, 4, 8, 16, 32, 64)}
     stages = a.nodes if a.nodes > 1 else 8
     result["bubble_fraction"] = {"stages": stages, "by_micro_batches": bubbles}
@@ -227,7 +228,7 @@ def parallel_report(argv: Sequence[str]) -> Dict[str, Any]:
     return result
 
 
-def numerics_report(argv: Sequence[str]) -> Dict[str, Any]:
+def numerics_report(argv: Sequence[str]) -> dict[str, Any]:
     p = argparse.ArgumentParser(prog="refinery report numerics")
     p.add_argument("--out")
     p.add_argument("--bands", type=int, default=14)

@@ -22,7 +22,6 @@ import collections
 import dataclasses
 import math
 import statistics
-from typing import Deque, List, Optional
 
 
 @dataclasses.dataclass
@@ -43,12 +42,12 @@ class TrainingDiverged(RuntimeError):
 class SpikeGuard:
     def __init__(self, cfg: SpikeConfig, warmup: int = 0, clip: float = 0.0) -> None:
         self.cfg, self.warmup, self.clip = cfg, warmup, clip
-        self.losses: Deque[float] = collections.deque(maxlen=cfg.history)
-        self.norms: Deque[float] = collections.deque(maxlen=cfg.history)
-        self.skipped_at: Deque[int] = collections.deque()
-        self.rollbacks: List[int] = []
+        self.losses: collections.deque[float] = collections.deque(maxlen=cfg.history)
+        self.norms: collections.deque[float] = collections.deque(maxlen=cfg.history)
+        self.skipped_at: collections.deque[int] = collections.deque()
+        self.rollbacks: list[int] = []
 
-    def check(self, loss: float, grad_norm: float) -> Optional[str]:
+    def check(self, loss: float, grad_norm: float) -> str | None:
         """Why this step (1-based) must not update the weights, or None. Non-finite values are always refused."""
         if not math.isfinite(loss):
             return "non-finite loss"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-from typing import Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -37,12 +36,12 @@ def autocast(precision: str, device: torch.device):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def make_scaler(precision: str, device: torch.device) -> Optional[torch.amp.GradScaler]:
+def make_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler | None:
     """fp16 needs loss scaling (small gradients underflow to 0 in fp16); bf16 has fp32's range."""
     return torch.amp.GradScaler(device.type) if precision == "fp16" else None
 
 
-def token_loss_sum(model: torch.nn.Module, batch: Dict[str, torch.Tensor], precision: str,
+def token_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], precision: str,
                    device: torch.device) -> torch.Tensor:
     inputs, targets = batch["input"].to(device), batch["target"].to(device)
     with autocast(precision, device):
@@ -51,9 +50,9 @@ def token_loss_sum(model: torch.nn.Module, batch: Dict[str, torch.Tensor], preci
                            reduction="sum")
 
 
-def accumulation_step(model: torch.nn.Module, batches: List[Dict[str, torch.Tensor]], world_size: int,
+def accumulation_step(model: torch.nn.Module, batches: list[dict[str, torch.Tensor]], world_size: int,
                       precision: str = "fp32", device: torch.device = torch.device("cpu"),
-                      scaler: Optional[torch.amp.GradScaler] = None) -> StepResult:
+                      scaler: torch.amp.GradScaler | None = None) -> StepResult:
     """Backward over all micro-batches; gradients end up equal to those of one big batch on one rank.
 
     The gradient is d(sum of token losses)/d(theta) / (global tokens). DDP and FSDP average gradients

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Iterable, List
+from collections.abc import Iterable
 
 
 class ByteTokenizer:
@@ -21,7 +21,7 @@ class ByteTokenizer:
         self.pad_id = 257
         self.vocab_size = 258
 
-    def encode(self, text: str) -> List[int]:
+    def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
 
     def decode(self, ids: Iterable[int]) -> str:
@@ -51,7 +51,7 @@ class BPETokenizer:
         self.eos_id, self.pad_id = eos, pad
         self.vocab_size = self._tok.get_vocab_size()
 
-    def encode(self, text: str) -> List[int]:
+    def encode(self, text: str) -> list[int]:
         return self._tok.encode(text, add_special_tokens=False).ids
 
     def decode(self, ids: Iterable[int]) -> str:

@@ -2,23 +2,26 @@
 GPT on refinery shards with DDP or FSDP, resumable exactly from atomic checkpoints."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import shutil
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from training import checkpoint
 from stages.settings import ConfigError
+from training import checkpoint
 from training.config import TrainConfig, parse
 from training.data import DataConfig, DataError, ShardStream, StreamState
-from training.distributed import Dist, barrier, full_state, gather_to_main, init, load_full_state, shutdown, wrap
-from training.measure import CommCounter, predicted, state_bytes
+from training.distributed import Dist, barrier, full_state, gather_to_main, init, load_full_state, parallelize, shutdown
+from training.measure import CommCounter, state_bytes
+from training.metrics import Metrics, summarize
 from training.model import GPT, flops_per_token
 from training.spikes import SpikeGuard, TrainingDiverged
 from training.step import accumulation_step, clip_gradients, lr_at, make_scaler
@@ -33,31 +36,28 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Opt
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
 
 
-class Metrics:
-    """Rank 0's log: one JSON line per step (and per event) plus a progress line on stdout."""
+class FaultInjector:
+    """--inject-fault, for testing the spike guard: the loss of this process's k-th update attempt is
+    scaled by 1e3 (spike) or made NaN, through a hook on the logits. Keyed by attempts, not steps,
+    which a rollback rewinds."""
 
-    def __init__(self, path: str, total_steps: int, enabled: bool) -> None:
-        self.total, self.enabled = total_steps, enabled
-        self.fh = open(path, "a", encoding="utf-8") if enabled else None
+    def __init__(self, faults: Sequence[tuple[int, str]]) -> None:
+        self._faults: dict[int, str] = {}
+        for attempt, kind in faults:
+            self._faults.setdefault(attempt, kind)
 
-    def write(self, record: Dict[str, Any], show: bool = False) -> None:
-        if not self.enabled:
+    @contextlib.contextmanager
+    def armed(self, model: torch.nn.Module, attempt: int) -> Iterator[None]:
+        kind = self._faults.get(attempt)
+        if kind is None:
+            yield
             return
-        self.fh.write(json.dumps(record) + "\n")
-        self.fh.flush()
-        if "event" in record:
-            print(f"[train] {record['event']}: " + ", ".join(f"{k}={v}" for k, v in record.items() if k != "event"),
-                  flush=True)
-        elif show:
-            done = record["step"] / self.total
-            bar = "#" * int(20 * done) + "-" * (20 - int(20 * done))
-            print(f"[train] [{bar}] step {record['step']}/{self.total} loss {record['loss']:.4f} "
-                  f"gnorm {record['grad_norm']:.3f} lr {record['lr']:.2e} tok/s {record['tokens_per_s']:,.0f}"
-                  + (" SKIPPED" if record["skipped"] else ""), flush=True)
-
-    def close(self) -> None:
-        if self.fh:
-            self.fh.close()
+        factor = float("nan") if kind == "nan" else 1e3
+        handle = model.register_forward_hook(lambda module, args, out: out * factor)
+        try:
+            yield
+        finally:
+            handle.remove()
 
 
 class Trainer:
@@ -67,14 +67,13 @@ class Trainer:
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
         self.model_cfg = cfg.model_config(self.tokenizer.vocab_size)
         core = GPT(self.model_cfg)
-        core.grad_checkpoint = cfg.grad_checkpoint
         self.n_params = core.num_parameters()
         self.flops_per_token = flops_per_token(self.model_cfg, self.n_params - core.pos_emb.weight.numel())
         self.block_params = sum(p.numel() for p in core.blocks.parameters())
-        self.model = wrap(core, cfg.strategy, env)
+        self.model = parallelize(core, cfg.strategy, env, cfg.grad_checkpoint)
         # bytes held and sent, measured on the first applied step (see training/measure.py)
         self.comm = CommCounter().attach(self.model, cfg.strategy) if env.active else None
-        self.measured: Optional[Dict[str, Any]] = None
+        self.measured: dict[str, Any] | None = None
         self.optimizer = build_optimizer(self.model, cfg)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_at(s, 1.0, cfg.warmup, cfg.steps, cfg.min_lr_ratio))
@@ -128,14 +127,31 @@ class Trainer:
         return self.step
 
     # -- the loop ------------------------------------------------------------------------------
-    def _inject(self, attempt: int) -> Optional[str]:
-        """Faults are keyed by this process's update attempts (not by step, which a rollback rewinds)."""
-        return next((kind for at, kind in self.cfg.inject if at == attempt), None)
+    def train(self, stop_after: int | None = None, faults: FaultInjector | None = None) -> list[dict[str, Any]]:
+        """Steps until cfg.steps (or `stop_after`, as a crash would); returns the per-step records."""
+        cfg, faults = self.cfg, faults or FaultInjector(())
+        metrics = Metrics(os.path.join(cfg.out, "metrics.jsonl"), cfg.steps, self.env.main)
+        history: list[dict[str, Any]] = []
+        self._start(metrics)
+        self.model.train()
+        attempt = 0
+        while self.step < cfg.steps:
+            attempt += 1
+            record = self.train_step(faults, attempt)
+            history.append(record)
+            metrics.write(record, show=self.step % cfg.log_every == 0 or self.step == cfg.steps or record["skipped"])
+            if record["skipped"] and self.guard.skipped(self.step) and self._roll_back(metrics):
+                continue  # back at a saved step: nothing new to save
+            self._checkpoint_if_due(metrics)
+            if stop_after is not None and self.step >= stop_after:
+                metrics.write({"event": "stopped", "step": self.step, "why": "--stop-after"})
+                break
+        metrics.close()
+        return history
 
-    def train(self) -> List[Dict[str, Any]]:
+    def _start(self, metrics: Metrics) -> None:
+        """Resume from the latest checkpoint, or refuse a folder that holds one; say what runs."""
         cfg, env = self.cfg, self.env
-        metrics = Metrics(os.path.join(cfg.out, "metrics.jsonl"), cfg.steps, env.main)
-        history: List[Dict[str, Any]] = []
         if cfg.resume:
             self.restore()
             self.last_applied = self.last_saved = self.step
@@ -147,61 +163,53 @@ class Trainer:
         if env.main:
             print(f"[train] {self.n_params:,} parameters, {env.world_size} rank(s) {cfg.strategy} on "
                   f"{env.device.type}, {cfg.precision}, {len(self.loader.stream.units)} data units", flush=True)
-        self.model.train()
-        attempt = 0
-        while self.step < cfg.steps:
-            attempt += 1
-            started = time.perf_counter()
-            if self.comm and self.measured is None:
-                self.comm.reset()
-            batches = [next(self.loader) for _ in range(cfg.grad_accum)]
-            fault = self._inject(attempt)
-            if fault:  # scale the targets' loss by 1e3 (spike) or NaN, through a hook on the logits
-                handle = self._fault_hook(fault)
+
+    def train_step(self, faults: FaultInjector, attempt: int) -> dict[str, Any]:
+        """One update attempt: accumulate, clip, apply unless the spike guard objects, advance."""
+        cfg, env = self.cfg, self.env
+        started = time.perf_counter()
+        if self.comm and self.measured is None:
+            self.comm.reset()
+        batches = [next(self.loader) for _ in range(cfg.grad_accum)]
+        with faults.armed(self.model, attempt):
             result = accumulation_step(self.model, batches, env.world_size, cfg.precision, env.device, self.scaler)
-            if fault:
-                handle.remove()
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        grad_norm = clip_gradients(self.model, cfg.clip)
+        reason = self.guard.check(result.loss, grad_norm)
+        self.guard.observe(result.loss, grad_norm, self.step + 1)
+        lr = self.optimizer.param_groups[0]["lr"]
+        if reason is None:
             if self.scaler:
-                self.scaler.unscale_(self.optimizer)
-            grad_norm = clip_gradients(self.model, cfg.clip)
-            reason = self.guard.check(result.loss, grad_norm)
-            self.guard.observe(result.loss, grad_norm, self.step + 1)
-            lr = self.optimizer.param_groups[0]["lr"]
-            if reason is None:
-                if self.scaler:
-                    self.scaler.step(self.optimizer)
-                else:
-                    self.optimizer.step()
-                self.last_applied = self.step + 1
-                if self.measured is None:
-                    self._measure()
-            if self.scaler:
-                self.scaler.update()
-            self.optimizer.zero_grad(set_to_none=True)
-            self.scheduler.step()
-            self.step += 1
-            elapsed = time.perf_counter() - started
-            record = {"step": self.step, "loss": result.loss, "grad_norm": grad_norm, "lr": lr,
-                      "tokens": result.tokens, "tokens_per_s": result.tokens / elapsed, "seconds": elapsed,
-                      "skipped": reason is not None}
-            if reason:
-                record["skip_reason"] = reason
-            history.append(record)
-            metrics.write(record, show=self.step % cfg.log_every == 0 or self.step == cfg.steps or bool(reason))
-            if reason and self.guard.skipped(self.step) and self._roll_back(metrics):
-                continue  # back at a saved step: nothing new to save
-            if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
-                if self.last_applied > self.last_saved or self.step == cfg.steps:
-                    self.save()
-                    self.last_saved = self.step
-                else:  # weights unchanged since the last checkpoint: saving them would pass for progress
-                    metrics.write({"event": "checkpoint skipped", "step": self.step,
-                                   "why": f"no update applied since step {self.last_saved}"})
-            if cfg.stop_after is not None and self.step >= cfg.stop_after:
-                metrics.write({"event": "stopped", "step": self.step, "why": "--stop-after"})
-                break
-        metrics.close()
-        return history
+                self.scaler.step(self.optimizer)
+            else:
+                self.optimizer.step()
+            self.last_applied = self.step + 1
+            if self.measured is None:
+                self._measure()
+        if self.scaler:
+            self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.step += 1
+        elapsed = time.perf_counter() - started
+        record = {"step": self.step, "loss": result.loss, "grad_norm": grad_norm, "lr": lr,
+                  "tokens": result.tokens, "tokens_per_s": result.tokens / elapsed, "seconds": elapsed,
+                  "skipped": reason is not None}
+        if reason:
+            record["skip_reason"] = reason
+        return record
+
+    def _checkpoint_if_due(self, metrics: Metrics) -> None:
+        cfg = self.cfg
+        if self.step % cfg.checkpoint_every and self.step != cfg.steps:
+            return
+        if self.last_applied > self.last_saved or self.step == cfg.steps:
+            self.save()
+            self.last_saved = self.step
+        else:  # weights unchanged since the last checkpoint: saving them would pass for progress
+            metrics.write({"event": "checkpoint skipped", "step": self.step,
+                           "why": f"no update applied since step {self.last_saved}"})
 
     def _measure(self) -> None:
         """After the first applied update: gradients and optimizer states exist, one step was sent."""
@@ -209,10 +217,6 @@ class Trainer:
                          "comm": self.comm.snapshot() if self.comm else {"bytes": {}, "calls": {}}}
         if self.comm and self.cfg.strategy == "fsdp":
             self.comm.detach()  # FSDP counting wraps torch.distributed functions: only for one step
-
-    def _fault_hook(self, kind: str):
-        factor = float("nan") if kind == "nan" else 1e3
-        return self.model.register_forward_hook(lambda module, args, out: out * factor)
 
     def _roll_back(self, metrics: Metrics) -> bool:
         """Repeated spikes: reload the last checkpoint's weights, keep the data position (so the
@@ -231,62 +235,7 @@ class Trainer:
         return True
 
 
-# Dense bf16 peak of common accelerators (vendor datasheets), for MFU; --peak-tflops overrides.
-PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}
-
-
-def peak_tflops(cfg: TrainConfig, env: Dist) -> Optional[float]:
-    if cfg.peak_tflops:
-        return cfg.peak_tflops
-    if env.device.type == "cuda":
-        name = torch.cuda.get_device_name(env.device)
-        return next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
-    return None
-
-
-def summarize(trainer: Trainer, history: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """Throughput (first step left out: allocation and warm-up), FLOPs, MFU and peak memory per rank."""
-    import resource
-
-    env = trainer.env
-    memory = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    if env.device.type == "cuda":
-        memory["cuda_max_allocated_mib"] = torch.cuda.max_memory_allocated(env.device) / 2**20
-    per_rank = gather_to_main(memory, env)
-    measured = gather_to_main(trainer.measured, env)
-    if not env.main or not history:
-        return None
-    timed = history[1:] or history
-    rate = sum(h["tokens"] for h in timed) / max(sum(h["seconds"] for h in timed), 1e-9)
-    flops = rate * trainer.flops_per_token
-    peak = peak_tflops(trainer.cfg, env)
-    return {"step": trainer.step, "parameters": trainer.n_params, "world_size": env.world_size,
-            "strategy": trainer.cfg.strategy, "precision": trainer.cfg.precision, "device": str(env.device.type),
-            "first_loss": history[0]["loss"], "last_loss": history[-1]["loss"],
-            "skipped_steps": sum(1 for h in history if h["skipped"]), "tokens_per_s": rate,
-            "flops_per_token": trainer.flops_per_token,
-            "flops_formula": "6*N + 12*n_layer*n_embd*seq_len (PaLM appendix B; N without position embeddings)",
-            "achieved_tflops": flops / 1e12, "peak_tflops_per_device": peak,
-            "mfu": flops / (peak * 1e12 * env.world_size) if peak else None, "memory_per_rank": per_rank,
-            "model_config": dict(vars(trainer.model_cfg)), "micro_batch": trainer.cfg.micro_batch,
-            "measured_vs_predicted": compare(trainer, measured)}
-
-
-def compare(trainer: Trainer, measured: List[Optional[Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
-    if not measured or any(m is None for m in measured):
-        return None
-    check = predicted(trainer.n_params, trainer.block_params, trainer.env.world_size, trainer.cfg.strategy,
-                      trainer.cfg.grad_accum)
-    check["ranks"] = [{"measured": m["state"], "comm": m["comm"]} for m in measured]
-    for kind, row in check["communication"].items():
-        row["measured"] = measured[0]["comm"]["bytes"].get(kind, 0)
-        row["calls"] = measured[0]["comm"]["calls"].get(kind, 0)
-    check["max_state_difference"] = max(abs(r["measured"][k] - check["predicted"][k]) / check["predicted"][k]
-                                        for r in check["ranks"] for k in check["predicted"])
-    return check
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = parse(argv)
     except ConfigError as exc:
@@ -299,7 +248,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             prepare_out(cfg)
         barrier()
         trainer = Trainer(cfg, env)
-        history = trainer.train()
+        history = trainer.train(stop_after=cfg.stop_after, faults=FaultInjector(cfg.inject))
         summary = summarize(trainer, history)
         if summary:
             with open(os.path.join(cfg.out, "summary.json"), "w", encoding="utf-8") as fh:

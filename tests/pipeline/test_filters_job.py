@@ -13,7 +13,7 @@ DE = (SENTENCES_DIR / "de.txt").read_text(encoding="utf-8").splitlines()
 def page(paragraphs, title="A page"):
     body = "".join(f"<p>{html.escape(p)}</p>\n" for p in paragraphs)
     return (f"<html><head><title>{title}</title></head><body><article><h1>{title}</h1>\n{body}"
-            f"</article></body></html>").encode("utf-8")
+            f"</article></body></html>").encode()
 
 
 def test_each_rule_family_leaves_its_reason_in_the_ledger(tmp_path):

@@ -103,7 +103,9 @@ def test_anneal_split_holds_high_quality_documents(mixed_run):
     anneal = pq.read_table(str(tmp / "a" / "anneal" / "data"))
     main = pq.read_table(str(tmp / "a" / "data"))
     assert anneal.num_rows > 0 and min(anneal.column("quality_score").to_pylist()) >= 0.998
-    share = lambda t: sum(q >= 0.998 for q in t.column("quality_score").to_pylist()) / t.num_rows
+    def share(t):
+        return sum(q >= 0.998 for q in t.column("quality_score").to_pylist()) / t.num_rows
+
     assert share(anneal) == 1.0 > share(main)
     assert 0 < report["anneal"]["fraction_of_tokens"] <= 0.3 + 0.1
     assert json.loads((tmp / "a" / "anneal" / "manifest.json").read_text())["rows"] == anneal.num_rows

@@ -19,7 +19,9 @@ def run_near_dedup(docs, tmp_path, config=DedupConfig()):
         _ = kept | "KeptIds" >> beam.Map(lambda d: d.id) | "WriteKept" >> beam.io.WriteToText(str(tmp_path / "kept"))
         _ = (ledger | "Pairs" >> beam.Map(lambda d: json.dumps([d.id, d.detail.split(" ", 1)[1], str(d.reason)]))
              | "WriteLedger" >> beam.io.WriteToText(str(tmp_path / "ledger")))
-    read = lambda prefix: [line for f in sorted(tmp_path.glob(prefix + "*")) for line in f.read_text().splitlines()]
+    def read(prefix):
+        return [line for f in sorted(tmp_path.glob(prefix + "*")) for line in f.read_text().splitlines()]
+
     removed = {}
     for line in read("ledger"):
         doc_id, kept_id, reason = json.loads(line)

@@ -10,7 +10,7 @@ import pytest
 from pipeline.config import ConfigError
 from pipeline.run import run
 from pipeline.schema import DOCUMENT_SCHEMA, LEDGER_SCHEMA
-from stages.warc import read_warc
+from stages.extraction.warc import read_warc
 from tests.conftest import CC_EXCERPT, WARC_DIR, pathological_warc
 
 WARC_GLOB = str(WARC_DIR / "*.warc.gz")

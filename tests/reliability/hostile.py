@@ -11,7 +11,7 @@ import resource
 import subprocess
 import sys
 import zlib
-from typing import Dict, Iterable, List, Sequence
+from collections.abc import Iterable, Sequence
 
 import pyarrow.parquet as pq
 from warcio.statusandheaders import StatusAndHeaders
@@ -42,7 +42,7 @@ def prose(i: int, sentences: int = 5) -> str:
     return " ".join(SENTENCES[i * sentences:(i + 1) * sentences])
 
 
-def write_jsonl(path: pathlib.Path, rows: Iterable[Dict], gz: bool = False) -> pathlib.Path:
+def write_jsonl(path: pathlib.Path, rows: Iterable[dict], gz: bool = False) -> pathlib.Path:
     data = b"".join(json.dumps(r).encode("utf-8") + b"\n" for r in rows)
     path.write_bytes(gzip.compress(data) if gz else data)
     return path
@@ -64,7 +64,7 @@ def warc_response(url: str, body: bytes, content_type: str = "text/html; charset
 
 def page(i: int) -> bytes:
     return f"<html><head><title>Page {i}</title></head><body><article><p>{prose(100 + i)}</p>" \
-           f"<p>{prose(110 + i)}</p></article></body></html>".encode("utf-8")
+           f"<p>{prose(110 + i)}</p></article></body></html>".encode()
 
 
 def huge_url_record(url_bytes: int) -> bytes:
@@ -123,7 +123,7 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
     return errors[0]
 
 
-def processes_with(marker: str) -> List[int]:
+def processes_with(marker: str) -> list[int]:
     """PIDs of live processes whose command line contains `marker` (from /proc)."""
     pids = []
     for entry in os.listdir("/proc"):
@@ -137,7 +137,7 @@ def processes_with(marker: str) -> List[int]:
     return pids
 
 
-def children_of(pid: int) -> List[int]:
+def children_of(pid: int) -> list[int]:
     """PIDs whose parent is `pid` (from /proc/*/stat)."""
     found = []
     for entry in os.listdir("/proc"):

@@ -6,8 +6,18 @@ import json
 
 import pytest
 
-from tests.reliability.hostile import (big_html_record, brotli_bomb, huge_url_record, no_filters_config, page,
-                                       prose, read_output, refinery, warc_response, write_jsonl)
+from tests.reliability.hostile import (
+    big_html_record,
+    brotli_bomb,
+    huge_url_record,
+    no_filters_config,
+    page,
+    prose,
+    read_output,
+    refinery,
+    warc_response,
+    write_jsonl,
+)
 
 
 @pytest.fixture(scope="module")

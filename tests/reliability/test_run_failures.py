@@ -15,8 +15,17 @@ from pipeline.config import ConfigError
 from pipeline.outdir import LOCK_FILE, OutputError
 from pipeline.run import run
 from tests.conftest import CC_EXCERPT, WARC_DIR
-from tests.reliability.hostile import (REPO, alive, children_of, cmdline, no_filters_config, one_line_error, prose,
-                                       refinery, write_jsonl)
+from tests.reliability.hostile import (
+    REPO,
+    alive,
+    children_of,
+    cmdline,
+    no_filters_config,
+    one_line_error,
+    prose,
+    refinery,
+    write_jsonl,
+)
 
 
 def test_a_source_that_yields_nothing_fails_without_a_manifest_and_overwrite_unpublishes_first(tmp_path):

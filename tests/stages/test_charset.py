@@ -1,4 +1,4 @@
-from stages.charset import charset_from_content_type, decode_html
+from stages.extraction.charset import charset_from_content_type, decode_html
 
 
 def test_declared_charset_wins_when_it_decodes():
@@ -16,7 +16,7 @@ def test_wrong_label_falls_through_to_detection():
 def test_label_that_decodes_is_trusted_like_a_browser_would():
     # A wrong label whose codec accepts the bytes yields mojibake, exactly as a browser shows it; the
     # language-ID score of such a page is then low and the ledger says so.
-    text, codec, source = decode_html("Привет, мир".encode("utf-8"), [("http", "gb2312")])
+    text, codec, source = decode_html("Привет, мир".encode(), [("http", "gb2312")])
     assert (codec, source) == ("gb18030", "http") and text != "Привет, мир"
 
 

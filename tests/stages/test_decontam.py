@@ -3,8 +3,14 @@ import json
 
 import pytest
 
-from stages.decontam import (DecontamConfig, DecontaminationIndex, Decontaminator, normalize_words, read_benchmark,
-                             read_benchmarks)
+from stages.decontam import (
+    DecontamConfig,
+    DecontaminationIndex,
+    Decontaminator,
+    normalize_words,
+    read_benchmark,
+    read_benchmarks,
+)
 from stages.record import Document, Drop, DropReason
 from tests.conftest import HTML_DIR, TEST_DATA
 
@@ -24,7 +30,7 @@ def index(items):
 
 @pytest.fixture(scope="module")
 def page_text():
-    from stages.extract import ExtractConfig, extract_text
+    from stages.extraction.extract import ExtractConfig, extract_text
 
     html = (HTML_DIR / "boingboing.net.millenials.html").read_text(encoding="utf-8")
     return extract_text(html, None, ExtractConfig().trafilatura_options())

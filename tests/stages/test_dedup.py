@@ -4,8 +4,19 @@ import pytest
 from datasketch import MinHash
 from datasketch.lsh import _optimal_param
 
-from stages.dedup import (DedupConfig, MinHasher, band_keys, exact_key, jaccard, large_star, s_curve, shingles,
-                          small_star, survivor_rank)
+from stages.dedup import (
+    DedupConfig,
+    MinHasher,
+    band_keys,
+    exact_key,
+    jaccard,
+    large_star,
+    optimal_bands,
+    s_curve,
+    shingles,
+    small_star,
+    survivor_rank,
+)
 from tests.conftest import SENTENCES_DIR
 
 EN = (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()
@@ -49,6 +60,20 @@ def test_s_curve_reference_values_and_threshold_search():
     assert [round(s_curve(s, 20, 5), 3) for s in (0.3, 0.5, 0.7)] == [0.047, 0.470, 0.975]
     assert DedupConfig().band_rows() == (14, 8)
     assert DedupConfig(threshold=0.8).band_rows() == _optimal_param(0.8, 112, 0.5, 0.5)
+
+
+@pytest.mark.parametrize("num_perm", [64, 112, 256])
+def test_own_band_search_agrees_with_datasketch_and_is_computed_once(num_perm):
+    """datasketch's search integrates each (bands, rows) pair with scipy (33 ms a call, once per document
+    before); ours matches it and is cached, and the LSH threshold leaves the verify threshold alone."""
+    for threshold in (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95):
+        assert optimal_bands(threshold, num_perm) == _optimal_param(threshold, num_perm, 0.5, 0.5), threshold
+    optimal_bands.cache_clear()
+    config = DedupConfig(threshold=0.8, num_perm=num_perm)
+    config.band_rows()
+    config.band_rows()
+    assert optimal_bands.cache_info().misses == 1 and optimal_bands.cache_info().hits == 1
+    assert config.verify_threshold == DedupConfig().verify_threshold
 
 
 def test_near_identical_documents_share_a_band_and_unrelated_do_not():

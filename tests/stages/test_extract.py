@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from stages.extract import ExtractConfig, Extractor
+from stages.extraction.extract import ExtractConfig, Extractor
 from stages.record import Document, Drop, DropReason
 from tests.conftest import many_paragraphs_html, real_page_html
 

@@ -4,10 +4,17 @@ import random
 
 import pytest
 
-from stages.gopher import (GopherQuality, GopherQualityConfig, GopherRepetition, GopherRepetitionConfig, NGrams,
-                           duplicated_ngram_chars, top_ngram_chars)
-from stages.text import normalized_words
+from stages.gopher import (
+    GopherQuality,
+    GopherQualityConfig,
+    GopherRepetition,
+    GopherRepetitionConfig,
+    NGrams,
+    duplicated_ngram_chars,
+    top_ngram_chars,
+)
 from stages.record import Document, Drop, DropReason
+from stages.text import normalized_words
 from tests.conftest import SENTENCES_DIR
 
 EN = (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()
@@ -164,7 +171,7 @@ def test_a_threshold_set_to_none_disables_its_rule(rule):
 
 def test_real_article_pages_pass(gold_pages):
     """trafilatura's evaluation pages are editorial articles (de, en, fr): the filters should keep them."""
-    from stages.extract import ExtractConfig, Extractor
+    from stages.extraction.extract import ExtractConfig, Extractor
     from stages.langid import LanguageIdentifier
 
     extractor, lid = Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()

@@ -4,9 +4,17 @@ import random
 
 import pytest
 
-from stages.extract import extract_text, ExtractConfig
-from stages.quality import (NEGATIVE, POSITIVE, QualityConfig, QualityScorer, bundled_model_path, load_model,
-                            normalize, predict_hq)
+from stages.extraction.extract import ExtractConfig, extract_text
+from stages.quality import (
+    NEGATIVE,
+    POSITIVE,
+    QualityConfig,
+    QualityScorer,
+    bundled_model_path,
+    load_model,
+    normalize,
+    predict_hq,
+)
 from stages.quality_train import QualityTrainConfig, _write_training_file, boilerplate_lines, metrics, read_texts, train
 from stages.record import Document, Drop, DropReason
 from tests.conftest import HTML_DIR

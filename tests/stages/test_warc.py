@@ -5,9 +5,9 @@ import io
 
 import pytest
 
+from stages.extraction.warc import WarcConfig, read_warc
 from stages.record import Document, Drop, DropReason
-from stages.warc import WarcConfig, read_warc
-from tests.conftest import CC_EXCERPT, CLIPPED, WARCIO_EXAMPLE, WAYBACK, WARC_DIR, pathological_warc
+from tests.conftest import CC_EXCERPT, CLIPPED, WARC_DIR, WARCIO_EXAMPLE, WAYBACK, pathological_warc
 
 
 def read_all(path, **kw):
@@ -140,7 +140,7 @@ def test_control_characters_are_exactly_unicode_category_cc():
     import sys
     import unicodedata
 
-    from stages.warc import _CONTROL, _control_fraction
+    from stages.extraction.warc import _CONTROL, _control_fraction
 
     whitespace = "\t\n\r\f\v"
     for code in range(sys.maxunicode + 1):

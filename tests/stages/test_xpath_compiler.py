@@ -8,11 +8,11 @@ import lxml.html
 import pytest
 from lxml import etree
 
-from stages import trafilatura_speedups
-from stages.extract import ExtractConfig, extract_text
+from stages.extraction import trafilatura_speedups
+from stages.extraction.extract import ExtractConfig, extract_text
+from stages.extraction.warc import read_warc
+from stages.extraction.xpath_compiler import EXSLT_REGEXP, compile_selector
 from stages.record import Document
-from stages.warc import read_warc
-from stages.xpath_compiler import EXSLT_REGEXP, compile_selector
 from tests.conftest import WARC_DIR
 
 NS = {"re": EXSLT_REGEXP}

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from typing import List
 
 import pytest
 
@@ -34,13 +33,13 @@ def _env() -> dict:
     return env
 
 
-def torchrun(args: List[str], nproc: int = 2, timeout: int = 300) -> subprocess.CompletedProcess:
+def torchrun(args: list[str], nproc: int = 2, timeout: int = 300) -> subprocess.CompletedProcess:
     """A real `torchrun --standalone` launch of `args` (a module's or script's command line)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *args]
     return subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout)
 
 
-def train(args: List[str], nproc: int = 0, timeout: int = 300) -> subprocess.CompletedProcess:
+def train(args: list[str], nproc: int = 0, timeout: int = 300) -> subprocess.CompletedProcess:
     """`training.train` under torchrun with `nproc` ranks, or as one plain process when nproc is 0."""
     if nproc:
         return torchrun(["-m", "training.train", *args], nproc=nproc, timeout=timeout)
@@ -53,7 +52,7 @@ def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return proc
 
 
-def metrics(run_dir) -> List[dict]:
+def metrics(run_dir) -> list[dict]:
     with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as fh:
         return [json.loads(line) for line in fh]
 

@@ -2,8 +2,6 @@
 in-process tests and the torchrun parity worker."""
 from __future__ import annotations
 
-from typing import Dict, List
-
 import torch
 
 from training.data import IGNORE_INDEX
@@ -18,7 +16,7 @@ def make_model(seed: int = 0) -> GPT:
     return GPT(CONFIG)
 
 
-def micro_batch(target_tokens: int, seed: int, rows: int = 8) -> Dict[str, torch.Tensor]:
+def micro_batch(target_tokens: int, seed: int, rows: int = 8) -> dict[str, torch.Tensor]:
     """`rows` sequences of SEQ tokens whose targets hold exactly `target_tokens` unmasked positions
     (the first ones in row order), as the padded data mode makes them."""
     assert 0 < target_tokens <= rows * SEQ
@@ -32,9 +30,9 @@ def micro_batch(target_tokens: int, seed: int, rows: int = 8) -> Dict[str, torch
 
 # The issue's example: micro-batches of 500, 100, 400 and 50 target tokens; two per rank.
 TOKEN_COUNTS = [500, 100, 400, 50]
-MICRO_BATCHES: List[Dict[str, torch.Tensor]] = [micro_batch(n, seed=i) for i, n in enumerate(TOKEN_COUNTS)]
+MICRO_BATCHES: list[dict[str, torch.Tensor]] = [micro_batch(n, seed=i) for i, n in enumerate(TOKEN_COUNTS)]
 MICRO_BATCHES_BY_RANK = [MICRO_BATCHES[:2], MICRO_BATCHES[2:]]
 
 
-def concatenated(batches: List[Dict[str, torch.Tensor]]) -> Dict[str, torch.Tensor]:
+def concatenated(batches: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     return {k: torch.cat([b[k] for b in batches]) for k in ("input", "target")}

@@ -1,6 +1,5 @@
 """Training options from YAML and the command line end in one TrainConfig; bad files fail clearly."""
 import dataclasses
-import json
 import re
 
 import pytest

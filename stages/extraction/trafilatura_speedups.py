@@ -1,7 +1,7 @@
 """Faster trafilatura with the same output: two swaps inside trafilatura, both reversible.
 
 1. Selectors: trafilatura's XPath selector lists get Python equivalents from
-   stages/xpath_compiler.py, replaced in place, so every trafilatura module that imported a list
+   stages/extraction/xpath_compiler.py, replaced in place, so every trafilatura module that imported a list
    sees them. Expressions that do not compile stay lxml XPaths.
 2. Element classes: lxml.html picks the Python class of every element proxy it hands out through
    a Python method (`HtmlElementClassLookup.lookup`), over a million calls per 400 pages. trafilatura's
@@ -23,11 +23,10 @@ from __future__ import annotations
 import hashlib
 import sys
 import threading
-from typing import Dict, Optional, Tuple
 
 from lxml import etree
 
-from stages.xpath_compiler import EXSLT_REGEXP, CompiledSelector, compile_selector
+from stages.extraction.xpath_compiler import EXSLT_REGEXP, CompiledSelector, compile_selector
 
 # SHA-256 of trafilatura's selector lists (`selector_digest()`) for the versions whose compiled
 # selectors tests/stages/test_xpath_compiler.py verified. Add a line after verifying a new version.
@@ -36,18 +35,18 @@ VERIFIED_SELECTORS = {
 }
 
 _lock = threading.Lock()
-_original_selectors: Dict[Tuple[str, int], etree.XPath] = {}  # (list name, index) -> replaced XPath
+_original_selectors: dict[tuple[str, int], etree.XPath] = {}  # (list name, index) -> replaced XPath
 _lookup_swapped = False
 _said = set()  # warnings already printed by this process
-_state: Optional[bool] = None  # True after install(), False after uninstall()
+_state: bool | None = None  # True after install(), False after uninstall()
 
 
-def state() -> Optional[bool]:
+def state() -> bool | None:
     """What was last asked of this process: installed (True), removed (False), or nothing (None)."""
     return _state
 
 
-def _selector_lists() -> Dict[str, list]:
+def _selector_lists() -> dict[str, list]:
     """trafilatura's module-level lists of selectors, by name."""
     import trafilatura.xpaths as xpaths
 
@@ -77,7 +76,7 @@ def selector_digest() -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
-def unverified_reason() -> Optional[str]:
+def unverified_reason() -> str | None:
     """Why the selectors must not be replaced in this installation (None: they may)."""
     import trafilatura
 
@@ -150,7 +149,7 @@ def installed() -> bool:
     return bool(_original_selectors) or _lookup_swapped
 
 
-def versions() -> Dict[str, str]:
+def versions() -> dict[str, str]:
     """What extraction ran with, for the manifest."""
     import lxml
     import trafilatura

@@ -1,11 +1,11 @@
 """Documents per second per core: this project's stages vs Hugging Face datatrove, same input, same run.
 
-    .venv/bin/python bench/pipeline.py [--warc ../shared/data/warc/bench_trafilatura_pages.warc.gz]
+    .venv/bin/python bench/vs_datatrove.py [--warc ../shared/data/warc/bench_trafilatura_pages.warc.gz]
         [--datatrove-python /tmp/dtvenv/bin/python] [--repeat 3]
 
 Four sides: datatrove; ours with FineWeb's extraction settings and trafilatura as shipped
 (`extract.speedups: false`); the same with our identical-output speedups (the default,
-stages/trafilatura_speedups.py); ours with trafilatura's fast mode (`extract.fast: true`, which
+stages/extraction/trafilatura_speedups.py); ours with trafilatura's fast mode (`extract.fast: true`, which
 changes output, see bench/extract_agreement.py). All run WARC read -> trafilatura -> lid.176 (threshold 0.65) -> Gopher repetition -> Gopher
 quality, pinned to one core (`taskset -c 0`, which the extraction child inherits), each in its own
 process. Ours runs the stage classes the Beam job runs, in production settings (extraction in a
@@ -20,7 +20,6 @@ datatrove lives in its own virtual environment (its trafilatura and fastText pin
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import statistics
@@ -39,41 +38,32 @@ STEP_NAMES = {"READER": "read", "EXTRAC": "extract", "Language ID": "langid", "G
 def ours(warc: str, fast: bool, speedups: bool = True) -> dict:
     """Runs in a child process pinned to one core."""
     sys.path.insert(0, REPO)
-    from stages.extract import ExtractConfig, Extractor
+    from stages.chain import StageChain
+    from stages.extraction.extract import ExtractConfig, Extractor
+    from stages.extraction.warc import read_warc
     from stages.gopher import GopherQuality, GopherRepetition
     from stages.langid import LanguageIdentifier
     from stages.record import Document
-    from stages.warc import read_warc
 
-    stages = [("extract", Extractor(ExtractConfig(fast=fast, speedups=speedups))), ("langid", LanguageIdentifier()),
-              ("repetition", GopherRepetition()), ("quality", GopherQuality())]
-    for _, stage in stages:
-        stage.setup()
-    seconds, counts = collections.Counter(), collections.Counter()
-    started = time.perf_counter()
-    with open(warc, "rb") as fh:
+    chain = StageChain([Extractor(ExtractConfig(fast=fast, speedups=speedups)), LanguageIdentifier(),
+                        GopherRepetition(), GopherQuality()], timed=True)
+    read_s, read, kept = 0.0, 0, 0
+    with open(warc, "rb") as fh, chain:
+        started = time.perf_counter()
         records = iter(read_warc(fh, source="bench"))
         while True:
             t0 = time.perf_counter()
             doc = next(records, None)
-            seconds["read"] += time.perf_counter() - t0
+            read_s += time.perf_counter() - t0
             if doc is None:
                 break
-            if not isinstance(doc, Document):
-                continue
-            counts["read"] += 1
-            for name, stage in stages:
-                t0 = time.perf_counter()
-                doc = stage(doc)
-                seconds[name] += time.perf_counter() - t0
-                if not isinstance(doc, Document):
-                    break
-            else:
-                counts["kept"] += 1
-    wall = time.perf_counter() - started
-    for _, stage in stages:
-        stage.teardown()
-    return {"wall_s": wall, "read": counts["read"], "kept": counts["kept"], "seconds": dict(seconds)}
+            if isinstance(doc, Document):
+                read += 1
+                kept += isinstance(chain(doc), Document)
+        wall = time.perf_counter() - started
+    names = {"gopher_repetition": "repetition", "gopher_quality": "quality"}  # the table's row names
+    seconds = {"read": read_s, **{names.get(k, k): v for k, v in chain.seconds.items()}}
+    return {"wall_s": wall, "read": read, "kept": kept, "seconds": seconds}
 
 
 def run_ours(warc: str, fast: bool, speedups: bool = True) -> dict:

@@ -15,7 +15,7 @@ import resource
 import signal
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
 from stages.settings import check
@@ -39,13 +39,13 @@ class ExtractConfig:
     # trafilatura's fast mode skips the fallback extractors (readability, jusText) that run when its
     # own result looks too short; bench/extract_agreement.py measures what that changes.
     fast: bool = False
-    # Same output, faster (stages/trafilatura_speedups.py): trafilatura's XPath selectors compiled
+    # Same output, faster (stages/extraction/trafilatura_speedups.py): trafilatura's XPath selectors compiled
     # to Python, lxml.html's element classes looked up in C. Off = trafilatura as shipped.
     speedups: bool = True
     # Per-page time limit in seconds; None runs in-process with no limit (tests, benchmarks).
     # datatrove uses 1 s; we allow 5 s because shared machines stall, and a spurious timeout
     # would make output depend on machine load.
-    timeout_s: Optional[float] = 5.0
+    timeout_s: float | None = 5.0
     # Decoded HTML larger than this is not parsed: cost grows with size, and real article
     # pages are far smaller (the benchmark WARC averages 140 KB; Common Crawl caps at 1-5 MiB).
     max_html_bytes: int = 5 * 1024 * 1024
@@ -57,7 +57,7 @@ class ExtractConfig:
         check(self.max_html_bytes > 0, "max_html_bytes must be positive")
         check(self.worker_memory_mb > 0, "worker_memory_mb must be positive")
 
-    def trafilatura_options(self) -> Dict[str, Any]:
+    def trafilatura_options(self) -> dict[str, Any]:
         """What `extract_text` takes: trafilatura's keyword arguments plus `speedups`."""
         return dict(favor_precision=self.favor_precision, include_comments=self.include_comments,
                     include_tables=self.include_tables, include_images=False,
@@ -67,7 +67,7 @@ class ExtractConfig:
 def use_speedups(on: bool) -> None:
     """Install (or remove) the trafilatura speedups in this process, once: a worker calls it when it
     starts; later calls with the same value cost one comparison."""
-    from stages import trafilatura_speedups
+    from stages.extraction import trafilatura_speedups
 
     if trafilatura_speedups.state() is on:
         return
@@ -77,7 +77,7 @@ def use_speedups(on: bool) -> None:
         trafilatura_speedups.uninstall()
 
 
-def extract_text(html: str, url: Optional[str], options: Dict[str, Any]) -> Optional[str]:
+def extract_text(html: str, url: str | None, options: dict[str, Any]) -> str | None:
     """The extraction itself, no limits: trafilatura's main text or None."""
     import trafilatura  # imported here so the parent process of a worker need not load it
 
@@ -93,7 +93,7 @@ class Extractor(Stage):
 
     def __init__(self, config: ExtractConfig = ExtractConfig()):
         self.config = config
-        self._worker: Optional[_ExtractionWorker] = None
+        self._worker: _ExtractionWorker | None = None
 
     def setup(self) -> None:
         """Start the extraction child now, so a broken installation fails here, not page by page."""
@@ -133,7 +133,7 @@ class Extractor(Stage):
         return self._finish(doc, text, error)
 
     @staticmethod
-    def _finish(doc: Document, text: Optional[str], error: Optional[Tuple[DropReason, str]]) -> StageResult:
+    def _finish(doc: Document, text: str | None, error: tuple[DropReason, str] | None) -> StageResult:
         if error is not None:
             return doc.drop(STAGE, *error)
         if not text or not text.strip():
@@ -147,7 +147,7 @@ class Extractor(Stage):
 class _ExtractionWorker:
     """A child process running `extract_text`, replaced whenever it times out or dies."""
 
-    def __init__(self, options: Dict[str, Any], memory_mb: int):
+    def __init__(self, options: dict[str, Any], memory_mb: int):
         self._options = options
         self._memory_mb = memory_mb
         self._ctx = multiprocessing.get_context("spawn")
@@ -171,7 +171,7 @@ class _ExtractionWorker:
             self.close()
             raise StageEnvironmentError(f"extraction worker did not start: {message[1]}")
 
-    def extract(self, html: str, url: str, timeout_s: float) -> Tuple[Optional[str], Optional[Tuple[DropReason, str]]]:
+    def extract(self, html: str, url: str, timeout_s: float) -> tuple[str | None, tuple[DropReason, str] | None]:
         if self._proc is None or not self._proc.is_alive():
             self.start()
         try:
@@ -214,7 +214,7 @@ def _sigint_ignored_in_children():
         signal.signal(signal.SIGINT, previous)
 
 
-def _worker_main(conn, options: Dict[str, Any], memory_mb: int) -> None:
+def _worker_main(conn, options: dict[str, Any], memory_mb: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # also when started from a thread other than the main one
     if memory_mb:
         # Never above the limits this process already has (e.g. under `ulimit -v`): raising one is refused.

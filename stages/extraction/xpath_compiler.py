@@ -8,7 +8,7 @@ loop over `iterdescendants(tags)` with `el.get` select the same elements in the 
 times faster.
 
 Nothing is hand-translated: `compile_selector` parses the small XPath subset trafilatura uses and
-returns None for anything else, which then stays an lxml XPath (stages/trafilatura_speedups.py
+returns None for anything else, which then stays an lxml XPath (stages/extraction/trafilatura_speedups.py
 swaps them in). tests/stages/test_xpath_compiler.py checks, expression by expression on real pages
 and on generated attribute combinations, that both select the same elements in the same order.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 from lxml import etree
 
@@ -42,7 +42,7 @@ class Unsupported(Exception):
     """The expression uses XPath this compiler does not handle; keep lxml's."""
 
 
-def _tokenize(text: str) -> List[Tuple[str, str]]:
+def _tokenize(text: str) -> list[tuple[str, str]]:
     tokens, pos, end = [], 0, len(text.rstrip())
     while pos < end:
         m = _TOKEN.match(text, pos)
@@ -58,7 +58,7 @@ class _Expr:
     """A compiled sub-expression. Attribute node-sets stay symbolic (`names`) until used."""
 
     def __init__(self, source: str, kind: str, literal: bool = False, variables: Sequence[str] = (),
-                 names: Sequence[str] = (), self_tags: Optional[List[str]] = None):
+                 names: Sequence[str] = (), self_tags: list[str] | None = None):
         self.source, self.kind, self.literal = source, kind, literal
         self.variables, self.names = list(variables), list(names)
         # set when the expression is nothing but `self::a or self::b …`: a tag filter for the loop
@@ -98,7 +98,7 @@ class _Expr:
 class _Path:
     """`.//tag[pred]…` with an optional final `[1]` (first match per parent), or `(…)[1]`."""
 
-    def __init__(self, tag: str, predicates: List[_Expr], first_per_parent: bool, first: bool = False):
+    def __init__(self, tag: str, predicates: list[_Expr], first_per_parent: bool, first: bool = False):
         self.tag, self.predicates = tag, predicates
         self.first_per_parent, self.first = first_per_parent, first
 
@@ -106,18 +106,18 @@ class _Path:
 class _Parser:
     """Recursive descent over trafilatura's XPath subset, emitting Python source."""
 
-    def __init__(self, text: str, namespaces: Dict[str, str]):
+    def __init__(self, text: str, namespaces: dict[str, str]):
         self.tokens = _tokenize(text)
         self.pos = 0
         self.namespaces = namespaces
-        self.constants: Dict[str, object] = {}
-        self.attribute_variables: Dict[str, str] = {}  # attribute name -> local variable
+        self.constants: dict[str, object] = {}
+        self.attribute_variables: dict[str, str] = {}  # attribute name -> local variable
 
-    def peek(self, offset: int = 0) -> Tuple[str, str]:
+    def peek(self, offset: int = 0) -> tuple[str, str]:
         i = self.pos + offset
         return self.tokens[i] if i < len(self.tokens) else ("end", "")
 
-    def take(self, value: Optional[str] = None, kind: Optional[str] = None) -> str:
+    def take(self, value: str | None = None, kind: str | None = None) -> str:
         tok_kind, tok_value = self.peek()
         if (value is not None and tok_value != value) or (kind is not None and tok_kind != kind) or tok_kind == "end":
             raise Unsupported(f"expected {value or kind}, found {tok_value!r}")
@@ -136,7 +136,7 @@ class _Parser:
         return name
 
     # paths
-    def union(self) -> List[_Path]:
+    def union(self) -> list[_Path]:
         paths = [self.path()]
         while self.accept("|"):
             paths.append(self.path())
@@ -251,7 +251,7 @@ class _Parser:
             return _Expr(args[0].string_test(test.format(args[1].source), true_on_empty), "bool")
         if name == "translate" and len(args) == 3 and args[1].literal and args[2].literal:
             source, target = self.constants[args[1].source], self.constants[args[2].source]
-            table: Dict[int, Optional[str]] = {}
+            table: dict[int, str | None] = {}
             for i, char in enumerate(source):  # XPath: the first occurrence of a character decides
                 table.setdefault(ord(char), target[i] if i < len(target) else None)
             return _Expr(f"{args[0].string()}.translate({self.constant(table)})", "str")
@@ -272,12 +272,12 @@ class _Parser:
 _MEMO_SIZE = 4096  # per test; pages repeat a few hundred values, and a bound keeps workers small
 
 
-def _searcher(pattern: "re.Pattern") -> Callable[[str], bool]:
+def _searcher(pattern: re.Pattern) -> Callable[[str], bool]:
     search = pattern.search
     return lambda value: search(value) is not None
 
 
-def _first(el, names: Tuple[str, ...], values: Tuple[Optional[str], ...]) -> str:
+def _first(el, names: tuple[str, ...], values: tuple[str | None, ...]) -> str:
     """String value of an attribute node-set: the first present attribute in the element's order."""
     present = [v for v in values if v is not None]
     if len(present) <= 1:
@@ -288,7 +288,7 @@ def _first(el, names: Tuple[str, ...], values: Tuple[Optional[str], ...]) -> str
     return ""
 
 
-def _path_source(path: _Path, index: int, attribute_variables: Dict[str, str]) -> str:
+def _path_source(path: _Path, index: int, attribute_variables: dict[str, str]) -> str:
     """Python source of `def _pN(tree) -> list` for one path."""
     predicates = list(path.predicates)
     tag_filter = "_Element"  # elements only: no comments, processing instructions or entities
@@ -337,7 +337,7 @@ class CompiledSelector:
         return f"CompiledSelector({' '.join(self.path.split())[:60]!r}…)"
 
 
-def _union(tree, results: List[list]) -> list:
+def _union(tree, results: list[list]) -> list:
     non_empty = [r for r in results if r]
     if len(non_empty) <= 1:
         return non_empty[0] if non_empty else []
@@ -347,7 +347,7 @@ def _union(tree, results: List[list]) -> list:
     return [merged[k] for k in sorted(merged, key=position.__getitem__)]
 
 
-def compile_selector(path_text: str, namespaces: Optional[Dict[str, str]] = None) -> Optional[CompiledSelector]:
+def compile_selector(path_text: str, namespaces: dict[str, str] | None = None) -> CompiledSelector | None:
     """A Python selector equal to the XPath `path_text`, or None if it uses unsupported XPath."""
     try:
         xpath = etree.XPath(path_text, namespaces=namespaces)

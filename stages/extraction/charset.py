@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import Iterable, Optional, Tuple
+from collections.abc import Iterable
 
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8-sig"),
@@ -34,14 +34,14 @@ _CHARSET_PARAM = re.compile(r"""charset\s*=\s*["']?\s*([a-zA-Z0-9_.:\-]{1,40})""
 _DETECT_BYTES = 64 * 1024  # detection cost grows with input; the head of a page is enough
 
 
-def charset_from_content_type(content_type: Optional[str]) -> Optional[str]:
+def charset_from_content_type(content_type: str | None) -> str | None:
     if not content_type:
         return None
     m = _CHARSET_PARAM.search(content_type)
     return m.group(1) if m else None
 
 
-def _codec(label: Optional[str]) -> Optional[str]:
+def _codec(label: str | None) -> str | None:
     """Python codec name for a web charset label, or None if unknown or not a text codec."""
     if not label:
         return None
@@ -59,7 +59,7 @@ def _codec(label: Optional[str]) -> Optional[str]:
     return info.name
 
 
-def _strict(data: bytes, codec: str) -> Optional[str]:
+def _strict(data: bytes, codec: str) -> str | None:
     try:
         text = data.decode(codec)
     except (UnicodeError, LookupError, TypeError):  # UnicodeError: codecs that refuse any input
@@ -67,7 +67,7 @@ def _strict(data: bytes, codec: str) -> Optional[str]:
     return text
 
 
-def decode_html(data: bytes, declared: Iterable[Tuple[str, Optional[str]]] = ()) -> Tuple[str, str, str]:
+def decode_html(data: bytes, declared: Iterable[tuple[str, str | None]] = ()) -> tuple[str, str, str]:
     """Decode page bytes. Returns (text, codec used, where the charset came from).
 
     `declared` is a sequence of (source, label) pairs in priority order, e.g.
@@ -100,7 +100,7 @@ def decode_html(data: bytes, declared: Iterable[Tuple[str, Optional[str]]] = ())
     return data.decode("utf-8", errors="replace"), "utf-8", "replace"
 
 
-def _detect(data: bytes) -> Optional[str]:
+def _detect(data: bytes) -> str | None:
     try:
         from charset_normalizer import from_bytes
     except ImportError:  # optional: trafilatura depends on it, so it is normally there

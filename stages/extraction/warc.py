@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Dict, Iterator, Optional, Tuple
+from typing import BinaryIO
 
 from warcio.archiveiterator import ArchiveIterator
 
-from stages.charset import charset_from_content_type, decode_html
+from stages.extraction.charset import charset_from_content_type, decode_html
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
 from stages.settings import check
 from stages.table import READ, StageSpec
@@ -59,9 +60,9 @@ def check_decoders(run_config) -> None:
     try:
         import brotli
     except ImportError as exc:
-        raise EnvironmentError(f"brotli is not installed ({exc}): pip install 'brotli>=1.2'") from exc
+        raise OSError(f"brotli is not installed ({exc}): pip install 'brotli>=1.2'") from exc
     if not hasattr(brotli.Decompressor(), "can_accept_more_data"):
-        raise EnvironmentError("brotli is too old for bounded decompression: pip install 'brotli>=1.2'")
+        raise OSError("brotli is too old for bounded decompression: pip install 'brotli>=1.2'")
 
 
 SPEC = StageSpec(
@@ -92,13 +93,13 @@ class _HeaderGuard:
 
     def __init__(self, reader, max_line: int, max_total: int):
         self._readline, self._max_line, self._max_total = reader.readline, max_line, max_total
-        self.oversized: Optional[int] = None   # length of the first over-long line since reset()
+        self.oversized: int | None = None   # length of the first over-long line since reset()
         self._total = 0
 
     def reset(self) -> None:
         self.oversized, self._total = None, 0
 
-    def readline(self, length: Optional[int] = None) -> bytes:
+    def readline(self, length: int | None = None) -> bytes:
         if length is not None and 0 <= length <= self._max_line:
             return self._readline(length)
         parts, size = [], 0
@@ -178,7 +179,7 @@ def _file_drop(filename: str, source: str, offset: int, detail: str) -> StageRes
 
 
 def _response_to_document(record, *, source: str, filename: str, offset: int, config: WarcConfig,
-                          max_payload_bytes: int, oversized: Optional[int]) -> StageResult:
+                          max_payload_bytes: int, oversized: int | None) -> StageResult:
     """The record as a Document with decoded HTML, or its Drop; never raises (the drop keeps id and URL)."""
     doc = Document(id=document_id(source, filename, offset), url="", source=source,
                    metadata={"warc_filename": filename, "warc_offset": offset})
@@ -189,8 +190,19 @@ def _response_to_document(record, *, source: str, filename: str, offset: int, co
 
 
 def _read_response(doc: Document, record, config: WarcConfig, max_payload_bytes: int,
-                   oversized: Optional[int]) -> StageResult:
+                   oversized: int | None) -> StageResult:
     headers = record.rec_headers
+    doc = _with_warc_headers(doc, headers, config, oversized)
+    if not isinstance(doc, Document):
+        return doc
+    metadata = dict(doc.metadata)
+    declared_length = _int(headers.get_header("Content-Length"))
+    block = record.raw_stream.read(config.max_record_bytes + 1)
+    return _read_payload(doc, metadata, block, declared_length, headers, config, max_payload_bytes)
+
+
+def _with_warc_headers(doc: Document, headers, config: WarcConfig, oversized: int | None) -> StageResult:
+    """The document with what its WARC header says (URL, date, record id), or a Drop if a header is too long."""
     url = clean_text((headers.get_header("WARC-Target-URI") or "").strip().strip("<>"))
     doc = doc.replace(url=url[:config.max_url_chars])
     if oversized is not None:
@@ -202,12 +214,14 @@ def _read_response(doc: Document, record, config: WarcConfig, max_payload_bytes:
     if date and date.strip().lower() in ("null", "none", ""):
         date = None  # Wayback exports write the literal "null"
     own_id = headers.get_header("WARC-Record-ID")
-    declared_length = _int(headers.get_header("Content-Length"))
     metadata = dict(doc.metadata, warc_record_id=own_id and clean_text(own_id), warc_date=date and clean_text(date),
                     warc_truncated=headers.get_header("WARC-Truncated"))
-    doc = doc.replace(record_id=metadata["warc_record_id"], metadata=metadata)
+    return doc.replace(record_id=metadata["warc_record_id"], metadata=metadata)
 
-    block = record.raw_stream.read(config.max_record_bytes + 1)
+
+def _read_payload(doc: Document, metadata: dict, block: bytes, declared_length: int | None,
+                  headers, config: WarcConfig, max_payload_bytes: int) -> StageResult:
+    """The record's HTML page from its block (HTTP head, transfer and content encodings, charset)."""
     if len(block) > config.max_record_bytes:
         return doc.drop(STAGE, DropReason.TOO_LARGE, f"record block > {config.max_record_bytes} bytes")
     if declared_length is not None and len(block) < declared_length:
@@ -253,7 +267,7 @@ def _read_response(doc: Document, record, config: WarcConfig, max_payload_bytes:
     return doc.replace(html=html, metadata=metadata)
 
 
-def _split_http(block: bytes) -> Tuple[Optional[int], Optional[Dict[str, str]], bytes]:
+def _split_http(block: bytes) -> tuple[int | None, dict[str, str] | None, bytes]:
     """(status, lower-cased headers, body) if the block starts with an HTTP response head."""
     if not block.startswith(b"HTTP/"):
         return None, None, block
@@ -266,7 +280,7 @@ def _split_http(block: bytes) -> Tuple[Optional[int], Optional[Dict[str, str]], 
     lines = head.splitlines()
     parts = lines[0].split(None, 2)
     status = _int(parts[1]) if len(parts) > 1 else None
-    fields: Dict[str, str] = {}
+    fields: dict[str, str] = {}
     for line in lines[1:]:
         name, colon, value = line.partition(":")
         if colon:
@@ -274,7 +288,7 @@ def _split_http(block: bytes) -> Tuple[Optional[int], Optional[Dict[str, str]], 
     return status, fields, body
 
 
-def _decode_transfer(body: bytes, http_headers: Dict[str, str], limit: int) -> bytes:
+def _decode_transfer(body: bytes, http_headers: dict[str, str], limit: int) -> bytes:
     """Undo chunked transfer and gzip/deflate/br content encodings (wget stores bodies as sent;
     Common Crawl stores them decoded and renames the header). Raises ValueError when they cannot be undone."""
     if "chunked" in (http_headers.get("transfer-encoding") or "").lower():
@@ -364,7 +378,7 @@ def _control_fraction(text: str) -> float:
     return len(_CONTROL.findall(text)) / len(text)
 
 
-def _int(value: Optional[str]) -> Optional[int]:
+def _int(value: str | None) -> int | None:
     try:
         return int(value) if value is not None else None
     except ValueError:

@@ -1,0 +1,99 @@
+"""What a training run reports: the per-step log (metrics.jsonl and progress lines) and the run's
+summary (throughput, FLOPs, MFU against the device's peak, memory, measured vs predicted costs)."""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from training.distributed import Dist, gather_to_main
+from training.measure import predicted
+
+if TYPE_CHECKING:
+    from training.config import TrainConfig
+    from training.train import Trainer
+
+
+class Metrics:
+    """Rank 0's log: one JSON line per step (and per event) plus a progress line on stdout."""
+
+    def __init__(self, path: str, total_steps: int, enabled: bool) -> None:
+        self.total, self.enabled = total_steps, enabled
+        self.fh = open(path, "a", encoding="utf-8") if enabled else None
+
+    def write(self, record: dict[str, Any], show: bool = False) -> None:
+        if not self.enabled:
+            return
+        self.fh.write(json.dumps(record) + "\n")
+        self.fh.flush()
+        if "event" in record:
+            print(f"[train] {record['event']}: " + ", ".join(f"{k}={v}" for k, v in record.items() if k != "event"),
+                  flush=True)
+        elif show:
+            done = record["step"] / self.total
+            bar = "#" * int(20 * done) + "-" * (20 - int(20 * done))
+            print(f"[train] [{bar}] step {record['step']}/{self.total} loss {record['loss']:.4f} "
+                  f"gnorm {record['grad_norm']:.3f} lr {record['lr']:.2e} tok/s {record['tokens_per_s']:,.0f}"
+                  + (" SKIPPED" if record["skipped"] else ""), flush=True)
+
+    def close(self) -> None:
+        if self.fh:
+            self.fh.close()
+
+
+# Dense bf16 peak of common accelerators (vendor datasheets), for MFU; --peak-tflops overrides.
+PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}
+
+
+def peak_tflops(cfg: TrainConfig, env: Dist) -> float | None:
+    if cfg.peak_tflops:
+        return cfg.peak_tflops
+    if env.device.type == "cuda":
+        name = torch.cuda.get_device_name(env.device)
+        return next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
+    return None
+
+
+def summarize(trainer: Trainer, history: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Throughput (first step left out: allocation and warm-up), FLOPs, MFU and peak memory per rank."""
+    import resource
+
+    env = trainer.env
+    memory = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if env.device.type == "cuda":
+        memory["cuda_max_allocated_mib"] = torch.cuda.max_memory_allocated(env.device) / 2**20
+    per_rank = gather_to_main(memory, env)
+    measured = gather_to_main(trainer.measured, env)
+    if not env.main or not history:
+        return None
+    timed = history[1:] or history
+    rate = sum(h["tokens"] for h in timed) / max(sum(h["seconds"] for h in timed), 1e-9)
+    flops = rate * trainer.flops_per_token
+    peak = peak_tflops(trainer.cfg, env)
+    return {"step": trainer.step, "parameters": trainer.n_params, "world_size": env.world_size,
+            "strategy": trainer.cfg.strategy, "precision": trainer.cfg.precision, "device": str(env.device.type),
+            "first_loss": history[0]["loss"], "last_loss": history[-1]["loss"],
+            "skipped_steps": sum(1 for h in history if h["skipped"]), "tokens_per_s": rate,
+            "flops_per_token": trainer.flops_per_token,
+            "flops_formula": "6*N + 12*n_layer*n_embd*seq_len (PaLM appendix B; N without position embeddings)",
+            "achieved_tflops": flops / 1e12, "peak_tflops_per_device": peak,
+            "mfu": flops / (peak * 1e12 * env.world_size) if peak else None, "memory_per_rank": per_rank,
+            "model_config": dict(vars(trainer.model_cfg)), "micro_batch": trainer.cfg.micro_batch,
+            "measured_vs_predicted": compare(trainer, measured)}
+
+
+def compare(trainer: Trainer, measured: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    if not measured or any(m is None for m in measured):
+        return None
+    check = predicted(trainer.n_params, trainer.block_params, trainer.env.world_size, trainer.cfg.strategy,
+                      trainer.cfg.grad_accum)
+    check["ranks"] = [{"measured": m["state"], "comm": m["comm"]} for m in measured]
+    for kind, row in check["communication"].items():
+        row["measured"] = measured[0]["comm"]["bytes"].get(kind, 0)
+        row["calls"] = measured[0]["comm"]["calls"].get(kind, 0)
+    check["max_state_difference"] = max(abs(r["measured"][k] - check["predicted"][k]) / check["predicted"][k]
+                                        for r in check["ranks"] for k in check["predicted"])
+    return check
+
+
