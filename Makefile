@@ -33,6 +33,7 @@ cluster-demo: install
 		--input 'data/warc/*.warc.gz' --output out/cluster-demo --overwrite
 
 test: install
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 # Rebuilds the bundled quality classifier from real pages (needs ../shared/data; see the script's docstring).

@@ -58,7 +58,8 @@ def field_help(cls: type) -> dict[str, str]:
     for number, line in enumerate(source.splitlines(), start=1):
         name = line.strip().split(":", 1)[0].strip()
         if name in names and name not in helps and line[:1].isspace():
-            helps[name] = " ".join(p for p in _comment_of(number, comments, code_lines) if p)
+            indent = len(line) - len(line.lstrip())
+            helps[name] = " ".join(p for p in _comment_of(number, indent, comments, code_lines) if p)
     for f in dataclasses.fields(cls):
         if "help" in f.metadata:
             helps[f.name] = f.metadata["help"]
@@ -85,14 +86,14 @@ def _comments(source: str) -> tuple[dict[int, tuple[int, str, bool]], set]:
     return comments, code_lines
 
 
-def _comment_of(number: int, comments, code_lines) -> list[str]:
-    """The comment of the field on line `number`: after it (and aligned below), else right above."""
+def _comment_of(number: int, indent: int, comments, code_lines) -> list[str]:
+    """The comment of the field on line `number`: after it (with the comment-only lines below that are
+    indented further than the field), else the comment block right above it."""
     parts: list[str] = []
     if number in comments and not comments[number][2]:
-        column = comments[number][0]
         parts.append(comments[number][1])
         follow = number + 1
-        while follow in comments and comments[follow][2] and comments[follow][0] == column:
+        while follow in comments and comments[follow][2] and comments[follow][0] > indent:
             parts.append(comments[follow][1])
             follow += 1
         return parts
