@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import apache_beam as beam
 
-from pipeline.transforms import DOCUMENTS, LEDGER, _count, _route
+from pipeline.transforms import DOCUMENTS, LEDGER, count, route
 from stages.dedup import (
     DedupConfig,
     MinHasher,
@@ -42,13 +42,13 @@ def _resolve(stage: str, reason: DropReason, docs: Iterable[Document], winner_id
     """Keep the winner (once, even if an id repeats), send the others to the ledger naming the winner."""
     kept = False
     for doc in docs:
-        _count(f"{stage}.in")
+        count(f"{stage}.in")
         if doc.id == winner_id and not kept:
             kept = True
-            _count(f"{stage}.kept")
+            count(f"{stage}.kept")
             yield doc
         else:
-            _count(f"{stage}.drop.{reason}")
+            count(f"{stage}.drop.{reason}")
             yield beam.pvalue.TaggedOutput(LEDGER, doc.drop(stage, reason, f"kept {winner_id}"))
 
 
@@ -57,8 +57,8 @@ def _key_by_text(doc: Document):
     try:
         yield exact_key(doc.text), doc
     except Exception as exc:
-        _count(f"{EXACT}.in")
-        yield _route(EXACT, doc.drop_for_error(EXACT, exc))
+        count(f"{EXACT}.in")
+        yield route(EXACT, doc.drop_for_error(EXACT, exc))
 
 
 class ExactDedup(beam.PTransform):
@@ -96,10 +96,10 @@ class _Signatures(beam.DoFn):
         try:
             doc_shingles = shingles(doc.text, c.shingle_words, doc.lang)
         except Exception:  # the document still reaches the output, unmatched: counted, not lost
-            _count(f"{NEAR}.note.shingling_failed")
+            count(f"{NEAR}.note.shingling_failed")
             return
         if not doc_shingles:
-            _count(f"{NEAR}.note.no_shingles")
+            count(f"{NEAR}.note.no_shingles")
             return
         bands, rows = c.band_rows()
         for key in band_keys(self._hasher.signature(doc_shingles), bands, rows):
@@ -114,7 +114,7 @@ def _bucket_edges(bucket: tuple[object, Iterable[str]]) -> list[tuple[str, str]]
     if len(members) < 2:
         return []
     centre = min(members)
-    _count(f"{NEAR}.note.candidate_buckets")
+    count(f"{NEAR}.note.candidate_buckets")
     return [(m, centre) for m in members if m != centre]
 
 
@@ -128,7 +128,7 @@ class _StarStep(beam.PTransform):
             node, neighbours = node_neighbours
             out, changed = self._step(node, neighbours)
             if changed:
-                _count(f"{NEAR}.cc.{self._name}")
+                count(f"{NEAR}.cc.{self._name}")
             return out
 
         return (edges
@@ -169,7 +169,7 @@ def _verify(kv, threshold: float):
         if jaccard(shingles_a, shingles_b) >= threshold:
             yield a, b
         else:
-            _count(f"{NEAR}.note.links_rejected_by_verification")
+            count(f"{NEAR}.note.links_rejected_by_verification")
 
 
 def _cluster_bucket(size: int) -> str:
@@ -192,31 +192,55 @@ class NearDedup(beam.PTransform):
         if c.verify:
             shingle_sets = signed[_Signatures.SHINGLES]
             edges = (({"edge": edges, "sh": shingle_sets} | "JoinA" >> beam.CoGroupByKey())
-                     | "CarryA" >> beam.FlatMap(lambda kv: [(b, (kv[0], kv[1]["sh"][0])) for b in kv[1]["edge"]]
-                                                if kv[1]["sh"] else []))
+                     | "CarryA" >> beam.FlatMap(_carry_shingles))
             edges = (({"edge": edges, "sh": shingle_sets} | "JoinB" >> beam.CoGroupByKey())
                      | "Verify" >> beam.FlatMap(_verify, c.verify_threshold))
         component = edges | "Components" >> ConnectedComponents(c.max_rounds)  # (id, component)
 
         _ = (component
-             | "ComponentOnly" >> beam.Map(lambda kv: (kv[1], 1))
+             | "ComponentOnly" >> beam.Map(_one_member)
              | "ClusterSize" >> beam.CombinePerKey(sum)
-             | "CountSizes" >> beam.Map(lambda kv: _count(f"{NEAR}.note.cluster_size.{_cluster_bucket(kv[1])}")))
+             | "CountSizes" >> beam.Map(_count_cluster_size))
 
-        by_id = documents | "KeyById" >> beam.Map(lambda d: (d.id, d))
+        by_id = documents | "KeyById" >> beam.Map(_keyed_by_id)
         placed = (({"doc": by_id, "component": component} | "Place" >> beam.CoGroupByKey())
                   | "ToComponent" >> beam.FlatMap(_place).with_outputs("singletons", main="clustered"))
         winners = (placed["clustered"]
-                   | "RankInComponent" >> beam.Map(lambda kv: (kv[0], _rank(kv[1])))
+                   | "RankInComponent" >> beam.Map(_ranked)
                    | "BestInComponent" >> beam.CombinePerKey(min))
         results = ({"docs": placed["clustered"], "winner": winners}
                    | "JoinWinner" >> beam.CoGroupByKey()
-                   | "Resolve" >> beam.FlatMap(lambda kv: _resolve(NEAR, DropReason.NEAR_DUPLICATE, kv[1]["docs"],
-                                                                   kv[1]["winner"][0][2]))
-                   .with_outputs(LEDGER, main=DOCUMENTS))
+                   | "Resolve" >> beam.FlatMap(_resolve_component).with_outputs(LEDGER, main=DOCUMENTS))
         singletons = placed["singletons"] | "CountSingletons" >> beam.Map(_count_singleton)
         kept = (results[DOCUMENTS], singletons) | "AllKept" >> beam.Flatten()
         return kept, results[LEDGER]
+
+
+def _carry_shingles(kv):
+    """(a, {"edge": [b, ...], "sh": [shingles of a]}) -> (b, (a, shingles of a)) for each edge a-b."""
+    a, joined = kv
+    return [(b, (a, joined["sh"][0])) for b in joined["edge"]] if joined["sh"] else []
+
+
+def _one_member(kv):
+    return kv[1], 1  # (id, component) -> (component, 1)
+
+
+def _count_cluster_size(kv) -> None:
+    count(f"{NEAR}.note.cluster_size.{_cluster_bucket(kv[1])}")
+
+
+def _keyed_by_id(doc: Document):
+    return doc.id, doc
+
+
+def _ranked(kv):
+    return kv[0], _rank(kv[1])  # (component, doc) -> (component, rank)
+
+
+def _resolve_component(kv):
+    """(component, {"docs": [...], "winner": [rank]}): the best copy goes on, the others to the ledger."""
+    return _resolve(NEAR, DropReason.NEAR_DUPLICATE, kv[1]["docs"], kv[1]["winner"][0][2])
 
 
 def _place(kv):
@@ -230,8 +254,8 @@ def _place(kv):
 
 
 def _count_singleton(doc: Document) -> Document:
-    _count(f"{NEAR}.in")
-    _count(f"{NEAR}.kept")
+    count(f"{NEAR}.in")
+    count(f"{NEAR}.kept")
     return doc
 
 

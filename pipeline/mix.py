@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from pipeline.transforms import DOCUMENTS, LEDGER, _count
+from pipeline.transforms import DOCUMENTS, LEDGER, count
 from stages.mix import approx_tokens, copies, mix_rates, unit_hash
 from stages.record import Document, DropReason
 
@@ -12,20 +12,20 @@ STAGE = "mix"
 
 
 def _draw(doc: Document, rates: dict[str, float], seed: int, max_epochs: int):
-    _count(f"{STAGE}.in")
+    count(f"{STAGE}.in")
     rate = rates.get(doc.source, 1.0)
     if rate > max_epochs:
-        _count(f"{STAGE}.note.capped.{doc.source}")  # the report names sources whose share is out of reach
+        count(f"{STAGE}.note.capped.{doc.source}")  # the report names sources whose share is out of reach
     n = copies(doc.id, rate, seed, max_epochs)
     if n == 0:
-        _count(f"{STAGE}.drop.{DropReason.MIX_DOWNSAMPLED}")
+        count(f"{STAGE}.drop.{DropReason.MIX_DOWNSAMPLED}")
         yield beam.pvalue.TaggedOutput(LEDGER, doc.drop(STAGE, DropReason.MIX_DOWNSAMPLED,
                                                         f"{doc.source} rate {rates.get(doc.source, 1.0):.3f}"))
         return
-    _count(f"{STAGE}.kept")
+    count(f"{STAGE}.kept")
     yield doc
     for epoch in range(1, n):  # repeats of a source smaller than its share: own id, own epoch
-        _count(f"{STAGE}.note.repeats")
+        count(f"{STAGE}.note.repeats")
         yield doc.replace(id=f"{doc.id}#e{epoch}", epoch=epoch)
 
 
@@ -51,7 +51,7 @@ def _anneal_pick(doc: Document, totals: dict[str, int], fraction: float, min_qua
         return
     rate = min(1.0, fraction * totals.get("all", 0) / max(totals.get("hq", 0), 1))
     if unit_hash(seed, "anneal", doc.id) < rate:
-        _count("anneal.rows")
+        count("anneal.rows")
         yield doc
 
 

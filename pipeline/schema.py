@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from stages.pii import KINDS as PII_KINDS
 from stages.record import Document, Drop, DropReason, Stage, StageResult, clean_text, has_lone_surrogate
 
 SCHEMA_VERSION = "5"  # 5: ids unique by construction; the input's own id is `record_id`
@@ -28,7 +29,6 @@ METADATA_FIELDS = [
 METADATA_TYPE = pa.struct(METADATA_FIELDS)
 
 # Placeholders inserted by the PII stage, per kind (null when the stage is off).
-PII_KINDS = ("EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "IBAN")
 PII_COUNTS_TYPE = pa.struct([pa.field(kind.lower(), pa.int32()) for kind in PII_KINDS])
 
 DOCUMENT_SCHEMA = pa.schema(

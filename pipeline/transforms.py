@@ -34,16 +34,22 @@ READ_STAGE = "read"    # files that are no known format, or cannot be opened
 SOURCE_RECORDS = "source_records."  # + source name: records its files held (file-level read errors aside)
 
 
-def _count(name: str, n: int = 1) -> None:
-    Metrics.counter(NAMESPACE, name).inc(n)
+@functools.lru_cache(maxsize=4096)
+def _counter(name: str):
+    """One Beam counter handle per name and process (it finds the running bundle's metrics itself)."""
+    return Metrics.counter(NAMESPACE, name)
 
 
-def _route(stage: str, result):
+def count(name: str, n: int = 1) -> None:
+    _counter(name).inc(n)
+
+
+def route(stage: str, result):
     """Count one stage result and send it on: a Document to the main output, a Drop to the ledger."""
     if isinstance(result, Drop):
-        _count(f"{stage}.drop.{result.label}")
+        count(f"{stage}.drop.{result.label}")
         return beam.pvalue.TaggedOutput(LEDGER, result)
-    _count(f"{stage}.kept")
+    count(f"{stage}.kept")
     return result
 
 
@@ -87,7 +93,7 @@ class ReadFileFn(beam.DoFn):
             with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
                 head = stream.read(SNIFF_BYTES)
         except IsADirectoryError:
-            _count(f"{READ_STAGE}.note.directories_skipped")  # `dir/*` also matches sub-folders
+            count(f"{READ_STAGE}.note.directories_skipped")  # `dir/*` also matches sub-folders
             return
         except Exception as exc:  # unreadable (permissions, vanished): one row for the file
             yield from self._file_error(path, f"cannot open: {type(exc).__name__}: {exc}")
@@ -97,29 +103,29 @@ class ReadFileFn(beam.DoFn):
             yield from self._file_error(path, "not a WARC, JSONL or Parquet file")
             return
         stage = WARC_STAGE if fmt == WARC else TEXT_STAGE
-        count = functools.partial(self._count_note, stage)
+        note = functools.partial(self._count_note, stage)
         with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
             if fmt == WARC:
                 records = read_warc(stream, source=self._source, filename=path, config=self._warc,
-                                    max_payload_bytes=self._max_payload, count=count)
+                                    max_payload_bytes=self._max_payload, count=note)
             else:
                 records = read_text_records(stream, source=self._source, filename=path, fmt=fmt,
-                                            gzipped=is_gzip(head), config=self._text, count=count)
+                                            gzipped=is_gzip(head), config=self._text, count=note)
             for result in records:
-                _count(f"{stage}.in")
+                count(f"{stage}.in")
                 if not (isinstance(result, Drop) and result.reason == DropReason.READ_ERROR):
-                    _count(SOURCE_RECORDS + self._source)
-                routed = _route(stage, result)
+                    count(SOURCE_RECORDS + self._source)
+                routed = route(stage, result)
                 yield routed if fmt == WARC or isinstance(result, Drop) else beam.pvalue.TaggedOutput(TEXT, routed)
 
     def _file_error(self, path: str, detail: str):
-        _count(f"{READ_STAGE}.in")
+        count(f"{READ_STAGE}.in")
         doc = Document(id=stable_id(READ_STAGE, self._source, path), url="", source=self._source)
-        yield _route(READ_STAGE, doc.drop(READ_STAGE, DropReason.READ_ERROR, f"{path}: {detail}"[:500]))
+        yield route(READ_STAGE, doc.drop(READ_STAGE, DropReason.READ_ERROR, f"{path}: {detail}"[:500]))
 
     @staticmethod
     def _count_note(stage: str, name: str) -> None:
-        _count(f"{stage}.{name}")
+        count(f"{stage}.{name}")
 
 
 class ReadSource(beam.PTransform):
@@ -161,13 +167,13 @@ class RunStage(beam.DoFn):
         self._stage.setup()
         if hasattr(self._stage, "count"):  # stages report rule skips etc. as `<stage>.note.<name>`
             prefix = f"{self._stage.name}.note."
-            self._stage.count = lambda name, n=1: _count(prefix + name, n)
+            self._stage.count = lambda name, n=1: count(prefix + name, n)
         if self._progress_enabled:
             self._progress = _Progress(self._stage.name)
 
     def process(self, doc: Document) -> Iterable:
-        _count(f"{self._stage.name}.in")
-        yield _route(self._stage.name, self._run_one(doc))
+        count(f"{self._stage.name}.in")
+        yield route(self._stage.name, self._run_one(doc))
 
     def _run_one(self, doc: Document):
         try:
@@ -191,7 +197,7 @@ class RunStageOnBatches(RunStage):
 
     def process(self, batch: list[Document]) -> Iterable:
         name = self._stage.name
-        _count(f"{name}.in", len(batch))
+        count(f"{name}.in", len(batch))
         try:
             if self._fail_urls and any(part in (d.url or "") for d in batch for part in self._fail_urls):
                 raise ValueError("injected fault")  # handled one by one below, like a real failure
@@ -201,7 +207,7 @@ class RunStageOnBatches(RunStage):
         except Exception:  # find the document that fails, ledger it, keep the others
             results = [self._run_one(doc) for doc in batch]
         for result in results:
-            yield _route(name, result)
+            yield route(name, result)
 
 
 class ApplyStage(beam.PTransform):
@@ -236,7 +242,7 @@ class _DecontaminateFn(RunStage):
             from stages.decontam import Decontaminator
 
             self._stage = Decontaminator(index, self._config)
-            self._stage.count = lambda name, n=1: _count(f"{self._stage.name}.note.{name}", n)
+            self._stage.count = lambda name, n=1: count(f"{self._stage.name}.note.{name}", n)
         yield from super().process(doc)
 
     def teardown(self) -> None:

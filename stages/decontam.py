@@ -12,18 +12,16 @@ every worker as a Beam side input even for millions of n-grams.
 """
 from __future__ import annotations
 
-import csv
-import gzip
 import hashlib
-import json
 import os
 import re
 import string
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from stages.formats import read_records
 from stages.record import Document, DropReason, Stage, StageResult
 from stages.settings import check
 from stages.table import GLOBAL, StageSpec
@@ -217,7 +215,7 @@ def read_benchmark(spec: str) -> list[EvalItem]:
     name = _guess_benchmark(path)
     fields = tuple(f for f in fields_spec.split(",") if f) or BUILTIN_FIELDS.get(name, ("text",))
     items = []
-    for i, record in enumerate(_records(path)):
+    for i, record in enumerate(read_records(path)):
         if isinstance(record, str):
             text = record
         else:
@@ -232,26 +230,6 @@ def read_benchmark(spec: str) -> list[EvalItem]:
 
 def _as_text(value) -> str:
     return " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
-
-
-def _records(path: str) -> Iterator:
-    lower = path.lower()
-    if lower.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        yield from pq.read_table(path).to_pylist()
-        return
-    opener = gzip.open if lower.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", newline="") as fh:
-        if ".jsonl" in lower:
-            yield from (json.loads(line) for line in fh if line.strip())
-        elif lower.endswith((".json", ".json.gz")):
-            data = json.load(fh)
-            yield from (data if isinstance(data, list) else data.get("data", []))
-        elif ".csv" in lower:
-            yield from csv.DictReader(fh)
-        else:
-            yield from (line.rstrip("\n") for line in fh if line.strip())
 
 
 def read_benchmarks(specs: Iterable[str]) -> list[EvalItem]:

@@ -6,7 +6,12 @@ the glob's suffix read every JSONL file as WARC (0 documents, exit 0). Content w
 """
 from __future__ import annotations
 
+import csv
+import gzip
+import json
 import zlib
+from collections.abc import Iterator
+from typing import Any
 
 from stages.table import READ, StageSpec
 
@@ -51,3 +56,32 @@ def sniff_format(path: str, head: bytes) -> str | None:
     if lower.endswith(_JSONL_SUFFIXES):
         return JSONL  # likewise: every bad line becomes a ledger row
     return None
+
+
+def read_records(path: str) -> Iterator[Any]:
+    """Every record of a small local file, by its name: Parquet rows and JSONL[.gz] lines as dicts, a
+    JSON file's list (or its "data" list), CSV rows as dicts, and other text one line each. For the
+    driver's inputs (benchmarks, classifier training data); the job's own readers stream instead
+    (stages/textsource.py, stages/extraction/warc.py)."""
+    lower = path.lower()
+    if lower.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        yield from pq.read_table(path).to_pylist()
+        return
+    opener = gzip.open if lower.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", newline="") as fh:
+        if lower.endswith((".json", ".json.gz")):
+            data = json.load(fh)
+            yield from (data if isinstance(data, list) else data.get("data", []))
+        elif any(s in lower for s in (".jsonl", ".ndjson")):
+            for n, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise ValueError(f"{path}:{n}: not JSON ({exc.msg})") from None
+        elif ".csv" in lower:
+            yield from csv.DictReader(fh)
+        else:
+            yield from (line.rstrip("\r\n") for line in fh if line.strip())

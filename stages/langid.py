@@ -7,10 +7,9 @@ with the package to Beam workers.
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass
-from importlib import resources
 
+from stages.models import bundled, load_fasttext
 from stages.record import Document, DropReason, Stage, StageResult
 from stages.settings import ConfigError, check, split_commas
 from stages.table import StageSpec
@@ -34,28 +33,13 @@ class LangIdConfig:
 
 
 def bundled_model_path() -> str:
-    return str(resources.files("stages.models").joinpath(BUNDLED_MODEL))
-
-
-def resolve_model_path(path: str | None) -> str:
-    """The model file to load, or a FileNotFoundError that says what was looked for."""
-    path = path or bundled_model_path()
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"language-ID model not found: {path!r}. Pass --lid-model PATH to a fastText LID model "
-            "(lid.176.bin, lid.176.ftz or GlotLID's model.bin); nothing is downloaded at run time.")
-    return path
+    return bundled(BUNDLED_MODEL)
 
 
 def load_model(path: str | None):
-    """Load a fastText model, turning fastText's bare errors into one that names the file."""
-    import fasttext
-
-    path = resolve_model_path(path)
-    try:
-        return fasttext.load_model(path)
-    except Exception as exc:
-        raise ValueError(f"cannot load fastText model {path!r}: {exc}") from exc
+    """The language-ID model (the bundled lid.176.ftz unless `path`), or one clear error."""
+    return load_fasttext(path or bundled_model_path(), "language-ID model", "Pass --lid-model PATH to a fastText "
+                         "LID model (lid.176.bin, lid.176.ftz or GlotLID's model.bin)")
 
 
 def _label_to_code(label: str) -> str:

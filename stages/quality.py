@@ -5,13 +5,12 @@ and when scoring, so the model sees the same tokens in both.
 """
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 
+from stages.models import bundled, load_fasttext
 from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
 from stages.settings import check
 from stages.table import StageSpec
@@ -49,21 +48,13 @@ class QualityConfig:
 
 
 def bundled_model_path() -> str:
-    return str(resources.files("stages.models").joinpath(BUNDLED_MODEL))
+    return bundled(BUNDLED_MODEL)
 
 
 def load_model(path: str | None):
     """The classifier, or a clear error naming the file (missing, corrupt, or not a hq/lq classifier)."""
-    import fasttext
-
     path = path or bundled_model_path()
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"quality model not found: {path!r}. Train one with `refinery train-quality` "
-                                "or pass quality.model; nothing is downloaded at run time.")
-    try:
-        model = fasttext.load_model(path)
-    except Exception as exc:
-        raise ValueError(f"cannot load fastText model {path!r}: {exc}") from exc
+    model = load_fasttext(path, "quality model", "Train one with `refinery train-quality` or pass quality.model")
     labels = set(model.get_labels())
     if not {POSITIVE, NEGATIVE} <= labels:
         raise ValueError(f"{path!r} is not a quality classifier: labels {sorted(labels)[:5]}, "

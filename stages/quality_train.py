@@ -6,7 +6,6 @@ the same function the scorer uses. Settings follow DCLM's classifier (word bigra
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -15,6 +14,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 
+from stages.formats import read_records
 from stages.quality import NEGATIVE, POSITIVE, normalize, predict_hq
 
 
@@ -33,31 +33,25 @@ class QualityTrainConfig:
 
 
 def read_texts(path: str, text_field: str = "text") -> Iterator[str]:
-    """Documents from .jsonl/.jsonl.gz/.json, .parquet, or plain text (one per line)."""
-    lower = path.lower()
-    if lower.endswith(".parquet"):
+    """Documents from .jsonl[.gz], .json, .parquet (their `text_field`), or plain text (one per line)."""
+    if path.lower().endswith(".parquet"):
         import pyarrow.parquet as pq
 
         names = pq.read_schema(path).names
         if text_field not in names:
             raise ValueError(f"{path}: no {text_field!r} column (columns: {', '.join(names[:10])}); "
                              "choose one with --text-field")
-        table = pq.read_table(path, columns=[text_field])
-        yield from (t for t in table.column(text_field).to_pylist() if t)
-        return
-    opener = gzip.open if lower.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        if ".jsonl" in lower or ".json" in lower:
-            for n, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        value = json.loads(line)[text_field]
-                    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                        raise ValueError(f"{path}:{n}: no {text_field!r} field ({type(exc).__name__})") from exc
-                    if value:
-                        yield value
-        else:
-            yield from (line.rstrip("\n") for line in fh if line.strip())
+    for n, record in enumerate(read_records(path), 1):
+        if isinstance(record, str):
+            yield record
+            continue
+        try:
+            value = record[text_field]
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: record {n} has no {text_field!r} field ({type(exc).__name__}); "
+                             "choose one with --text-field") from exc
+        if value:
+            yield value
 
 
 def split_by_hash(texts: Sequence[str], test_fraction: float, seed: int) -> tuple[list[str], list[str]]:
