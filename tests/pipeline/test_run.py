@@ -157,16 +157,6 @@ def test_no_matching_input_or_missing_model_fails_before_the_job(tmp_path):
     assert not (tmp_path / "o" / "data").exists()
 
 
-def test_quality_threshold_sends_low_scores_to_the_ledger(tmp_path):
-    report = run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--quiet", "--quality-threshold", "0.999"])
-    ledger = read_dir(tmp_path / "o" / "ledger").to_pylist()
-    low = [r for r in ledger if r["stage"] == "quality"]
-    assert low and all(r["reason"] == "quality_below_threshold" for r in low)
-    kept = read_dir(tmp_path / "o" / "data").column("quality_score").to_pylist()
-    assert all(s >= 0.999 for s in kept)
-    assert report["conservation"]["holds"]
-
-
 def test_broken_extractor_fails_the_job_instead_of_ledgering_everything(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("extract:\n  worker_memory_mb: 1\n")  # the extraction child cannot even start
