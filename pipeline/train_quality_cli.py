@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 
 from stages.quality_train import QualityTrainConfig, read_texts, train
+from stages.settings import add_flags, add_set_flag, flag_values, load, set_values
 
 
 def build_parser() -> argparse.ArgumentParser:
-    d = QualityTrainConfig()
     p = argparse.ArgumentParser(
         prog="refinery train-quality",
         description="Train a fastText classifier (__label__hq / __label__lq) whose P(hq) becomes `quality_score`. "
@@ -20,14 +20,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--negative", nargs="+", required=True, metavar="FILE", help="low-quality documents, same formats")
     p.add_argument("--output", required=True, metavar="MODEL", help="model path (.ftz when quantized, else .bin)")
     p.add_argument("--text-field", default="text", help="field holding the text in JSONL/Parquet (default: text)")
-    p.add_argument("--epochs", type=int, default=d.epochs)
-    p.add_argument("--ngrams", type=int, default=d.word_ngrams, help=f"word n-grams (default {d.word_ngrams}, as DCLM)")
-    p.add_argument("--dim", type=int, default=d.dim)
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--test-fraction", type=float, default=d.test_fraction, help="held-out share, split by text hash")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--no-quantize", action="store_true", help="keep the full-size model")
     p.add_argument("--description", default="", help="what the training data is, for the model card")
+    p.add_argument("--config", metavar="YAML", help="QualityTrainConfig settings as YAML; flags override it")
+    add_set_flag(p)
+    add_flags(p, QualityTrainConfig, aliases={"word_ngrams": ["--ngrams"]})
     return p
 
 
@@ -40,13 +36,11 @@ def _load(paths: Sequence[str], field: str) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if not 0.0 < args.test_fraction < 1.0:
-        print("refinery train-quality: error: --test-fraction must be between 0 and 1", file=sys.stderr)
-        return 2
     try:
+        overrides = set_values(args.set_values, QualityTrainConfig)
+        overrides.update(flag_values(args, QualityTrainConfig))
+        config = load(QualityTrainConfig, args.config, overrides)
         positives, negatives = _load(args.positive, args.text_field), _load(args.negative, args.text_field)
-        config = QualityTrainConfig(epochs=args.epochs, word_ngrams=args.ngrams, dim=args.dim, lr=args.lr,
-                             test_fraction=args.test_fraction, seed=args.seed, quantize=not args.no_quantize)
         description = args.description or f"positives: {', '.join(args.positive)}; negatives: {', '.join(args.negative)}"
         card = train(positives, negatives, args.output, config, description)
     except (OSError, ValueError) as exc:

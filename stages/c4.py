@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from stages.record import Document, DropReason, RuleStage, StageResult
+from stages.settings import check_not_negative
 from stages.table import StageSpec
 
 _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")
@@ -31,6 +32,9 @@ class C4Config:
     remove_citations: bool = True             # [1], [edit], [citation needed]
     remove_javascript_lines: bool = True
     remove_policy_lines: bool = True          # "terms of use", "privacy policy", cookie notices
+
+    def __post_init__(self):
+        check_not_negative(self)
 
 
 class C4Filter(RuleStage):

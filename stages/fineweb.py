@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from stages.gopher import duplicate_units
 from stages.record import DropReason, RuleStage
+from stages.settings import check_not_negative
 from stages.table import StageSpec
 from stages.text import TERMINAL_PUNCTUATION, split_words
 
@@ -19,6 +20,9 @@ class FineWebConfig:
     short_line_chars: int = 30
     max_dup_line_chars: float | None = 0.01    # characters in repeated lines / all characters
     max_newline_ratio: float | None = 0.3      # newlines per word
+
+    def __post_init__(self):
+        check_not_negative(self)
 
 
 class FineWebFilter(RuleStage):

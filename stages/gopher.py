@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stages.record import DropReason, RuleStage
+from stages.settings import check, check_not_negative
 from stages.table import StageSpec
 from stages.text import NO_SPACE_LANGS, is_punctuation, normalized_words, split_paragraphs, split_words, stop_words
 
@@ -32,6 +33,9 @@ class GopherQualityConfig:
     min_alpha_words: float | None = 0.8       # share of words with at least one letter
     min_stop_words: int | None = 2            # stop-word occurrences (per-language lists, stages/text.py);
                                                  # skipped, and counted, for a language without one
+
+    def __post_init__(self):
+        check_not_negative(self)
 
 
 class GopherQuality(RuleStage):
@@ -98,6 +102,10 @@ class GopherRepetitionConfig:
     # n -> max share of characters inside n-grams that occur more than once
     max_dup_ngram_chars: tuple[tuple[int, float], ...] = (
         (5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+
+    def __post_init__(self):
+        check_not_negative(self)
+        check(all(n >= 1 for n, _ in self.max_top_ngram_chars + self.max_dup_ngram_chars), "n-gram sizes must be >= 1")
 
 
 class GopherRepetition(RuleStage):

@@ -16,20 +16,29 @@ from dataclasses import asdict, dataclass
 
 from stages.formats import read_records
 from stages.quality import NEGATIVE, POSITIVE, normalize, predict_hq
+from stages.settings import check
 
 
 @dataclass(frozen=True)
 class QualityTrainConfig:
+    """fastText training of the quality classifier."""
+
     epochs: int = 20
     lr: float = 0.5
-    word_ngrams: int = 2          # DCLM's fastText classifier uses bigrams
+    word_ngrams: int = 2          # word n-grams: DCLM's fastText classifier uses bigrams
     dim: int = 16                 # 16 vs 64: same held-out F1 on the bundled recipe, a quarter of the size
     min_count: int = 2
     bucket: int = 200_000         # hashed n-gram buckets: model size is (words + bucket) * dim before quantizing
-    test_fraction: float = 0.2
+    test_fraction: float = 0.2    # held-out share, split by text hash
     seed: int = 0
     quantize: bool = True         # .ftz: a few MB instead of tens, if held-out F1 stays within 0.01
     threads: int = 1              # one thread: training is then deterministic for a given seed
+
+    def __post_init__(self):
+        check(0.0 < self.test_fraction < 1.0, "test_fraction must be between 0 and 1")
+        small = [k for k in ("epochs", "word_ngrams", "dim", "min_count", "bucket", "threads") if getattr(self, k) < 1]
+        check(not small, f"must be >= 1: {', '.join(small)}")
+        check(self.lr > 0, "lr must be positive")
 
 
 def read_texts(path: str, text_field: str = "text") -> Iterator[str]:

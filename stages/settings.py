@@ -37,6 +37,17 @@ def check(condition: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def check_not_negative(config: Any) -> None:
+    """For rule configs: every number (and every number inside a tuple) is >= 0."""
+    bad = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        numbers = [v for v in (value if isinstance(value, tuple) else (value,)) for v in (v if isinstance(v, tuple) else (v,))]
+        if any(isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0 for v in numbers):
+            bad.append(f.name)
+    check(not bad, f"must not be negative: {', '.join(bad)}")
+
+
 def split_commas(items: Iterable[str]) -> tuple[str, ...]:
     """("en,de", "fr") -> ("en", "de", "fr"): for list settings whose items never hold a comma."""
     return tuple(part.strip() for item in items for part in str(item).split(",") if part.strip())
