@@ -45,14 +45,6 @@ def test_fnapi_worker_servers_bind_loopback_only():
     assert not isinstance(worker_handlers.grpc, type(server))  # the module is restored afterwards
 
 
-def test_multi_processing_run_still_works(tmp_path):
-    from pipeline.run import run
-
-    report = run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--quiet",
-                  "--direct_running_mode=multi_processing", "--direct_num_workers=2"])
-    assert report["conservation"]["holds"] and report["kept"] > 0
-
-
 def test_namespace_flag_is_refused_outside_a_loopback_only_namespace(tmp_path):
     env = dict(os.environ, REFINERY_LOCAL_CLUSTER_NETNS="1")
     proc = subprocess.run([sys.executable, "-m", "pipeline.local_cluster", "--", "--input", str(CC_EXCERPT),
