@@ -11,7 +11,18 @@ import pytest
 
 from pipeline.beam_options import loopback_only_grpc
 from tests.conftest import CC_EXCERPT
-from tests.reliability.hostile import REPO, processes_with
+from tests.reliability.hostile import REPO, alive, children_of, cmdline, processes_with
+
+
+def descendants(root: int) -> dict:
+    """{pid: command line} of every process below `root`."""
+    found, frontier = {}, [root]
+    while frontier:
+        for child in children_of(frontier.pop()):
+            if child not in found:
+                found[child] = cmdline(child)
+                frontier.append(child)
+    return found
 
 
 def listening_addresses(port: int):
@@ -65,10 +76,12 @@ def test_sigterm_to_local_cluster_leaves_nothing_running(tmp_path):
         time.sleep(0.2)
     time.sleep(4)  # the submission has started
     assert processes_with(marker), "the job should be running"
+    started = descendants(proc.pid)  # this cluster's job service, worker pool, submitter (other tests may run theirs)
+    assert any("worker_pool_main" in command for command in started.values()), started
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     time.sleep(2)
     left = processes_with(marker) + processes_with(str(logs))
     assert not left, [open(f"/proc/{p}/cmdline", "rb").read() for p in left if os.path.exists(f"/proc/{p}")]
-    job_or_pool = [p for p in processes_with("worker_pool_main") + processes_with("local_job_service_main")]
-    assert not job_or_pool
+    still = {pid: command for pid, command in started.items() if alive(pid) and cmdline(pid) == command}
+    assert not still, still
