@@ -29,7 +29,7 @@ class JobConfig:
     sources: tuple[str, ...] = ()       # more sources as "NAME=GLOB": WARC files, or JSONL[.gz]/Parquet text
                                         # joining after extraction
     strict: bool = False                # a run that keeps 0 documents fails (exit 3, no manifest)
-    mix: str | None = None           # target token shares, e.g. "web=0.7,code=0.3" (tokens ~ UTF-8 bytes / 4);
+    mix: str | None = None              # target token shares, e.g. "web=0.7,code=0.3" (tokens ~ UTF-8 bytes / 4);
                                         # none keeps everything
     mix_max_epochs: int = 4             # at most this many copies of a document (Muennighoff et al. 2023:
                                         # up to ~4 epochs of repeated data are nearly as good as new data)
@@ -37,7 +37,7 @@ class JobConfig:
     shard_size_mb: float = 256.0        # target uncompressed text per output shard
     row_group_rows: int = 4096          # Parquet row group size: the unit streaming readers fetch
     anneal_fraction: float | None = None  # e.g. 0.1: also write anneal/ with high-quality documents,
-                                             # about this share of the output's tokens
+                                          # about this share of the output's tokens
     anneal_min_quality: float = 0.8     # quality_score needed to enter the anneal split
     num_shards: int = 0                 # ledger files (0 lets the runner choose)
     inject_errors: tuple[str, ...] = () # testing only: "STAGE=URL_SUBSTRING" makes STAGE raise ValueError there

@@ -27,16 +27,16 @@ PLACES = (READ, EXTRACT, DOCUMENT, GLOBAL, WRITE)
 
 @dataclass(frozen=True)
 class StageSpec:
-    name: str                                  # funnel and ledger name
-    order: int                                 # position in the recipe (the table is sorted by it)
-    reasons: Mapping[str, str]                 # drop reason -> what it means (the README table)
-    config: type | None = None              # config dataclass: the YAML section `section` and its flags
-    section: str | None = None              # YAML section (default: the name); stages may share one
+    name: str                                      # funnel and ledger name
+    order: int                                     # position in the recipe (the table is sorted by it)
+    reasons: Mapping[str, str]                     # drop reason -> what it means (the README table)
+    config: type | None = None                     # config dataclass: the YAML section `section` and its flags
+    section: str | None = None                     # YAML section (default: the name); stages may share one
     runs: str = DOCUMENT
-    build: Callable[[Any], Any] | None = None  # config -> Stage (document stages)
-    enabled: Callable[[Any], bool] | None = None  # run config -> on? (default: section's `enabled`, else on)
-    check: Callable[[Any], None] | None = None    # run config -> raises if the stage cannot run (pre-flight)
-    about: str = ""                            # one line for the README table's stage column
+    build: Callable[[Any], Any] | None = None      # config -> Stage (document stages)
+    enabled: Callable[[Any], bool] | None = None   # run config -> on? (default: section's `enabled`, else on)
+    check: Callable[[Any], None] | None = None     # run config -> raises if the stage cannot run (pre-flight)
+    about: str = ""                                # one line for the README table's stage column
 
     def __post_init__(self):
         if self.runs not in PLACES:
