@@ -59,7 +59,7 @@ def _run(argv: Sequence[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, `timeout`, a scheduler's kill: unwind (lock, temp files)
         signal.signal(sig, interrupt)
     try:
-        run(argv)
+        run(argv, interrupted=lambda: INTERRUPTED)
     except BaseException as exc:  # noqa: B036  (every way out is one line; see below)
         if INTERRUPTED or isinstance(exc, KeyboardInterrupt):  # first: Beam may re-raise it as another type
             where = f" {output}" if output else ""

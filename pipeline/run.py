@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -226,9 +226,11 @@ class RunFailed(RuntimeError):
     exit_code = 3
 
 
-def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
+def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """Run the job; returns the report. Raises ConfigError/OutputError on bad settings (nothing
-    written), RunFailed when a check after the job fails (report.json written, no manifest)."""
+    written), RunFailed when a check after the job fails (report.json written, no manifest).
+    `interrupted()` is asked once the job has run: True (a Ctrl-C that Beam swallowed while the job
+    went on) ends the run as interrupted, before anything is published."""
     parser = build_parser()
     args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
     check_beam_args(beam_args, parser)
@@ -252,16 +254,18 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
             with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
                 result = p.run()
                 result.wait_until_finish()
+            if interrupted():
+                raise KeyboardInterrupt
         except BaseException:  # also what Beam makes of a KeyboardInterrupt inside a bundle
             remove_partial(config.output)
             raise
         elapsed = time.monotonic() - started
-        report = _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root)
+        report = _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root, interrupted=interrupted)
     return report
 
 
 def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float, quiet: bool,
-            root: str = "") -> dict[str, Any]:
+            root: str = "", interrupted: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """Count what reached storage, check it against what was read, write report.json; then, only if
     every check passed, the manifest (the commit point)."""
     counters = reporting.counters(result)
@@ -328,6 +332,8 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
         report["anneal"] = dict(extra["anneal"], fraction_of_tokens=round(extra["anneal"]["tokens"] / max(tokens, 1), 4),
                                 requested_fraction=config.anneal_fraction)
         reporting.write_json(FileSystems.join(config.output, REPORT_FILE), report)
+    if interrupted():
+        raise KeyboardInterrupt  # a Ctrl-C during the checks: publish nothing
     write_manifest(config.output, shards, extra)  # last: its presence means every check passed
     if not quiet:
         print(f"shards: {FileSystems.join(config.output, DATA_DIR)} ({len(shards)} file(s)); "
