@@ -23,9 +23,13 @@ import dataclasses
 import math
 import statistics
 
+from stages.settings import check
+
 
 @dataclasses.dataclass
 class SpikeConfig:
+    """The loss-spike guard: skip, roll back, or stop."""
+
     factor: float = 3.0        # skip when loss or grad norm > factor x median of recent steps (0: guard off)
     history: int = 50          # steps the median is taken over
     min_history: int = 10      # no loss test before this many steps, no norm test before this many after warm-up
@@ -33,6 +37,13 @@ class SpikeConfig:
     skip_window: int = 20      # ... within this many steps: roll back to the last checkpoint
     max_rollbacks: int = 3     # more rollbacks than this ...
     rollback_window: int = 500  # ... within this many steps: stop with an error (training diverges)
+
+    def __post_init__(self):
+        check(self.factor == 0 or self.factor > 1, f"factor must be 0 (guard off) or above 1, got {self.factor}")
+        small = [k for k in ("history", "min_history", "max_skips", "skip_window", "rollback_window")
+                 if getattr(self, k) < 1]
+        check(not small, f"must be >= 1: {', '.join(small)}")
+        check(self.max_rollbacks >= 0, "max_rollbacks must be >= 0")
 
 
 class TrainingDiverged(RuntimeError):

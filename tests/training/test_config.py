@@ -55,6 +55,8 @@ def test_flags_and_set_use_the_same_checks(tmp_path):
         parse(["--data", "d", "--out", "o", "--seq-len", "long"])
     with pytest.raises(ConfigError, match="unknown setting spike.fctor"):
         parse(["--data", "d", "--out", "o", "--set", "spike.fctor=4"])
+    with pytest.raises(ConfigError, match=r"spike: must be >= 1: skip_window"):
+        parse(["--data", "d", "--out", "o", "--spike-window", "0"])
 
 
 def test_data_and_out_are_required_somewhere(tmp_path):
