@@ -149,11 +149,16 @@ StageResult = Document | Drop
 class Stage:
     """Base of a per-document stage: `__call__(doc) -> Document | Drop`.
 
-    `setup`/`teardown` load and free heavy resources on the worker (models, child processes);
-    `count(name, n)` is set by the pipeline to a Beam counter `<stage>.note.<name>`.
+    `check` runs once before the job, in the driver (a model that will not load, a setting the model
+    does not know: raise, and the run stops with one line); `setup`/`teardown` load and free heavy
+    resources on the worker (models, child processes); `count(name, n)` is set by the pipeline to a
+    Beam counter `<stage>.note.<name>`.
     """
 
     name = "stage"
+
+    def check(self) -> None:
+        pass
 
     def setup(self) -> None:
         pass

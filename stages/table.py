@@ -64,9 +64,7 @@ class StageSpec:
         if self.check is not None:
             self.check(run_config)
         elif self.runs in (DOCUMENT, EXTRACT) and self.build is not None:
-            stage = self.make(run_config)
-            if hasattr(stage, "check"):
-                stage.check()
+            self.make(run_config).check()
 
 
 ERROR_REASON = "error"  # any stage: the ledger says error:<ExceptionType>
