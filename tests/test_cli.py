@@ -81,4 +81,8 @@ def test_run_and_train_share_one_error_style_for_settings(tmp_path):
                             "--set", "spike.factor=high"], capture_output=True, text=True, timeout=120)
     assert train.returncode == 2 and train.stderr.strip() == \
         "refinery train: error: spike.factor: expected a number, got 'high'"
+    ranks = subprocess.run([REFINERY, "train", "--nproc-per-node", "two", "--data", str(tmp_path), "--out",
+                            str(tmp_path / "r")], capture_output=True, text=True, timeout=120)
+    assert ranks.returncode == 2 and ranks.stderr.strip() == \
+        "refinery train: error: --nproc-per-node: expected a positive integer, got 'two'"
     assert not (tmp_path / "o").exists() and not (tmp_path / "r").exists()

@@ -11,20 +11,27 @@ from collections.abc import Sequence
 
 
 def split_nproc(argv: Sequence[str]) -> tuple:
+    """(ranks, the other arguments); ValueError for a --nproc-per-node that is no positive integer."""
     rest: list[str] = []
-    nproc, it = 1, iter(argv)
+    value, it = "1", iter(argv)
     for arg in it:
         if arg == "--nproc-per-node":
-            nproc = int(next(it, "1"))
+            value = next(it, "")
         elif arg.startswith("--nproc-per-node="):
-            nproc = int(arg.split("=", 1)[1])
+            value = arg.split("=", 1)[1]
         else:
             rest.append(arg)
-    return nproc, rest
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"--nproc-per-node: expected a positive integer, got {value!r}")
+    return int(value), rest
 
 
 def main(argv: Sequence[str]) -> int:
-    nproc, rest = split_nproc(argv)
+    try:
+        nproc, rest = split_nproc(argv)
+    except ValueError as exc:
+        print(f"refinery train: error: {exc}", file=sys.stderr)
+        return 2
     if nproc <= 1:
         from training.train import main as train_main
 
