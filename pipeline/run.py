@@ -34,7 +34,7 @@ from stages.extraction.extract import Extractor
 from stages.extraction.warc import STAGE as WARC_STAGE
 from stages.mix import parse_weights
 from stages.settings import add_flags, add_set_flag, flag_values, set_values
-from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, StageSpec
+from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, WRITE, StageSpec
 
 VERSION = "0.1.0"
 DEFAULT_RUNNER = "FnApiRunner"  # in-process; DirectRunner first tries to download Prism
@@ -163,7 +163,7 @@ def make_steps(config: RunConfig) -> list[tuple]:
                                                 fail_urls=faults.get(spec.name, ()))))
         elif spec.runs == GLOBAL:
             steps.append((spec.name, _global_step(spec, config)))
-        elif spec.runs != READ:  # the write check
+        elif spec.runs == WRITE:  # the last check before a shard
             steps.append((spec.name, ApplyStage(OutputCheck())))
     unknown = set(faults) - set(per_document)
     if unknown:

@@ -22,6 +22,7 @@ from apache_beam.metrics import Metrics
 from stages.extraction.warc import STAGE as WARC_STAGE
 from stages.extraction.warc import WarcConfig, read_warc
 from stages.formats import SNIFF_BYTES, WARC, is_gzip, sniff_format
+from stages.formats import SPEC as READ_SPEC
 from stages.record import Document, Drop, DropReason, StageEnvironmentError, stable_id
 from stages.textsource import STAGE as TEXT_STAGE
 from stages.textsource import TextSourceConfig, read_text_records
@@ -30,7 +31,7 @@ NAMESPACE = "refinery"
 LEDGER = "ledger"
 DOCUMENTS = "documents"
 TEXT = "text"          # documents read as text (JSONL/Parquet): they skip extraction
-READ_STAGE = "read"    # files that are no known format, or cannot be opened
+READ_STAGE = READ_SPEC.name  # files that are no known format, or cannot be opened
 SOURCE_RECORDS = "source_records."  # + source name: records its files held (file-level read errors aside)
 
 

@@ -11,7 +11,7 @@ import collections
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
-from stages.record import Document, Drop, Stage, StageResult
+from stages.record import Document, Stage, StageResult
 
 
 class StageChain:
@@ -19,7 +19,6 @@ class StageChain:
         self.stages = list(stages)
         self.timed = timed
         self.seconds: collections.Counter = collections.Counter()   # stage name -> time spent (timed=True)
-        self.dropped: collections.Counter = collections.Counter()   # (stage, reason) -> documents
 
     def __enter__(self) -> StageChain:
         for stage in self.stages:
@@ -40,8 +39,6 @@ class StageChain:
                 self.seconds[stage.name] += time.perf_counter() - started
             else:
                 doc = stage(doc)
-        if isinstance(doc, Drop):
-            self.dropped[(doc.stage, doc.label)] += 1
         return doc
 
     def kept(self, docs: Iterable[StageResult]) -> Iterator[Document]:

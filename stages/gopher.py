@@ -170,7 +170,6 @@ def duplicate_units(units: Sequence[str]) -> tuple[int, int]:
     return count, chars
 
 
-
 SPECS = (
     StageSpec(
         name=GopherRepetition.name, order=30, config=GopherRepetitionConfig, build=GopherRepetition,

@@ -43,13 +43,15 @@ class QualityTrainConfig:
 
 def read_texts(path: str, text_field: str = "text") -> Iterator[str]:
     """Documents from .jsonl[.gz], .json, .parquet (their `text_field`), or plain text (one per line)."""
-    if path.lower().endswith(".parquet"):
+    if path.lower().endswith(".parquet"):  # the one column only
         import pyarrow.parquet as pq
 
         names = pq.read_schema(path).names
         if text_field not in names:
             raise ValueError(f"{path}: no {text_field!r} column (columns: {', '.join(names[:10])}); "
                              "choose one with --text-field")
+        yield from (t for t in pq.read_table(path, columns=[text_field]).column(text_field).to_pylist() if t)
+        return
     for n, record in enumerate(read_records(path), 1):
         if isinstance(record, str):
             yield record

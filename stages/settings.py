@@ -39,13 +39,14 @@ def check(condition: bool, message: str) -> None:
 
 def check_not_negative(config: Any) -> None:
     """For rule configs: every number (and every number inside a tuple) is >= 0."""
-    bad = []
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        numbers = [v for v in (value if isinstance(value, tuple) else (value,)) for v in (v if isinstance(v, tuple) else (v,))]
-        if any(isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0 for v in numbers):
-            bad.append(f.name)
+    bad = [f.name for f in dataclasses.fields(config) if _has_negative(getattr(config, f.name))]
     check(not bad, f"must not be negative: {', '.join(bad)}")
+
+
+def _has_negative(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return any(_has_negative(v) for v in value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0
 
 
 def split_commas(items: Iterable[str]) -> tuple[str, ...]:
@@ -57,8 +58,8 @@ def split_commas(items: Iterable[str]) -> tuple[str, ...]:
 
 @functools.cache
 def field_help(cls: type) -> dict[str, str]:
-    """field name -> help: `metadata["help"]`, else the comment after the field (with the comment
-    lines aligned under it), else the comment block right above it."""
+    """field name -> help: the comment after the field (with the comment-only lines below it that are
+    indented further than the field), else the comment block right above it."""
     try:
         source = textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):  # made at run time (make_dataclass): no source
@@ -71,9 +72,6 @@ def field_help(cls: type) -> dict[str, str]:
         if name in names and name not in helps and line[:1].isspace():
             indent = len(line) - len(line.lstrip())
             helps[name] = " ".join(p for p in _comment_of(number, indent, comments, code_lines) if p)
-    for f in dataclasses.fields(cls):
-        if "help" in f.metadata:
-            helps[f.name] = f.metadata["help"]
     for base in cls.__mro__[1:]:  # inherited fields keep their help
         if dataclasses.is_dataclass(base):
             for name, text in field_help(base).items():
@@ -153,9 +151,9 @@ def _join(where: str, key: str) -> str:
 def unoptional(hint: Any) -> tuple[Any, bool]:
     """(X, True) for Optional[X] or `X | None`; (hint, False) for anything else."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        rest = [a for a in args if a is not type(None)]
-        return (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]), len(rest) < len(args)  # noqa: UP007
+        rest = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(rest) == 1:
+            return rest[0], True
     return hint, False
 
 

@@ -11,6 +11,7 @@ derived from this table, so adding a filter is one file in `stages/` and its tes
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
@@ -73,38 +74,24 @@ ANY_STAGE_REASONS = {f"{ERROR_REASON}:<Type>": "a stage raised, e.g. `error:Valu
                      "provokes one, to test this on any runner"}
 
 
-def _specs_in(module) -> tuple[StageSpec, ...]:
+def specs_in(module) -> tuple[StageSpec, ...]:
     found = getattr(module, "SPECS", ()) + ((module.SPEC,) if hasattr(module, "SPEC") else ())
     return tuple(s for s in found if isinstance(s, StageSpec))
 
 
+@functools.cache
 def stage_table(package: str = "stages") -> tuple[StageSpec, ...]:
     """Every StageSpec declared in the package's modules (sub-packages included), ordered."""
-    return _cached_table(package)
-
-
-_CACHE: dict[str, tuple[StageSpec, ...]] = {}
-
-
-def _cached_table(package: str) -> tuple[StageSpec, ...]:
-    if package not in _CACHE:
-        root = importlib.import_module(package)
-        specs: list[StageSpec] = []
-        for info in pkgutil.walk_packages(root.__path__, prefix=package + "."):
-            if info.name.rsplit(".", 1)[-1].startswith("_") or info.name.endswith(".models"):
-                continue
-            specs.extend(_specs_in(importlib.import_module(info.name)))
-        names = [s.name for s in specs]
-        duplicated = sorted({n for n in names if names.count(n) > 1})
-        if duplicated:
-            raise ValueError(f"two stages named {duplicated}")
-        orders = [s.order for s in specs]
-        clashes = sorted({o for o in orders if orders.count(o) > 1})
-        if clashes:
-            raise ValueError(f"stages share an order number {clashes}: "
-                             f"{[s.name for s in specs if s.order in clashes]}")
-        _CACHE[package] = tuple(sorted(specs, key=lambda s: s.order))
-    return _CACHE[package]
+    root = importlib.import_module(package)
+    specs: list[StageSpec] = []
+    for info in pkgutil.walk_packages(root.__path__, prefix=package + "."):
+        if not info.name.rsplit(".", 1)[-1].startswith("_"):
+            specs.extend(specs_in(importlib.import_module(info.name)))
+    for what, values in (("name", [s.name for s in specs]), ("order number", [s.order for s in specs])):
+        shared = sorted({v for v in values if values.count(v) > 1})
+        if shared:
+            raise ValueError(f"stages share a {what}: {shared}")
+    return tuple(sorted(specs, key=lambda s: s.order))
 
 
 def sections(table: tuple[StageSpec, ...]) -> list[tuple[str, type]]:
@@ -123,14 +110,6 @@ def reason_rows(table: tuple[StageSpec, ...]) -> list[tuple[str, str, str]]:
     """(stage, reason, meaning) for every declared reason, in table order, then errors of any stage."""
     rows = [(spec.name, reason, meaning) for spec in table for reason, meaning in spec.reasons.items()]
     return rows + [("any", reason, meaning) for reason, meaning in ANY_STAGE_REASONS.items()]
-
-
-def reasons_of(table: tuple[StageSpec, ...]) -> dict[str, frozenset]:
-    return {spec.name: frozenset(spec.reasons) for spec in table}
-
-
-def default_sections(table: tuple[StageSpec, ...]) -> dict[str, Any]:
-    return {name: cls() for name, cls in sections(table)}
 
 
 SPECS = (StageSpec(name="write", order=1000, runs=WRITE, about="the last check before a shard", reasons={
