@@ -8,7 +8,8 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["pipeline", "pipeline.*", "stages", "stages.*", "training", "training.*"]),
     # Models travel as package data so Beam workers on a cluster find them (--setup_file).
-    package_data={"stages.models": ["*.ftz", "*.bin", "*.card.json", "README.md"]},
+    package_data={"stages.models": ["*.ftz", "*.bin", "*.card.json", "README.md"],
+                  "stages.harmful": ["lists/SOURCES.md", "lists/*/*", "lists/*/*/*"]},
     include_package_data=True,
     install_requires=[
         "apache-beam>=2.77,<3",
@@ -25,6 +26,7 @@ setup(
         "datasketch>=1.6,<3",
         "pyyaml>=6",
         "google-re2>=1.1",            # PII patterns: linear-time matching on hostile text
+        "tldextract>=5.1,<6",         # registered domains for the URL filter (its bundled public suffix list)
         "pyicu-wheels>=2.15",         # ICU word segmentation for zh/ja/th (bundles ICU's dictionaries)
         "torch>=2.6,<2.15",           # the Makefile installs the local CPU build 2.13.0 first; FSDP2 fully_shard is public from 2.6
         "tokenizers>=0.20,<0.24",     # optional trained BPE for training (training/tokenizer.py)

@@ -36,6 +36,8 @@ from stages.mix import parse_weights
 from stages.settings import add_flags, add_set_flag, flag_values, set_values
 from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, WRITE, StageSpec
 
+EXTRACT_STAGE = next(spec.name for spec in TABLE if spec.runs == EXTRACT)
+
 VERSION = "0.1.0"
 DEFAULT_RUNNER = "FnApiRunner"  # in-process; DirectRunner first tries to download Prism
 DATA_DIR, LEDGER_DIR, REPORT_FILE, ANNEAL_DIR = "data", "ledger", "report.json", "anneal"
@@ -149,8 +151,9 @@ def _global_step(spec: StageSpec, config: RunConfig) -> beam.PTransform:
 
 
 def make_steps(config: RunConfig) -> list[tuple]:
-    """(name, transform) of every enabled stage after reading, in the stage table's order; the
-    first is extraction (HTML documents only), the last the write check."""
+    """(name, transform) of every enabled stage after reading, in the stage table's order: stages
+    before extraction (on the URL: every document), extraction (HTML documents only), the rest; the
+    last is the write check."""
     faults: dict[str, list[str]] = {}
     for spec in config.inject_errors:
         stage_name, _, url_part = spec.partition("=")
@@ -160,7 +163,8 @@ def make_steps(config: RunConfig) -> list[tuple]:
         if spec.runs in (EXTRACT, DOCUMENT):
             per_document.append(spec.name)
             steps.append((spec.name, ApplyStage(spec.make(config), progress=spec.runs == EXTRACT,
-                                                fail_urls=faults.get(spec.name, ()))))
+                                                fail_urls=faults.get(spec.name, ()),
+                                                sources=getattr(spec.settings(config), "sources", ()))))
         elif spec.runs == GLOBAL:
             steps.append((spec.name, _global_step(spec, config)))
         elif spec.runs == WRITE:  # the last check before a shard
@@ -192,13 +196,21 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "") -> list[
         text_docs.append(text)
         ledgers.append(drops)
     names = [spec.name for spec in TABLE if spec.runs == READ]
-    (extract_name, extract), *steps = make_steps(config)
+    steps = make_steps(config)
+    extract_at = next(i for i, (name, _) in enumerate(steps) if name == EXTRACT_STAGE)
     html = html_docs[0] if len(html_docs) == 1 else html_docs | "AllHtml" >> beam.Flatten()
+    text = text_docs[0] if len(text_docs) == 1 else text_docs | "AllText" >> beam.Flatten()
+    for name, step in steps[:extract_at]:  # on the URL: HTML and text documents alike, one counter
+        html, html_drops = html | f"Stage_{name}" >> step
+        text, text_drops = text | f"Stage_{name}_text" >> step
+        ledgers += [html_drops, text_drops]
+        names.append(name)
+    extract_name, extract = steps[extract_at]
     extracted, drops = html | f"Stage_{extract_name}" >> extract
     ledgers.append(drops)
     names.append(extract_name)
-    documents = [extracted, *text_docs] | "JoinTextSources" >> beam.Flatten()  # text skips extraction
-    for name, step in steps:
+    documents = [extracted, text] | "JoinTextSources" >> beam.Flatten()  # text skips extraction
+    for name, step in steps[extract_at + 1:]:
         documents, drops = documents | f"Stage_{name}" >> step
         ledgers.append(drops)
         names.append(name)

@@ -158,11 +158,12 @@ class RunStage(beam.DoFn):
     `error:<ExceptionType>` and the message, and the rest of the bundle goes on.
     """
 
-    def __init__(self, stage, progress: bool = False, fail_urls: Sequence[str] = ()):
+    def __init__(self, stage, progress: bool = False, fail_urls: Sequence[str] = (), sources: Sequence[str] = ()):
         self._stage = stage
         self._progress_enabled = progress
         self._progress = None
         self._fail_urls = tuple(fail_urls)  # fault injection (--inject-error), empty in real runs
+        self._sources = frozenset(sources)  # the stage runs on these sources' documents; empty: all
 
     def setup(self) -> None:
         self._stage.setup()
@@ -176,7 +177,16 @@ class RunStage(beam.DoFn):
         count(f"{self._stage.name}.in")
         yield route(self._stage.name, self._run_one(doc))
 
+    def _passes_by(self, doc: Document) -> bool:
+        """A document of a source this stage is not for (`sources` of its config) goes on unchanged."""
+        if self._sources and doc.source not in self._sources:
+            count(f"{self._stage.name}.note.not_for_source.{doc.source}")
+            return True
+        return False
+
     def _run_one(self, doc: Document):
+        if self._passes_by(doc):
+            return doc
         try:
             if self._fail_urls and any(part in (doc.url or "") for part in self._fail_urls):
                 raise ValueError(f"injected fault in {self._stage.name} (--inject-error)")
@@ -199,6 +209,10 @@ class RunStageOnBatches(RunStage):
     def process(self, batch: list[Document]) -> Iterable:
         name = self._stage.name
         count(f"{name}.in", len(batch))
+        if self._sources and any(doc.source not in self._sources for doc in batch):
+            for doc in batch:
+                yield route(name, self._run_one(doc))
+            return
         try:
             if self._fail_urls and any(part in (d.url or "") for d in batch for part in self._fail_urls):
                 raise ValueError("injected fault")  # handled one by one below, like a real failure
@@ -214,16 +228,17 @@ class RunStageOnBatches(RunStage):
 class ApplyStage(beam.PTransform):
     """documents -> (kept documents, ledger drops) for one stage."""
 
-    def __init__(self, stage, progress: bool = False, fail_urls: Sequence[str] = ()):
+    def __init__(self, stage, progress: bool = False, fail_urls: Sequence[str] = (), sources: Sequence[str] = ()):
         super().__init__()
         self._stage, self._progress, self._fail_urls = stage, progress, tuple(fail_urls)
+        self._sources = tuple(sources)
 
     def expand(self, documents):
         if hasattr(self._stage, "process_batch"):
             documents = documents | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=256)
-            fn = RunStageOnBatches(self._stage, self._progress, self._fail_urls)
+            fn = RunStageOnBatches(self._stage, self._progress, self._fail_urls, self._sources)
         else:
-            fn = RunStage(self._stage, self._progress, self._fail_urls)
+            fn = RunStage(self._stage, self._progress, self._fail_urls, self._sources)
         results = documents | "Run" >> beam.ParDo(fn).with_outputs(LEDGER, main=DOCUMENTS)
         return results[DOCUMENTS], results[LEDGER]
 

@@ -79,3 +79,35 @@ def test_decontamination_in_the_job(tmp_path):
     ledger = pq.read_table(str(tmp_path / "drop" / "ledger")).to_pylist()
     assert [(r["url"], r["reason"]) for r in ledger] == [("http://t.example/leaky", "contaminated")]
     assert "gsm8k:3" in ledger[0]["detail"]
+
+
+def test_url_filter_runs_before_extraction_and_only_on_its_sources(tmp_path):
+    import json
+
+    prose = [line for line in EN if line.endswith(".") and len(line.split()) >= 8]
+    warc = WarcBuilder(tmp_path / "pages.warc.gz")
+    warc.response("https://videos.sex.com/a", page(prose[:20], title="blocked"))       # UT1 adult, a subdomain
+    warc.response("https://www.essex.com/news", page(prose[20:40], title="kept"))
+    warc.response("https://example.org/tags/porn/", page(prose[40:60], title="word"))   # FineWeb banned word
+    warc.close()
+    books = tmp_path / "books.jsonl"   # a text source whose records carry URLs of a listed domain
+    books.write_text(json.dumps({"id": "b1", "url": "https://sex.com/library/book1", "text": "\n".join(prose[60:90])}) + "\n")
+    args = ["--input", str(tmp_path / "pages.warc.gz"), "--source", f"books={books}", "--quiet", "--no-dedup"]
+
+    report = run(args + ["--output", str(tmp_path / "all")])
+    ledger = {r["url"]: (r["stage"], r["reason"]) for r in pq.read_table(str(tmp_path / "all" / "ledger")).to_pylist()}
+    assert ledger == {"https://videos.sex.com/a": ("url_filter", "blocked_domain"),
+                      "https://example.org/tags/porn/": ("url_filter", "banned_word"),
+                      "https://sex.com/library/book1": ("url_filter", "blocked_domain")}
+    funnel = {f["stage"]: f for f in report["funnel"]}
+    assert [f["stage"] for f in report["funnel"]][:3] == ["warc", "read_text", "url_filter"]
+    assert (funnel["url_filter"]["in"], funnel["url_filter"]["kept"]) == (4, 1)
+    assert funnel["extract"]["in"] == 1  # blocked pages cost no extraction
+    assert report["conservation"]["holds"]
+
+    report = run(args + ["--output", str(tmp_path / "web-only"), "--url-filter-sources", "web"])
+    kept = {r["url"] for r in pq.read_table(str(tmp_path / "web-only" / "data")).to_pylist()}
+    assert kept == {"https://www.essex.com/news", "https://sex.com/library/book1"}
+    funnel = {f["stage"]: f for f in report["funnel"]}
+    assert funnel["url_filter"]["notes"] == {"not_for_source.books": 1}
+    assert tuple(report["config"]["url_filter"]["sources"]) == ("web",) and report["conservation"]["holds"]
