@@ -1,0 +1,186 @@
+"""Bad-word density: the LDNOOBW lists of the page's language, per 1,000 words.
+
+C4 (Raffel et al. 2020) dropped every page containing any word of the English LDNOOBW list; that
+removed disproportionately many pages on medicine, sexuality and LGBTQ topics and in African-American
+and Hispanic dialects (Dodge et al. 2021, "Documenting Large Webtext Corpora"). So the default here is a
+density: matched words per 1,000 words at or over `max_density` (and at least `min_matches` of them),
+with C4's rule as `mode: any`. Left out unless `full_list`: the words LDNOOBW v2 itself calls
+questionable (gay, lesbian, breast, menstruation, drug names, ...) and the entries that are ordinary words
+of their language, found in professionally translated news and Wikipedia text (NTREX-128, FLORES-200;
+`scripts/build_badword_exclusions.py` lists them in lists/ldnoobw/ordinary/).
+
+Matching: words (lower case, punctuation stripped; ICU segments for zh/ja/th/...) against single-word
+entries, and word sequences against multi-word entries; entries in scripts written without spaces (CJK,
+Thai, Lao, Khmer, Myanmar, Tibetan) are found as substrings, since those scripts have no word boundary
+to respect. Which list: the page's language (lid.176 code; `tl` is LDNOOBW's `fil`, `km` its `kh`), from
+v1 where it has one (curated, 28 languages), else v2 (75 languages, noisier: `versions`).
+"""
+from __future__ import annotations
+
+import collections
+import csv
+import os
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from stages.record import RuleStage
+from stages.settings import check, check_not_negative
+from stages.table import StageSpec
+from stages.text import normalized_words
+
+STAGE = "bad_words"
+LISTS = os.path.join(os.path.dirname(__file__), "lists", "ldnoobw")
+QUESTIONABLE = os.path.join(LISTS, "v2", "questionable_international_words.csv")
+ORDINARY = os.path.join(LISTS, "ordinary")  # entries found in news/Wikipedia text (scripts/build_badword_exclusions.py)
+LID_TO_LDNOOBW = {"tl": "fil", "km": "kh"}
+# Scripts written without spaces between words: their entries are matched as substrings.
+_NO_SPACE_SCRIPT = re.compile("[\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
+                              "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+REASON = "bad_words"
+
+
+@dataclass(frozen=True)
+class BadWordsConfig:
+    """Bad-word density (LDNOOBW lists, per detected language)."""
+
+    enabled: bool = True
+    # LDNOOBW versions, in order of preference: the first with a list for the page's language is used.
+    # v1 (28 languages, curated; C4 used its English list); v2 (75 languages, many lists joined: its
+    # English file has 13,000 entries, among them "c", "parse", "config", "fat", "spa")
+    versions: tuple[str, ...] = ("v1", "v2")
+    mode: str = "density"       # density (per 1,000 words) or any (C4: drop on one listed word)
+    # Drop at this many matched words per 1,000 or more (pages of offensive tweets: 35-108, median 75;
+    # ordinary pages of the bench WARC: at most 12, and under 2 with 3 matches or more) ...
+    max_density: float = 20.0
+    min_matches: int = 3        # ... and at least this many matches (one word on a short page is no signal)
+    # Also match entries that are ordinary words of the language (found in NTREX news or FLORES Wikipedia
+    # text: v2's English file has "a", "i", "as", "fish") and v2's questionable words (gay, breast, drugs)
+    full_list: bool = False
+    sources: tuple[str, ...] = ()    # run on documents of these sources only; empty = every source
+
+    def __post_init__(self):
+        check(bool(self.versions) and set(self.versions) <= {"v1", "v2"},
+              f"versions must be v1 and/or v2, got {self.versions}")
+        check(self.mode in ("density", "any"), f"mode must be density or any, got {self.mode!r}")
+        check_not_negative(self)
+
+
+@dataclass(frozen=True)
+class WordList:
+    words: frozenset[str]                                # single-word entries
+    phrases: dict[str, tuple[tuple[str, ...], ...]]      # first word -> multi-word entries
+    substrings: re.Pattern | None                        # entries in no-space scripts
+
+
+def list_languages(version: str) -> list[str]:
+    return sorted(name.rsplit(".", 1)[0] for name in os.listdir(os.path.join(LISTS, version))
+                  if name.endswith(".txt"))
+
+
+def split_entries(entries) -> tuple[set[str], set[tuple[str, ...]], set[str]]:
+    """Lower-cased list entries as (single words, word sequences, no-space-script substrings), each
+    word normalized as page text is (`normalized_words`: punctuation around it stripped)."""
+    words, phrases, substrings = set(), set(), set()
+    for entry in entries:
+        if _NO_SPACE_SCRIPT.search(entry):
+            substrings.add(entry)
+            continue
+        tokens = tuple(normalized_words(entry))
+        if len(tokens) == 1:
+            words.add(tokens[0])
+        elif tokens:
+            phrases.add(tokens)
+    return words, phrases, substrings
+
+
+def _entries(path: str) -> list[str]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        return [e for e in (line.strip().lower() for line in fh) if e and not e.startswith("#")]
+
+
+@cache
+def questionable_words() -> frozenset[str]:
+    with open(QUESTIONABLE, encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    return frozenset(cell.strip().lower() for row in rows[1:] for cell in row[1:-1] if cell.strip())
+
+
+@cache
+def word_list(version: str, lang: str, full_list: bool = False) -> WordList | None:
+    """The compiled list of one language (lid.176 code), or None if LDNOOBW has none for it."""
+    code = LID_TO_LDNOOBW.get(lang, lang)
+    path = os.path.join(LISTS, version, f"{code}.txt")
+    if not os.path.exists(path):
+        return None
+    words, phrases, substrings = split_entries(_entries(path))
+    if not full_list:
+        ordinary = _entries(os.path.join(ORDINARY, version, f"{code}.txt"))
+        skip_words, skip_phrases, skip_substrings = split_entries(questionable_words() | set(ordinary))
+        words, phrases, substrings = words - skip_words, phrases - skip_phrases, substrings - skip_substrings
+    first: dict[str, set] = collections.defaultdict(set)
+    for phrase in phrases:
+        first[phrase[0]].add(phrase)
+    pattern = re.compile("|".join(map(re.escape, sorted(substrings, key=len, reverse=True)))) if substrings else None
+    return WordList(frozenset(words), {k: tuple(v) for k, v in first.items()}, pattern)
+
+
+def find_bad_words(text: str, lang: str | None, words: WordList) -> tuple[collections.Counter, int]:
+    """(matched entries and how often, number of words of the text)."""
+    tokens = tuple(normalized_words(text, lang))
+    found: collections.Counter = collections.Counter()
+    for i, token in enumerate(tokens):
+        if token in words.words:
+            found[token] += 1
+        for phrase in words.phrases.get(token, ()):
+            if tokens[i:i + len(phrase)] == phrase:
+                found[" ".join(phrase)] += 1
+    if words.substrings is not None:
+        found.update(m.group(0) for m in words.substrings.finditer(text.lower()))
+    return found, len(tokens)
+
+
+class BadWordsFilter(RuleStage):
+    """Drops pages dense in listed bad words of their language (or with any, in C4's mode)."""
+
+    name = STAGE
+
+    def __init__(self, config: BadWordsConfig = BadWordsConfig()):
+        super().__init__(config)
+
+    def check(self) -> None:
+        questionable_words()
+        self.word_list("en")
+
+    def word_list(self, lang: str | None) -> WordList | None:
+        """The list of the first preferred version that has one for `lang`."""
+        for version in self.config.versions:
+            words = word_list(version, lang or "", self.config.full_list)
+            if words is not None:
+                return words
+        return None
+
+    def evaluate(self, text: str, lang: str | None) -> tuple[str, str] | None:
+        c = self.config
+        words = self.word_list(lang)
+        if words is None:
+            self.count(f"no_list.{lang}")
+            return None
+        found, n_words = find_bad_words(text, lang, words)
+        matches = sum(found.values())
+        if not matches:
+            return None
+        density = 1000.0 * matches / max(n_words, 1)
+        if c.mode == "any" or (matches >= c.min_matches and density >= c.max_density):
+            top = ", ".join(f"{w}×{n}" for w, n in found.most_common(8))
+            return REASON, f"{density:.1f} per 1000 words ({matches} in {n_words}): {top}"[:500]
+        return None
+
+
+SPEC = StageSpec(
+    name=STAGE, order=102, config=BadWordsConfig, build=BadWordsFilter,
+    about="LDNOOBW words of the page's language, per 1,000 words",
+    reasons={REASON: "at least `min_matches` listed words and `max_density` per 1,000 words (mode any: one word); "
+                     "detail: the density and the words"})

@@ -1,0 +1,83 @@
+"""Bad-word density on the LDNOOBW lists it ships, per script, and on real text."""
+import csv
+import random
+
+import pytest
+
+from stages.harmful.badwords import BadWordsConfig, BadWordsFilter, find_bad_words, word_list
+from stages.settings import ConfigError
+from tests.conftest import SENTENCES_DIR
+
+DAVIDSON = "../shared/data/harmful/toxicity/davidson_hate_offensive/labeled_data.csv"
+
+
+def found(text, lang, version="v1", full_list=False):
+    return dict(find_bad_words(text, lang, word_list(version, lang, full_list))[0])
+
+
+def test_spaced_scripts_match_whole_words_and_phrases():
+    assert found("You absolute cunt, get out.", "en") == {"cunt": 1}
+    # the Scunthorpe problem: no match inside longer words
+    assert found("Scunthorpe United beat the assassins of Sussex in a classic.", "en") == {}
+    assert found("He sent a 2 girls 1 cup link. Shit!", "en") == {"2 girls 1 cup": 1, "shit": 1}
+    assert found("Was für eine Scheiße, du Arschloch.", "de") == {"scheiße": 1, "arschloch": 1}
+    assert found("Putang ina mo!", "tl") == {"putang ina": 1}   # lid.176 `tl` is LDNOOBW's `fil`
+
+
+def test_scripts_without_spaces_match_substrings():
+    # zh, ja, th: no word boundaries to respect, entries are found inside runs of text
+    assert found("他看三级片看了一整夜。", "zh") == {"三级片": 1}
+    assert found("彼はアスホールだと言った", "ja") == {"アスホール": 1}
+    assert found("เขาพูดว่ากระหรี่ออกมาดังๆ", "th") == {"กระหรี่": 1}
+    # single characters that are ordinary words in news text are not in the default list (牛乳 = milk)
+    assert found("我每天早上喝牛乳。", "zh") == {} and found("我每天早上喝牛乳。", "zh", full_list=True) == {"乳": 1}
+
+
+def test_ordinary_and_questionable_words_are_out_of_the_default_list():
+    medical = "Sexual health clinics examine the vulva and the breasts; gay and lesbian patients are welcome."
+    assert found(medical, "en") == {}
+    # v1 lists "sexual" (an ordinary word of news text) and "vulva" (questionable in v2's own judgement)
+    assert found(medical, "en", full_list=True) == {"sexual": 1, "vulva": 1}
+    # v2's English list holds everyday words; without the reference-text exclusions a density is meaningless
+    assert "a" in word_list("v2", "en", True).words and "a" not in word_list("v2", "en", False).words
+
+
+def test_density_rule_keeps_pages_with_a_stray_word_and_drops_dense_ones():
+    prose = (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()[:60]
+    stray = " ".join(prose[:30]) + " What a shit show. " + " ".join(prose[30:])
+    stage = BadWordsFilter()
+    assert stage.evaluate(stray, "en") is None
+    reason, detail = BadWordsFilter(BadWordsConfig(mode="any")).evaluate(stray, "en")
+    assert reason == "bad_words" and "shit×1" in detail
+    with open(DAVIDSON, encoding="utf-8") as fh:
+        offensive = [row["tweet"] for row in csv.DictReader(fh) if row["class"] == "1"]
+    random.Random(0).shuffle(offensive)
+    page = " ".join(prose[:10] + offensive[:20])
+    reason, detail = stage.evaluate(page, "en")
+    assert reason == "bad_words" and "per 1000 words" in detail and "×" in detail
+    assert float(detail.split()[0]) >= 20
+
+
+def test_real_sentences_in_many_languages_pass():
+    """1,000 web sentences per language (Leipzig, via lingua) as 10 pages each: none is dropped."""
+    stage = BadWordsFilter()
+    for lang in ("ar", "de", "en", "es", "fr", "ja", "nl", "pl", "ru", "zh"):
+        lines = (SENTENCES_DIR / f"{lang}.txt").read_text(encoding="utf-8").splitlines()
+        for start in range(0, len(lines), 100):
+            assert stage.evaluate("\n".join(lines[start:start + 100]), lang) is None, (lang, start)
+
+
+def test_languages_without_a_list_pass_and_are_counted():
+    notes = []
+    stage = BadWordsFilter()
+    stage.count = lambda name, n=1: notes.append(name)
+    assert stage.evaluate("Habari ya asubuhi, rafiki yangu.", "sw") is None and notes == ["no_list.sw"]
+    assert BadWordsFilter(BadWordsConfig(versions=("v1",))).word_list("uk") is None
+    assert BadWordsFilter().word_list("uk") is word_list("v2", "uk", False)  # v1 has no Ukrainian: v2's list
+
+
+def test_config_errors():
+    with pytest.raises(ConfigError, match="versions"):
+        BadWordsConfig(versions=("v3",))
+    with pytest.raises(ConfigError, match="mode"):
+        BadWordsConfig(mode="some")
