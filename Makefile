@@ -40,5 +40,13 @@ test: install
 quality-model: install
 	$(BIN)/python scripts/build_quality_model.py
 
+# Rebuilds the bundled toxicity classifier and its card (needs ../shared/data; deterministic, ~2 minutes).
+toxicity-model: install
+	$(BIN)/python scripts/build_toxicity_model.py
+
+# Lists the LDNOOBW entries that are ordinary words of news/Wikipedia text (needs ../shared/data).
+badword-exclusions: install
+	$(BIN)/python scripts/build_badword_exclusions.py
+
 clean:
 	rm -rf $(VENV) out .pytest_cache *.egg-info

@@ -12,6 +12,8 @@ commands:
   run            WARC files -> clean text Parquet shards + drop ledger + report.json
                  (`refinery run --help` lists every option)
   train-quality  train the fastText quality classifier used for `quality_score`
+  train-toxicity train the fastText toxicity classifier used for `toxicity_score`
+                 (`make toxicity-model` rebuilds the bundled one from shared/data)
   train          train a small GPT on the shards (`--nproc-per-node N` starts N ranks
                  through torchrun; `refinery train --help` lists every option)
   train-tokenizer  a byte-level BPE (Hugging Face tokenizers) from the shards, for `train --tokenizer`
@@ -29,10 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command == "run":
         return _run(rest)
-    if command == "train-quality":
-        from pipeline.train_quality_cli import main as train_quality
+    if command in ("train-quality", "train-toxicity"):
+        from pipeline.train_quality_cli import main as train_classifier
 
-        return train_quality(rest)
+        return train_classifier(rest, command)
     if command == "train":
         from training.launch import main as train
 

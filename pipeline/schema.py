@@ -12,7 +12,7 @@ import pyarrow as pa
 from stages.pii import KINDS as PII_KINDS
 from stages.record import Document, Drop, DropReason, Stage, StageResult, clean_text, has_lone_surrogate
 
-SCHEMA_VERSION = "5"  # 5: ids unique by construction; the input's own id is `record_id`
+SCHEMA_VERSION = "6"  # 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -41,6 +41,7 @@ DOCUMENT_SCHEMA = pa.schema(
         pa.field("lang", pa.string()),
         pa.field("lang_score", pa.float32()),
         pa.field("quality_score", pa.float32()),
+        pa.field("toxicity_score", pa.float32()),        # P(toxic) of the page's most toxic window
         pa.field("epoch", pa.int32(), nullable=False),   # 0 = original, k = k-th repeat from source mixing
         pa.field("pii_counts", PII_COUNTS_TYPE),
         pa.field("metadata", METADATA_TYPE),
@@ -73,6 +74,7 @@ def document_row(doc: Document) -> dict[str, Any]:
         "lang": doc.lang,
         "lang_score": doc.lang_score,
         "quality_score": doc.quality_score,
+        "toxicity_score": doc.toxicity_score,
         "epoch": doc.epoch,
         "pii_counts": None if doc.pii_counts is None else {k.lower(): doc.pii_counts.get(k, 0) for k in PII_KINDS},
         "metadata": {name: doc.metadata.get(name) for name in _METADATA_NAMES},

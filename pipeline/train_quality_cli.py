@@ -1,4 +1,5 @@
-"""`refinery train-quality`: train the fastText quality classifier from labeled files."""
+"""`refinery train-quality` and `refinery train-toxicity`: train a two-label fastText classifier from
+labeled files (the quality classifier, or the toxicity classifier), with held-out metrics and a card."""
 from __future__ import annotations
 
 import argparse
@@ -6,18 +7,33 @@ import json
 import sys
 from collections.abc import Sequence
 
-from stages.quality_train import QualityTrainConfig, read_texts, train
+from stages.quality_train import QUALITY, Labels, QualityTrainConfig, read_texts, train
 from stages.settings import add_flags, add_set_flag, flag_values, load, set_values
 
+# command -> (flag of the positive texts, flag of the negative texts, what the score becomes)
+KINDS = {"train-quality": ("positive", "negative", "`quality_score`"),
+         "train-toxicity": ("toxic", "clean", "`toxicity_score` (scored per paragraph)")}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def _labels(command: str) -> Labels:
+    if command == "train-toxicity":
+        from stages.harmful.toxicity_train import TOXICITY
+
+        return TOXICITY
+    return QUALITY
+
+
+def build_parser(command: str = "train-quality") -> argparse.ArgumentParser:
+    labels = _labels(command)
+    pos, neg, becomes = KINDS[command]
     p = argparse.ArgumentParser(
-        prog="refinery train-quality",
-        description="Train a fastText classifier (__label__hq / __label__lq) whose P(hq) becomes `quality_score`. "
-                    "Prints held-out precision/recall/F1 and writes MODEL plus MODEL.card.json.")
-    p.add_argument("--positive", nargs="+", required=True, metavar="FILE",
-                   help="high-quality documents: .jsonl[.gz], .parquet, or plain text (one document per line)")
-    p.add_argument("--negative", nargs="+", required=True, metavar="FILE", help="low-quality documents, same formats")
+        prog=f"refinery {command}",
+        description=f"Train a fastText classifier ({labels.positive} / {labels.negative}) whose P({labels.positive}) "
+                    f"becomes {becomes}. Prints held-out precision/recall/F1 and writes MODEL plus MODEL.card.json.")
+    p.add_argument(f"--{pos}", nargs="+", required=True, metavar="FILE", dest="positive",
+                   help=f"{labels.meaning[labels.positive]} texts: .jsonl[.gz], .parquet, or plain text (one per line)")
+    p.add_argument(f"--{neg}", nargs="+", required=True, metavar="FILE", dest="negative",
+                   help=f"{labels.meaning[labels.negative]} texts, same formats")
     p.add_argument("--output", required=True, metavar="MODEL", help="model path (.ftz when quantized, else .bin)")
     p.add_argument("--text-field", default="text", help="field holding the text in JSONL/Parquet (default: text)")
     p.add_argument("--description", default="", help="what the training data is, for the model card")
@@ -34,17 +50,17 @@ def _load(paths: Sequence[str], field: str) -> list[str]:
     return texts
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, command: str = "train-quality") -> int:
+    args = build_parser(command).parse_args(argv)
     try:
         overrides = set_values(args.set_values, QualityTrainConfig)
         overrides.update(flag_values(args, QualityTrainConfig))
         config = load(QualityTrainConfig, args.config, overrides)
         positives, negatives = _load(args.positive, args.text_field), _load(args.negative, args.text_field)
         description = args.description or f"positives: {', '.join(args.positive)}; negatives: {', '.join(args.negative)}"
-        card = train(positives, negatives, args.output, config, description)
+        card = train(positives, negatives, args.output, config, description, labels=_labels(command))
     except (OSError, ValueError) as exc:
-        print(f"refinery train-quality: error: {exc}", file=sys.stderr)
+        print(f"refinery {command}: error: {exc}", file=sys.stderr)
         return 2
     m = card["held_out_metrics"]
     print(f"held-out: precision {m['precision']:.3f}  recall {m['recall']:.3f}  F1 {m['f1']:.3f}  "

@@ -10,7 +10,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stages.models import bundled, load_fasttext
+from stages.models import bundled, load_fasttext, positive_probability
 from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
 from stages.settings import check
 from stages.table import StageSpec
@@ -64,14 +64,7 @@ def load_model(path: str | None):
 
 def predict_hq(model, texts: Sequence[str]) -> list[float]:
     """P(high quality) for each normalized text, in one batched fastText call."""
-    if not texts:
-        return []
-    labels, probs = model.predict(list(texts), k=2)
-    scores = []
-    for labs, ps in zip(labels, probs):
-        by_label = dict(zip(labs, ps))
-        scores.append(min(float(by_label.get(POSITIVE, 1.0 - by_label.get(NEGATIVE, 0.0))), 1.0))
-    return scores
+    return positive_probability(model, texts, POSITIVE, NEGATIVE)
 
 
 class QualityScorer(Stage):

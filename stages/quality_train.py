@@ -11,12 +11,32 @@ import json
 import os
 import random
 import tempfile
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 
 from stages.formats import read_records
-from stages.quality import NEGATIVE, POSITIVE, normalize, predict_hq
+from stages.models import positive_probability
+from stages.quality import NEGATIVE, POSITIVE, normalize
 from stages.settings import check
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What a two-label classifier tells apart, and the one text normalization of training and scoring."""
+
+    positive: str
+    negative: str
+    meaning: Mapping[str, str]
+    normalize: Callable[[str], str]
+    normalization: str = ""          # for the model card
+    score: str = ""                  # for the model card: how a score is computed from the model
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+QUALITY = Labels(POSITIVE, NEGATIVE, {POSITIVE: "high quality", NEGATIVE: "low quality"}, normalize,
+                 "stages.quality.normalize: NFKC, lower case, digits -> 0, punctuation split off, "
+                 "whitespace collapsed to one line, first 20,000 characters",
+                 f"P({POSITIVE}), stages.quality.predict_hq")
 
 
 @dataclass(frozen=True)
@@ -86,15 +106,18 @@ def metrics(scores: Sequence[float], truth: Sequence[bool], threshold: float = 0
             "accuracy": round(accuracy, 4), "n": len(truth)}
 
 
-def _write_training_file(path: str, positives: Sequence[str], negatives: Sequence[str], seed: int) -> None:
-    rows = [f"{POSITIVE} {normalize(t)}" for t in positives] + [f"{NEGATIVE} {normalize(t)}" for t in negatives]
+def _write_training_file(path: str, positives: Sequence[str], negatives: Sequence[str], seed: int,
+                         labels: Labels = QUALITY) -> None:
+    rows = ([f"{labels.positive} {labels.normalize(t)}" for t in positives]
+            + [f"{labels.negative} {labels.normalize(t)}" for t in negatives])
     random.Random(seed).shuffle(rows)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(rows) + "\n")
 
 
 def train(positives: Sequence[str], negatives: Sequence[str], output: str, config: QualityTrainConfig = QualityTrainConfig(),
-          description: str = "", held_out: tuple[Sequence[str], Sequence[str]] | None = None) -> dict:
+          description: str = "", held_out: tuple[Sequence[str], Sequence[str]] | None = None,
+          labels: Labels = QUALITY) -> dict:
     """Train, evaluate on held-out data, write the model and `<output>.card.json`; returns the card.
 
     `held_out` = (positives, negatives) given by the caller (e.g. split by web page); otherwise
@@ -113,24 +136,28 @@ def train(positives: Sequence[str], negatives: Sequence[str], output: str, confi
         raise ValueError("held-out split is empty for a class: add documents or raise --test-fraction")
     with tempfile.TemporaryDirectory() as tmp:
         train_file = os.path.join(tmp, "train.txt")
-        _write_training_file(train_file, pos_train, neg_train, config.seed)
+        _write_training_file(train_file, pos_train, neg_train, config.seed, labels)
         model = fasttext.train_supervised(
             input=train_file, epoch=config.epochs, lr=config.lr, wordNgrams=config.word_ngrams, dim=config.dim,
             minCount=config.min_count, bucket=config.bucket, seed=config.seed, thread=config.threads, verbose=0)
-        test_texts = [normalize(t) for t in pos_test + neg_test]
+        test_texts = [labels.normalize(t) for t in pos_test + neg_test]
         truth = [True] * len(pos_test) + [False] * len(neg_test)
-        full = metrics(predict_hq(model, test_texts), truth)
+
+        def score(texts):
+            return positive_probability(model, texts, labels.positive, labels.negative)
+
+        full = metrics(score(test_texts), truth)
         final = full
         if config.quantize:
             model.quantize(input=train_file, retrain=True, cutoff=100_000, qnorm=True, thread=config.threads)
-            final = metrics(predict_hq(model, test_texts), truth)
+            final = metrics(score(test_texts), truth)
     model.save_model(output)
     card = {
         "model": os.path.basename(output),
-        "labels": {POSITIVE: "high quality", NEGATIVE: "low quality"},
-        "score": f"P({POSITIVE}), stages.quality.predict_hq",
-        "normalization": "stages.quality.normalize: NFKC, lower case, digits -> 0, punctuation split off, "
-                         "whitespace collapsed to one line, first 20,000 characters",
+        "labels": dict(labels.meaning),
+        "score": labels.score,
+        "normalization": labels.normalization,
+        **labels.extra,
         "training_data": description,
         "sizes": {"positive_train": len(pos_train), "positive_test": len(pos_test),
                   "negative_train": len(neg_train), "negative_test": len(neg_test)},

@@ -100,6 +100,7 @@ class Document:
     lang: str | None = None
     lang_score: float | None = None
     quality_score: float | None = None            # P(high quality) from the quality classifier
+    toxicity_score: float | None = None           # P(toxic) of the most toxic window (toxicity classifier)
     pii_counts: Mapping[str, int] | None = None   # placeholders inserted per PII kind (None: PII stage off)
     epoch: int = 0                                   # 0 = original; k > 0 = k-th repeat added by source mixing
     record_id: str | None = None                  # the input's own id (WARC-Record-ID, a JSONL/Parquet `id`)

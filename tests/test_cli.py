@@ -86,3 +86,28 @@ def test_run_and_train_share_one_error_style_for_settings(tmp_path):
     assert ranks.returncode == 2 and ranks.stderr.strip() == \
         "refinery train: error: --nproc-per-node: expected a positive integer, got 'two'"
     assert not (tmp_path / "o").exists() and not (tmp_path / "r").exists()
+
+
+def test_train_toxicity_command_makes_a_model_the_stage_loads(tmp_path):
+    import csv
+    import json
+
+    from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer
+
+    with open("../shared/data/harmful/toxicity/davidson_hate_offensive/labeled_data.csv", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for name, classes in (("toxic", ("0", "1")), ("clean", ("2",))):
+        texts = [" ".join(r["tweet"].split()) for r in rows if r["class"] in classes][:800]
+        (tmp_path / f"{name}.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    model = tmp_path / "tox.ftz"
+    out = subprocess.run([REFINERY, "train-toxicity", "--toxic", str(tmp_path / "toxic.txt"), "--clean",
+                          str(tmp_path / "clean.txt"), "--output", str(model), "--epochs", "5", "--ngrams", "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    card = json.loads((tmp_path / "tox.ftz.card.json").read_text())
+    assert set(card["labels"]) == {"__label__toxic", "__label__clean"} and card["held_out_metrics"]["f1"] > 0.8
+    stage = ToxicityScorer(ToxicityConfig(model=str(model)))
+    stage.check()
+    assert stage.score("you stupid bitch, shut your mouth")[0] > stage.score("We met for lunch at noon today.")[0]
+    usage = subprocess.run([REFINERY, "train-toxicity", "--help"], capture_output=True, text=True, timeout=120)
+    assert "--toxic" in usage.stdout and "--clean" in usage.stdout and "toxicity_score" in usage.stdout

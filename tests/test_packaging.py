@@ -12,7 +12,10 @@ import zipfile
 from tests.conftest import REPO
 
 MODELS = ["stages/models/lid.176.ftz", "stages/models/quality.ftz", "stages/models/quality.ftz.card.json",
-          "stages/models/README.md"]
+          "stages/models/toxicity.ftz", "stages/models/toxicity.ftz.card.json", "stages/models/README.md",
+          "stages/harmful/lists/SOURCES.md", "stages/harmful/lists/ut1/adult.domains.xz",
+          "stages/harmful/lists/url_words/banned_words.txt", "stages/harmful/lists/ldnoobw/v1/en.txt",
+          "stages/harmful/lists/ldnoobw/v2/ja.txt", "stages/harmful/lists/ldnoobw/ordinary/v2/en.txt"]
 
 
 def tracked_copy(dest):
@@ -53,10 +56,16 @@ def test_wheel_and_sdist_carry_the_models_and_the_installed_package_uses_them(tm
         "print(lid.bundled_model_path())\n"
         "print(m.predict('The quick brown fox jumps over the lazy dog near the river bank.')[0][0])\n"
         "print(q.predict_hq(q.load_model(None), ['A clear paragraph about the history of the river.'])[0] >= 0)\n"
+        "import stages.harmful.url_filter as uf, stages.harmful.badwords as bw, stages.harmful.toxicity as tx\n"
+        f"assert uf.LISTS.startswith({str(site)!r}) and bw.LISTS.startswith({str(site)!r})\n"
+        "f = uf.UrlFilter(); f.setup(); print(f.verdict('https://www.sex.com/')[0])\n"
+        "print(bw.BadWordsFilter(bw.BadWordsConfig(mode='any')).evaluate('what a shit day', 'en')[0])\n"
+        "t = tx.ToxicityScorer(); t.check(); print(t.score('the river flows north')[0] < 0.5)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(site))
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr
-    path, label, scored = out.stdout.split()
+    path, label, scored, url_verdict, bad_words, calm = out.stdout.split()
     assert path.startswith(str(site)) and label == "__label__en" and scored == "True"
+    assert (url_verdict, bad_words, calm) == ("blocked_domain", "bad_words", "True")

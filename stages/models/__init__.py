@@ -23,3 +23,15 @@ def load_fasttext(path: str, what: str, hint: str):
         return fasttext.load_model(path)
     except Exception as exc:  # fastText raises bare ValueError/RuntimeError without the file name
         raise ValueError(f"cannot load fastText model {path!r}: {exc}") from exc
+
+
+def positive_probability(model, texts, positive: str, negative: str) -> list[float]:
+    """P(`positive`) of each (already normalized) text from a two-label fastText classifier, in one call."""
+    if not texts:
+        return []
+    labels, probs = model.predict(list(texts), k=2)
+    scores = []
+    for labs, ps in zip(labels, probs):
+        by_label = dict(zip(labs, ps))
+        scores.append(min(float(by_label.get(positive, 1.0 - by_label.get(negative, 0.0))), 1.0))
+    return scores

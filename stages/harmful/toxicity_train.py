@@ -1,0 +1,139 @@
+"""Training data and page-length evaluation of the toxicity classifier (`scripts/build_toxicity_model.py`).
+
+Readers of the labeled sets in shared/data/harmful/toxicity (layouts as published), a reader of clean
+reference sentences (NTREX-128 news, FLORES-200 Wikipedia), and the page test: toxic passages put into
+real pages must raise the page's score, and real pages alone must not.
+"""
+from __future__ import annotations
+
+import collections
+import csv
+import glob
+import hashlib
+import os
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from stages.harmful.toxicity import CLEAN, TOXIC, normalize
+from stages.quality_train import Labels, split_by_hash
+
+TOXICITY = Labels(TOXIC, CLEAN, {TOXIC: "toxic: hate, offensive or insulting", CLEAN: "not toxic"}, normalize,
+                  "stages.harmful.toxicity.normalize: HTML entities undone, @mentions -> @user, links -> url, then "
+                  "stages.quality.normalize (NFKC, lower case, digits -> 0, punctuation split off)",
+                  "P(__label__toxic) per paragraph (stages.harmful.toxicity.windows: lines under min_chars joined to the "
+                  "next, lines over 2 * window_chars cut); a page scores its most toxic paragraph")
+REFERENCE_LANGS = {"en": ("eng",), "fr": ("fra",), "ar": ("arb", "ara"), "de": ("deu",), "es": ("spa",),
+                   "it": ("ita",), "pt": ("por",), "nl": ("nld",), "pl": ("pol",), "ru": ("rus",),
+                   "zh": ("zho", "cmn"), "ja": ("jpn",)}
+
+
+@dataclass(frozen=True)
+class Example:
+    text: str
+    toxic: bool
+    dataset: str
+    lang: str
+
+
+def read_davidson(path: str) -> Iterator[Example]:
+    """Davidson et al. 2017: class 0 hate, 1 offensive (both toxic), 2 neither."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            yield Example(row["tweet"], row["class"] in ("0", "1"), "davidson", "en")
+
+
+def read_civil_comments(folder: str) -> Iterator[Example]:
+    """Civil Comments toxic-spans subset: toxic when most annotators did not mark it `not toxic` (ties left out)."""
+    votes: dict[str, list[bool]] = collections.defaultdict(list)
+    with open(os.path.join(folder, "data", "annotations.csv"), encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            votes[row["comment_id"]].append(row["not toxic"] == "True")
+    with open(os.path.join(folder, "data", "comments.csv"), encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            clean = votes.get(row["comment_id"], [])
+            if clean and 2 * sum(clean) != len(clean):
+                yield Example(row["comment_text"], 2 * sum(clean) < len(clean), "civil_comments", "en")
+
+
+def read_mlma(folder: str) -> Iterator[Example]:
+    """MLMA (Ousidhoum et al. 2019): `sentiment` normal is clean, any hostility type toxic."""
+    for lang, name in (("en", "en_dataset_with_stop_words.csv"), ("fr", "fr_dataset.csv"), ("ar", "ar_dataset.csv")):
+        with open(os.path.join(folder, "hate_speech_mlma", name), encoding="utf-8", newline="") as fh:
+            for row in csv.DictReader(fh):
+                yield Example(row["tweet"], row["sentiment"] != "normal", f"mlma_{lang}", lang)
+
+
+def read_reference(multilingual: str, langs: dict[str, tuple[str, ...]] = REFERENCE_LANGS,
+                   per_example: int = 2) -> Iterator[Example]:
+    """Clean news and Wikipedia sentences (NTREX-128, FLORES-200), `per_example` to an example."""
+    for lang, codes in langs.items():
+        sentences: list[str] = []
+        for path in sorted(glob.glob(os.path.join(multilingual, "ntrex128", "NTREX-128", "newstest2019-ref.*.txt"))):
+            if os.path.basename(path).split(".")[1].split("-")[0] in codes:
+                with open(path, encoding="utf-8") as fh:
+                    sentences += [s.strip() for s in fh if s.strip()]
+                break  # one variant per language (en-GB, not also en-US and en-IN)
+        for folder in sorted(glob.glob(os.path.join(multilingual, "sib200_flores", "data", "annotated", "*_*"))):
+            if os.path.basename(folder).split("_")[0] in codes:
+                for split in ("train", "dev", "test"):
+                    with open(os.path.join(folder, f"{split}.tsv"), encoding="utf-8", newline="") as fh:
+                        sentences += [r["text"] for r in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)]
+                break
+        for i in range(0, len(sentences), per_example):
+            yield Example(" ".join(sentences[i:i + per_example]), False, "reference", lang)
+
+
+def read_tatoeba(folder: str, langs: dict[str, tuple[str, ...]] = REFERENCE_LANGS,
+                 per_example: int = 3) -> Iterator[Example]:
+    """Clean everyday sentences (Tatoeba via LASER's test sets): the English side of every pair and the
+    other side of the pairs in `langs`, `per_example` to an example."""
+    by_lang: dict[str, list[str]] = collections.defaultdict(list)
+    for path in sorted(glob.glob(os.path.join(folder, "tatoeba.*-eng.*"))):
+        code = path.rsplit(".", 1)[1]
+        lang = "en" if code == "eng" else next((k for k, v in langs.items() if code in v), None)
+        if lang is not None:
+            with open(path, encoding="utf-8") as fh:
+                by_lang[lang] += [s.strip() for s in fh if s.strip()]
+    for lang, sentences in sorted(by_lang.items()):
+        unique = list(dict.fromkeys(sentences))
+        for i in range(0, len(unique), per_example):
+            yield Example(" ".join(unique[i:i + per_example]), False, "tatoeba", lang)
+
+
+def split(examples: Sequence[Example], test_fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
+    """(train, test) by text hash (`split_by_hash`): the same text is never on both sides."""
+    _, test_texts = split_by_hash([e.text for e in examples], test_fraction, seed)
+    test = set(test_texts)
+    return [e for e in examples if e.text not in test], [e for e in examples if e.text in test]
+
+
+def page_held_out(url: str) -> bool:
+    """Half of the bench WARC's pages, by URL hash: the page test's; the other half trains."""
+    return int(hashlib.blake2b(url.encode(), digest_size=8).hexdigest(), 16) % 2 == 0
+
+
+def insert_passage(page: str, passage: str, rng: random.Random) -> str:
+    """`page` with `passage` as a paragraph of its own, between two of its lines."""
+    lines = page.splitlines()
+    at = rng.randint(0, len(lines))
+    return "\n".join(lines[:at] + [" ".join(passage.split())] + lines[at:])
+
+
+def page_test(score, pages: Sequence[tuple[str, str]], toxic_passages: Sequence[str],
+              thresholds: Sequence[float] = (0.3, 0.5, 0.7, 0.8, 0.9), seed: int = 0) -> dict:
+    """`score(text) -> float` on real pages (lang, text) as they are (false positives, per language) and
+    with one toxic passage put in each (recall). Returns rates per threshold."""
+    rng = random.Random(seed)
+    plain = [(lang, score(text)) for lang, text in pages]
+    seeded = [score(insert_passage(text, rng.choice(toxic_passages), rng)) for _, text in pages]
+    by_lang: dict[str, list[float]] = collections.defaultdict(list)
+    for lang, s in plain:
+        by_lang[lang].append(s)
+    out = {"pages": len(pages), "recall": {}, "false_positive_rate": {}, "false_positives_by_language": {}}
+    for t in thresholds:
+        out["recall"][str(t)] = round(sum(s >= t for s in seeded) / max(len(seeded), 1), 4)
+        out["false_positive_rate"][str(t)] = round(sum(s >= t for _, s in plain) / max(len(plain), 1), 4)
+        out["false_positives_by_language"][str(t)] = {
+            lang: f"{sum(s >= t for s in scores)}/{len(scores)}" for lang, scores in sorted(by_lang.items())}
+    return out

@@ -1,0 +1,106 @@
+"""The bundled toxicity classifier: held-out precision/recall of its training data, and on page-length text."""
+import json
+import os
+import random
+
+import pytest
+
+from stages.chain import StageChain
+from stages.extraction.extract import ExtractConfig, Extractor
+from stages.extraction.warc import read_warc
+from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, windows
+from stages.harmful.toxicity_train import (
+    insert_passage,
+    page_held_out,
+    read_civil_comments,
+    read_davidson,
+    read_mlma,
+    split,
+)
+from stages.langid import LanguageIdentifier
+from stages.models import bundled
+from stages.quality_train import metrics
+from stages.record import Document, Drop
+from stages.settings import ConfigError
+
+SHARED = "../shared/data"
+TOXICITY = os.path.join(SHARED, "harmful", "toxicity")
+CARD = json.loads(open(bundled("toxicity.ftz.card.json"), encoding="utf-8").read())
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    stage = ToxicityScorer()
+    stage.setup()
+    return stage
+
+
+@pytest.fixture(scope="module")
+def held_out():
+    """The labeled tweets and comments of the model's held-out split (same split as its recipe)."""
+    every = (list(read_davidson(os.path.join(TOXICITY, "davidson_hate_offensive", "labeled_data.csv")))
+             + list(read_civil_comments(os.path.join(TOXICITY, "toxic_spans_civil_comments")))
+             + list(read_mlma(os.path.join(TOXICITY, "mlma_hate_speech_en_fr_ar"))))
+    settings = CARD["settings"]
+    return split(every, settings["test_fraction"], settings["seed"])[1]
+
+
+def test_held_out_precision_and_recall_per_dataset(scorer, held_out):
+    for dataset, least_f1 in (("davidson", 0.9), ("civil_comments", 0.65), ("mlma_en", 0.85), ("mlma_fr", 0.75),
+                              ("mlma_ar", 0.75)):
+        part = [e for e in held_out if e.dataset == dataset]
+        measured = metrics([scorer.score(e.text)[0] for e in part], [e.toxic for e in part])
+        assert measured["n"] > 300 and measured["f1"] >= least_f1, (dataset, measured)
+        assert measured == CARD["held_out_metrics_by_dataset"][dataset]  # the card tells the truth
+
+
+def test_page_length_text_toxic_passages_are_caught_and_ordinary_pages_are_not(scorer, held_out):
+    """Real pages of the bench WARC the model did not train on (its held-out half), first 120: as they
+    are, and with one held-out toxic comment put in as a paragraph."""
+    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    pages = []
+    with open(os.path.join(SHARED, "warc", "bench_trafilatura_pages.warc.gz"), "rb") as fh, chain:
+        for doc in chain.kept(read_warc(fh, source="bench")):
+            if page_held_out(doc.url or doc.id):
+                pages.append(doc.text)
+            if len(pages) == 120:
+                break
+    toxic = [e.text for e in held_out if e.toxic and e.dataset in ("davidson", "civil_comments") and len(e.text) >= 40]
+    rng = random.Random(1)
+    plain = [scorer.score(text)[0] for text in pages]
+    seeded = [scorer.score(insert_passage(text, rng.choice(toxic), rng)) for text in pages]
+    assert sum(s >= 0.7 for s in plain) <= 3                      # the card: 0.8 % of 495 pages at 0.7
+    assert sum(s >= 0.7 for s, _ in seeded) >= 0.65 * len(pages)   # the card: 77 % at 0.7
+    assert all(s >= 0.5 for s, _ in seeded[:5]) and all(len(w) < 700 for _, w in seeded)  # the window, not the page
+
+
+def test_windows_keep_paragraphs_join_fragments_and_cut_long_lines():
+    text = "Menu\nHome\n" + "A first paragraph that is long enough to stand alone.\n" + "word " * 300 + "\nEnd"
+    pieces = list(windows(text, size=300, min_chars=40))
+    assert pieces[0] == "Menu Home A first paragraph that is long enough to stand alone."
+    assert all(len(p) <= 600 for p in pieces) and len(pieces) >= 5 and pieces[-1] == "End"
+    assert "".join(p.replace(" ", "") for p in pieces) == text.replace("\n", "").replace(" ", "")
+
+
+def test_threshold_drops_with_the_window_and_no_threshold_only_scores(scorer):
+    text = ("The council met on Tuesday to discuss the new budget for the city's parks and libraries.\n"
+            "you are a stupid fucking idiot and everyone hates you, go kill yourself\n"
+            "The meeting ended at nine, and the vote was postponed until next month.")
+    doc = Document(id="1", url="https://example.org/a", source="web", text=text, lang="en")
+    scored = scorer(doc)
+    assert isinstance(scored, Document) and scored.toxicity_score >= 0.9
+    dropped = ToxicityScorer(ToxicityConfig(threshold=0.8))(doc)
+    assert isinstance(dropped, Drop) and dropped.reason == "toxic" and "stupid fucking idiot" in dropped.detail
+    calm = scorer(doc.replace(text=text.splitlines()[0] + "\n" + text.splitlines()[2]))
+    assert calm.toxicity_score < 0.5
+
+
+def test_card_and_config_errors(tmp_path):
+    assert CARD["labels"] == {"__label__toxic": "toxic: hate, offensive or insulting", "__label__clean": "not toxic"}
+    assert CARD["page_test"]["recall"]["0.5"] >= 0.85 and CARD["page_test"]["false_positive_rate"]["0.7"] <= 0.01
+    with pytest.raises(ConfigError, match="threshold"):
+        ToxicityConfig(threshold=1.5)
+    with pytest.raises(FileNotFoundError, match="toxicity model not found"):
+        ToxicityScorer(ToxicityConfig(model=str(tmp_path / "missing.ftz"))).check()
+    with pytest.raises(ValueError, match="not a toxicity classifier"):
+        ToxicityScorer(ToxicityConfig(model=bundled("quality.ftz"))).check()
