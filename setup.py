@@ -9,7 +9,7 @@ setup(
     packages=find_packages(include=["pipeline", "pipeline.*", "stages", "stages.*", "training", "training.*"]),
     # Models travel as package data so Beam workers on a cluster find them (--setup_file).
     package_data={"stages.models": ["*.ftz", "*.bin", "*.card.json", "README.md"],
-                  "stages.harmful": ["lists/SOURCES.md", "lists/*/*", "lists/*/*/*"]},
+                  "stages.harmful": ["lists/SOURCES.md", "lists/*/*", "lists/*/*/*", "lists/*/*/*/*"]},
     include_package_data=True,
     install_requires=[
         "apache-beam>=2.77,<3",
