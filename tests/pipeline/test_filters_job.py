@@ -111,3 +111,29 @@ def test_url_filter_runs_before_extraction_and_only_on_its_sources(tmp_path):
     funnel = {f["stage"]: f for f in report["funnel"]}
     assert funnel["url_filter"]["notes"] == {"not_for_source.books": 1}
     assert tuple(report["config"]["url_filter"]["sources"]) == ("web",) and report["conservation"]["holds"]
+
+
+def test_bad_words_and_toxicity_in_the_job(tmp_path):
+    import csv
+
+    with open("../shared/data/harmful/toxicity/davidson_hate_offensive/labeled_data.csv", encoding="utf-8") as fh:
+        offensive = [" ".join(r["tweet"].split()) for r in csv.DictReader(fh) if r["class"] == "1"]
+    prose = [line for line in EN if line.endswith(".") and len(line.split()) >= 8]
+    warc = WarcBuilder(tmp_path / "pages.warc.gz")
+    warc.response("http://t.example/forum", page(prose[:8] + offensive[100:130], title="forum"))   # dense
+    warc.response("http://t.example/one-insult", page(prose[10:30] + ["you are a stupid fucking idiot and everyone "
+                                                                      "here hates you, go away"], title="insult"))
+    warc.response("http://t.example/calm", page(prose[40:60], title="calm"))
+    warc.close()
+    args = ["--input", str(tmp_path / "pages.warc.gz"), "--quiet", "--no-dedup"]
+    report = run(args + ["--output", str(tmp_path / "scores")])
+    ledger = {r["url"]: (r["stage"], r["reason"], r["detail"]) for r in pq.read_table(str(tmp_path / "scores" / "ledger")).to_pylist()}
+    assert list(ledger) == ["http://t.example/forum"] and ledger["http://t.example/forum"][:2] == ("bad_words", "bad_words")
+    assert "per 1000 words" in ledger["http://t.example/forum"][2]
+    kept = {r["url"]: r["toxicity_score"] for r in pq.read_table(str(tmp_path / "scores" / "data")).to_pylist()}
+    assert kept["http://t.example/one-insult"] > 0.9 > 0.5 > kept["http://t.example/calm"]  # one paragraph is enough
+    assert report["conservation"]["holds"]
+
+    run(args + ["--output", str(tmp_path / "drop"), "--toxicity-threshold", "0.7", "--no-bad-words"])
+    ledger = {r["url"]: (r["stage"], r["reason"]) for r in pq.read_table(str(tmp_path / "drop" / "ledger")).to_pylist()}
+    assert ledger == {"http://t.example/forum": ("toxicity", "toxic"), "http://t.example/one-insult": ("toxicity", "toxic")}
