@@ -12,11 +12,12 @@ memory-mapped: every worker process on a machine shares the same pages.
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import lzma
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -37,6 +38,9 @@ class HashedSet:
         self._shift = 64 - bits
         bounds = np.arange(2 ** bits, dtype=np.uint64) << np.uint64(self._shift)
         self._starts = np.append(np.searchsorted(hashes, bounds), len(hashes)).astype(np.uint32)
+        # Python-level views: indexing them costs a third of numpy's scalar indexing
+        self._hash_view = memoryview(np.ascontiguousarray(hashes)).cast("B").cast("Q")
+        self._start_view = memoryview(self._starts).cast("B").cast("I")
 
     @classmethod
     def from_keys(cls, keys: Iterable[str]) -> HashedSet:
@@ -51,8 +55,9 @@ class HashedSet:
 
     def contains_hash(self, h: int) -> bool:
         bucket = h >> self._shift
-        lo, hi = self._starts[bucket], self._starts[bucket + 1]
-        return h in self.hashes[lo:hi].tolist()
+        hi = self._start_view[bucket + 1]
+        i = bisect.bisect_left(self._hash_view, h, self._start_view[bucket], hi)
+        return i < hi and self._hash_view[i] == h
 
     @property
     def nbytes(self) -> int:
@@ -65,12 +70,27 @@ class HashedSet:
         return len(self.hashes) / 2.0 ** 64
 
 
-def read_lines(path: str) -> list[str]:
-    """Entries of a list file (.xz or plain): one per line, stripped; `#` comments and blanks skipped."""
+def iter_lines(path: str) -> Iterator[str]:
+    """Entries of a list file (.xz or plain): one per line, stripped; `#` comments and blanks skipped.
+    Streamed: a 4.56 M-line list is never held as a list of str."""
     opener = lzma.open if path.endswith(".xz") else open
+    rest = b""
     with opener(path, "rb") as fh:
-        text = fh.read().decode("utf-8", "replace")
-    return [line for line in map(str.strip, text.splitlines()) if line and not line.startswith("#")]
+        for block in iter(lambda: fh.read(1 << 23), b""):  # 8 MB at a time, cut at the last newline
+            chunk, _, rest = (rest + block).rpartition(b"\n")
+            yield from _entries(chunk)
+    yield from _entries(rest)
+
+
+def _entries(chunk: bytes) -> Iterator[str]:
+    for line in chunk.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            yield line
+
+
+def read_lines(path: str) -> list[str]:
+    return list(iter_lines(path))
 
 
 def cache_dir() -> str:
@@ -98,7 +118,7 @@ def load_hashed_set(paths: Sequence[str], normalize, salt: str = "") -> HashedSe
         return HashedSet(np.load(cached, mmap_mode="r"))
     except (OSError, ValueError):
         pass
-    keys = (k for path in paths for k in map(normalize, read_lines(path)) if k)
+    keys = (k for path in paths for k in map(normalize, iter_lines(path)) if k)
     built = HashedSet.from_keys(keys)
     try:  # atomically: concurrent workers may build the same set
         os.makedirs(os.path.dirname(cached), exist_ok=True)
