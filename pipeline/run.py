@@ -132,7 +132,12 @@ def preflight(config: RunConfig) -> None:
     """Everything every worker will need, checked once here by each enabled stage: models load,
     language codes exist, the extractor runs, optional decoders are installed. A failure is one
     error line, before any work."""
+    names = {name for name, _ in source_groups(config)}
     for spec in enabled_stages(config):
+        unknown = sorted(set(getattr(spec.settings(config), "sources", ())) - names)
+        if unknown:  # a typo would silently run the stage on nothing
+            raise ConfigError(f"{spec.section}.sources: no source named {', '.join(map(repr, unknown))} in this run "
+                              f"(sources: {', '.join(sorted(names))})")
         spec.preflight(config)
 
 

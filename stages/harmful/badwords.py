@@ -54,6 +54,7 @@ class BadWordsConfig:
     # ordinary pages of the bench WARC: at most 12, and under 2 with 3 matches or more) ...
     max_density: float = 20.0
     min_matches: int = 3        # ... and at least this many matches (one word on a short page is no signal)
+    max_density_by_language: tuple[str, ...] = ()  # LANG=DENSITY overrides of max_density, e.g. [de=15, ja=30]
     # Also match entries that are ordinary words of the language (found in NTREX news or FLORES Wikipedia
     # text: v2's English file has "a", "i", "as", "fish") and v2's questionable words (gay, breast, drugs)
     full_list: bool = False
@@ -64,6 +65,21 @@ class BadWordsConfig:
               f"versions must be v1 and/or v2, got {self.versions}")
         check(self.mode in ("density", "any"), f"mode must be density or any, got {self.mode!r}")
         check_not_negative(self)
+        self.density_limits()
+
+    def density_limits(self) -> dict[str, float]:
+        """max_density_by_language as {lang: density}; a malformed entry is a ConfigError."""
+        limits = {}
+        for item in self.max_density_by_language:
+            lang, _, value = str(item).partition("=")
+            try:
+                density = float(value)
+            except ValueError:
+                density = -1.0
+            check(bool(lang.strip()) and density >= 0,
+                  f"max_density_by_language: expected LANG=DENSITY (a number >= 0), got {item!r}")
+            limits[lang.strip()] = density
+        return limits
 
 
 @dataclass(frozen=True)
@@ -149,6 +165,7 @@ class BadWordsFilter(RuleStage):
 
     def __init__(self, config: BadWordsConfig = BadWordsConfig()):
         super().__init__(config)
+        self._limits = config.density_limits()
 
     def check(self) -> None:
         questionable_words()
@@ -173,7 +190,7 @@ class BadWordsFilter(RuleStage):
         if not matches:
             return None
         density = 1000.0 * matches / max(n_words, 1)
-        if c.mode == "any" or (matches >= c.min_matches and density >= c.max_density):
+        if c.mode == "any" or (matches >= c.min_matches and density >= self._limits.get(lang or "", c.max_density)):
             top = ", ".join(f"{w}×{n}" for w, n in found.most_common(8))
             return REASON, f"{density:.1f} per 1000 words ({matches} in {n_words}): {top}"[:500]
         return None

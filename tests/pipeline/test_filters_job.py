@@ -2,7 +2,9 @@
 import html
 
 import pyarrow.parquet as pq
+import pytest
 
+from pipeline.config import ConfigError
 from pipeline.run import run
 from tests.conftest import SENTENCES_DIR, WarcBuilder
 
@@ -111,6 +113,8 @@ def test_url_filter_runs_before_extraction_and_only_on_its_sources(tmp_path):
     funnel = {f["stage"]: f for f in report["funnel"]}
     assert funnel["url_filter"]["notes"] == {"not_for_source.books": 1}
     assert tuple(report["config"]["url_filter"]["sources"]) == ("web",) and report["conservation"]["holds"]
+    with pytest.raises(ConfigError, match="url_filter.sources: no source named 'wbe' in this run"):
+        run(args + ["--output", str(tmp_path / "typo"), "--url-filter-sources", "wbe"])
 
 
 def test_bad_words_and_toxicity_in_the_job(tmp_path):

@@ -81,3 +81,15 @@ def test_config_errors():
         BadWordsConfig(versions=("v3",))
     with pytest.raises(ConfigError, match="mode"):
         BadWordsConfig(mode="some")
+
+
+def test_density_limits_per_language():
+    text = "Das ist Scheiße. " + "Wir gehen heute in den Park und essen ein Eis zusammen. " * 20 + "Scheiße! Arschloch!"
+    found_words, n_words = find_bad_words(text, "de", word_list("v1", "de", False))
+    assert sum(found_words.values()) == 3 and 1000 * 3 / n_words < 20
+    assert BadWordsFilter().evaluate(text, "de") is None
+    stricter = BadWordsFilter(BadWordsConfig(max_density_by_language=("de=5", "en=30")))
+    assert stricter.evaluate(text, "de")[0] == "bad_words"
+    assert stricter.evaluate(text.replace("Scheiße", "shit").replace("Arschloch", "asshole"), "en") is None
+    with pytest.raises(ConfigError, match="LANG=DENSITY"):
+        BadWordsConfig(max_density_by_language=("de:5",))
