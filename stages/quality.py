@@ -10,8 +10,8 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stages.models import bundled, load_fasttext, positive_probability
-from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
+from stages.models import bundled, load_classifier, positive_probability
+from stages.record import Document, DropReason, ModelStage, StageResult
 from stages.settings import check
 from stages.table import StageSpec
 
@@ -53,13 +53,8 @@ def bundled_model_path() -> str:
 
 def load_model(path: str | None):
     """The classifier, or a clear error naming the file (missing, corrupt, or not a hq/lq classifier)."""
-    path = path or bundled_model_path()
-    model = load_fasttext(path, "quality model", "Train one with `refinery train-quality` or pass quality.model")
-    labels = set(model.get_labels())
-    if not {POSITIVE, NEGATIVE} <= labels:
-        raise ValueError(f"{path!r} is not a quality classifier: labels {sorted(labels)[:5]}, "
-                         f"expected {POSITIVE} and {NEGATIVE}")
-    return model
+    return load_classifier(path or bundled_model_path(), "quality", (POSITIVE, NEGATIVE),
+                           "Train one with `refinery train-quality` or pass quality.model")
 
 
 def predict_hq(model, texts: Sequence[str]) -> list[float]:
@@ -67,27 +62,16 @@ def predict_hq(model, texts: Sequence[str]) -> list[float]:
     return positive_probability(model, texts, POSITIVE, NEGATIVE)
 
 
-class QualityScorer(Stage):
+class QualityScorer(ModelStage):
     """Stage: sets `quality_score`; drops below `threshold` when one is set."""
 
     name = STAGE
 
     def __init__(self, config: QualityConfig = QualityConfig()):
-        self.config = config
-        self._model = None
+        super().__init__(config)
 
-    def setup(self) -> None:
-        if self._model is None:
-            try:
-                self._model = load_model(self.config.model)
-            except (FileNotFoundError, ValueError) as exc:
-                raise StageEnvironmentError(str(exc)) from exc
-
-    def check(self) -> None:
-        load_model(self.config.model)
-
-    def teardown(self) -> None:
-        self._model = None
+    def load(self):
+        return load_model(self.config.model)
 
     def score(self, texts: Sequence[str]) -> list[float]:
         if self._model is None:
@@ -107,9 +91,6 @@ class QualityScorer(Stage):
             else:
                 results.append(doc.replace(quality_score=score))
         return results
-
-    def __getstate__(self):
-        return {"config": self.config, "_model": None}
 
 
 SPEC = StageSpec(

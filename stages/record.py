@@ -187,6 +187,34 @@ class RuleStage(Stage):
         raise NotImplementedError
 
 
+class ModelStage(Stage):
+    """A stage around one model: `load()` (from `config.model`) is checked once in the driver, run on
+    each worker in `setup`, and the model never travels with the pickled stage."""
+
+    def __init__(self, config):
+        self.config = config
+        self._model = None
+
+    def load(self):
+        raise NotImplementedError
+
+    def check(self) -> None:
+        self.load()
+
+    def setup(self) -> None:
+        if self._model is None:
+            try:
+                self._model = self.load()
+            except (FileNotFoundError, ValueError) as exc:
+                raise StageEnvironmentError(str(exc)) from exc
+
+    def teardown(self) -> None:
+        self._model = None
+
+    def __getstate__(self):
+        return {"config": self.config, "_model": None}
+
+
 class StageEnvironmentError(RuntimeError):
     """A failure that is not the document's fault (a model or library that cannot load).
 

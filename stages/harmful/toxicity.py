@@ -17,9 +17,9 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from stages.models import bundled, load_fasttext, positive_probability
+from stages.models import bundled, load_classifier, positive_probability
 from stages.quality import normalize as normalize_words
-from stages.record import Document, Stage, StageEnvironmentError, StageResult
+from stages.record import Document, ModelStage, StageResult
 from stages.settings import check
 from stages.table import StageSpec
 
@@ -87,13 +87,8 @@ def windows(text: str, size: int, min_chars: int = 40) -> Iterator[str]:
 
 
 def load_model(path: str | None):
-    path = path or bundled(BUNDLED_MODEL)
-    model = load_fasttext(path, "toxicity model", "Build one with `make toxicity-model` or pass toxicity.model")
-    labels = set(model.get_labels())
-    if not {TOXIC, CLEAN} <= labels:
-        raise ValueError(f"{path!r} is not a toxicity classifier: labels {sorted(labels)[:5]}, "
-                         f"expected {TOXIC} and {CLEAN}")
-    return model
+    return load_classifier(path or bundled(BUNDLED_MODEL), "toxicity", (TOXIC, CLEAN),
+                           "Build one with `make toxicity-model` or pass toxicity.model")
 
 
 def predict_toxic(model, texts: Sequence[str]) -> list[float]:
@@ -101,30 +96,16 @@ def predict_toxic(model, texts: Sequence[str]) -> list[float]:
     return positive_probability(model, texts, TOXIC, CLEAN)
 
 
-class ToxicityScorer(Stage):
-    """Stage: sets `toxicity_score` (the page's most toxic window); drops at or above `threshold`."""
+class ToxicityScorer(ModelStage):
+    """Stage: sets `toxicity_score` (the page's most toxic paragraph); drops at or above `threshold`."""
 
     name = STAGE
 
     def __init__(self, config: ToxicityConfig = ToxicityConfig()):
-        self.config = config
-        self._model = None
+        super().__init__(config)
 
-    def check(self) -> None:
-        load_model(self.config.model)
-
-    def setup(self) -> None:
-        if self._model is None:
-            try:
-                self._model = load_model(self.config.model)
-            except (FileNotFoundError, ValueError) as exc:
-                raise StageEnvironmentError(str(exc)) from exc
-
-    def teardown(self) -> None:
-        self._model = None
-
-    def __getstate__(self):
-        return {"config": self.config, "_model": None}
+    def load(self):
+        return load_model(self.config.model)
 
     def window_scores(self, text: str) -> list[tuple[float, str]]:
         """(P(toxic), window) for the page's windows."""

@@ -35,3 +35,14 @@ def positive_probability(model, texts, positive: str, negative: str) -> list[flo
         by_label = dict(zip(labs, ps))
         scores.append(min(float(by_label.get(positive, 1.0 - by_label.get(negative, 0.0))), 1.0))
     return scores
+
+
+def load_classifier(path: str, kind: str, labels: tuple[str, str], hint: str):
+    """A two-label fastText classifier (`kind`: "quality", "toxicity"), or one clear error: missing or corrupt
+    file (see `load_fasttext`), or a model without `labels` (ValueError)."""
+    model = load_fasttext(path, f"{kind} model", hint)
+    found = set(model.get_labels())
+    if not set(labels) <= found:
+        raise ValueError(f"{path!r} is not a {kind} classifier: labels {sorted(found)[:5]}, "
+                         f"expected {labels[0]} and {labels[1]}")
+    return model
