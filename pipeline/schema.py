@@ -41,7 +41,7 @@ DOCUMENT_SCHEMA = pa.schema(
         pa.field("lang", pa.string()),
         pa.field("lang_score", pa.float32()),
         pa.field("quality_score", pa.float32()),
-        pa.field("toxicity_score", pa.float32()),        # P(toxic) of the page's most toxic window
+        pa.field("toxicity_score", pa.float32()),        # P(toxic) of the page's most toxic paragraph
         pa.field("epoch", pa.int32(), nullable=False),   # 0 = original, k = k-th repeat from source mixing
         pa.field("pii_counts", PII_COUNTS_TYPE),
         pa.field("metadata", METADATA_TYPE),

@@ -12,7 +12,7 @@ import os
 import random
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from stages.formats import read_records
 from stages.models import positive_probability
@@ -30,7 +30,6 @@ class Labels:
     normalize: Callable[[str], str]
     normalization: str = ""          # for the model card
     score: str = ""                  # for the model card: how a score is computed from the model
-    extra: Mapping[str, str] = field(default_factory=dict)
 
 
 QUALITY = Labels(POSITIVE, NEGATIVE, {POSITIVE: "high quality", NEGATIVE: "low quality"}, normalize,
@@ -157,7 +156,6 @@ def train(positives: Sequence[str], negatives: Sequence[str], output: str, confi
         "labels": dict(labels.meaning),
         "score": labels.score,
         "normalization": labels.normalization,
-        **labels.extra,
         "training_data": description,
         "sizes": {"positive_train": len(pos_train), "positive_test": len(pos_test),
                   "negative_train": len(neg_train), "negative_test": len(neg_test)},

@@ -132,5 +132,5 @@ class ToxicityScorer(ModelStage):
 
 SPEC = StageSpec(
     name=STAGE, order=104, config=ToxicityConfig, build=ToxicityScorer,
-    about="sets `toxicity_score`: the most toxic window's P(toxic)",
-    reasons={REASON: "score at or over `toxicity.threshold` (only when one is set); detail: the window"})
+    about="sets `toxicity_score`: the most toxic paragraph's P(toxic)",
+    reasons={REASON: "score at or over `toxicity.threshold` (only when one is set); detail: the paragraph"})
