@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_OUT ?= out/demo
 
-.PHONY: install demo test clean quality-model cluster-demo
+.PHONY: install demo test clean quality-model toxicity-model badword-exclusions thresholds cluster-demo
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ quality-model: install
 # Rebuilds the bundled toxicity classifier and its card (needs ../shared/data; deterministic, ~2 minutes).
 toxicity-model: install
 	$(BIN)/python scripts/build_toxicity_model.py
+
+# Per-language thresholds calibrated on NTREX-128 news (needs ../shared/data; ~2 minutes).
+thresholds: install
+	$(BIN)/python scripts/build_thresholds.py
 
 # Lists the LDNOOBW entries that are ordinary words of news/Wikipedia text (needs ../shared/data).
 badword-exclusions: install

@@ -8,7 +8,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["pipeline", "pipeline.*", "stages", "stages.*", "training", "training.*"]),
     # Models travel as package data so Beam workers on a cluster find them (--setup_file).
-    package_data={"stages.models": ["*.ftz", "*.bin", "*.card.json", "README.md"],
+    package_data={"stages.models": ["*.ftz", "*.bin", "*.card.json", "*.yaml", "README.md"],
                   "stages.harmful": ["lists/SOURCES.md", "lists/*/*", "lists/*/*/*", "lists/*/*/*/*"]},
     include_package_data=True,
     install_requires=[

@@ -11,6 +11,7 @@ USAGE = """usage: refinery COMMAND [options]
 commands:
   run            WARC files -> clean text Parquet shards + drop ledger + report.json
                  (`refinery run --help` lists every option)
+  calibrate      per-language thresholds from a corpus, for `refinery run --thresholds FILE`
   train-quality  train the fastText quality classifier used for `quality_score`
   train-toxicity train the fastText toxicity classifier used for `toxicity_score`
                  (`make toxicity-model` rebuilds the bundled one from shared/data)
@@ -31,6 +32,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command == "run":
         return _run(rest)
+    if command == "calibrate":
+        from pipeline.calibrate import main as calibrate
+
+        return calibrate(rest)
     if command in ("train-quality", "train-toxicity"):
         from pipeline.train_quality_cli import main as train_classifier
 

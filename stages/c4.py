@@ -46,7 +46,7 @@ class C4Filter(RuleStage):
         super().__init__(config)
 
     def __call__(self, doc: Document) -> StageResult:
-        c = self.config
+        c = self.config_for(doc.lang)
         if c.max_page_chars is not None and len(doc.text) > c.max_page_chars:
             return doc.drop(self.name, DropReason.C4_TOO_LONG, f"{len(doc.text)} > {c.max_page_chars} characters")
         kept, sentences = [], 0

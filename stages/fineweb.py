@@ -32,7 +32,7 @@ class FineWebFilter(RuleStage):
         super().__init__(config)
 
     def evaluate(self, text: str, lang: str | None) -> tuple[str, str] | None:
-        c = self.config
+        c = self.config_for(lang)
         lines = [line for line in text.split("\n") if line.strip()]
         if not lines:
             return DropReason.NO_TEXT, "no non-empty lines"

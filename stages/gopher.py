@@ -45,7 +45,7 @@ class GopherQuality(RuleStage):
         super().__init__(config)
 
     def evaluate(self, text: str, lang: str | None) -> tuple[DropReason, str] | None:
-        c = self.config
+        c = self.config_for(lang)
         words = split_words(text, lang)
         content_words = [w for w in words if not is_punctuation(w)]  # Gopher: symbols are not words
         n = len(content_words)
@@ -127,7 +127,7 @@ class GopherRepetition(RuleStage):
         super().__init__(config)
 
     def evaluate(self, text: str, lang: str | None) -> tuple[DropReason, str] | None:
-        c = self.config
+        c = self.config_for(lang)
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         for units, max_fraction, max_chars, reasons in (
             (lines, c.max_dup_line_fraction, c.max_dup_line_chars,

@@ -92,14 +92,18 @@ class LanguageIdentifier(Stage):
 
     def __call__(self, doc: Document) -> StageResult:
         lang, score = self.predict(doc.text)
-        if score < self.config.threshold:
-            return doc.drop(STAGE, DropReason.LANG_BELOW_THRESHOLD, f"{lang}:{score:.3f}")
+        threshold = self.config_for(lang).threshold
+        if score < threshold:
+            whose = self.thresholds_of(lang)
+            return doc.drop(STAGE, DropReason.LANG_BELOW_THRESHOLD,
+                            f"{lang}:{score:.3f}" + (f" < {threshold} ({whose} threshold)" if whose else ""))
         if self._languages is not None and lang.lower() not in self._languages:
             return doc.drop(STAGE, DropReason.LANG_NOT_SELECTED, f"{lang}:{score:.3f}")
         return doc.replace(lang=lang, lang_score=score)
 
     def __getstate__(self):  # the loaded model stays on the worker that loaded it
-        return {"config": self.config, "_languages": self._languages, "_model": None}
+        return {"config": self.config, "_languages": self._languages, "_model": None,
+                "language_settings": self.language_settings}
 
 
 SPEC = StageSpec(

@@ -157,6 +157,16 @@ class Stage:
     """
 
     name = "stage"
+    language_settings = None  # stages.thresholds.LanguageSettings when the run has a thresholds file
+
+    def config_for(self, lang: str | None):
+        """The config to judge a page of language `lang` with: the stage's own, unless the run's
+        thresholds file has an entry for that language (or its script family)."""
+        return self.config if self.language_settings is None else self.language_settings.get(lang)[0]
+
+    def thresholds_of(self, lang: str | None) -> str:
+        """Whose per-language thresholds apply to `lang` (the language, its script family) or ""."""
+        return "" if self.language_settings is None else self.language_settings.get(lang)[1]
 
     def check(self) -> None:
         pass
@@ -181,9 +191,14 @@ class RuleStage(Stage):
 
     def __call__(self, doc: Document) -> StageResult:
         verdict = self.evaluate(doc.text, doc.lang)
-        return doc if verdict is None else doc.drop(self.name, *verdict)
+        if verdict is None:
+            return doc
+        reason, detail = verdict
+        whose = self.thresholds_of(doc.lang)
+        return doc.drop(self.name, reason, f"{detail} ({whose} threshold)" if whose else detail)
 
     def evaluate(self, text: str, lang: str | None) -> tuple[str, str] | None:
+        """None (keep) or (reason, detail); judge with `self.config_for(lang)`."""
         raise NotImplementedError
 
 

@@ -57,8 +57,15 @@ class StageSpec:
         return bool(getattr(self.settings(run_config), "enabled", True))
 
     def make(self, run_config: Any):
-        """The per-document stage, built from its settings."""
-        return self.build(self.settings(run_config))
+        """The per-document stage, built from its settings (and the run's per-language thresholds file)."""
+        settings = self.settings(run_config)
+        stage = self.build(settings)
+        path = getattr(run_config, "thresholds", None)
+        if path and self.section:
+            from stages.thresholds import attach
+
+            attach(stage, settings, self.section, path)
+        return stage
 
     def preflight(self, run_config: Any) -> None:
         """Fail now, with one line, if this stage could not run (missing model, bad language code)."""

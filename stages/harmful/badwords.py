@@ -180,7 +180,7 @@ class BadWordsFilter(RuleStage):
         return None
 
     def evaluate(self, text: str, lang: str | None) -> tuple[str, str] | None:
-        c = self.config
+        c = self.config_for(lang)
         words = self.word_list(lang)
         if words is None:
             self.count(f"no_list.{lang}")

@@ -1,0 +1,140 @@
+"""`refinery calibrate`: per-language thresholds from a corpus (a Beam job sharing `run`'s reading and extraction).
+
+    refinery calibrate --source ref=GLOB ... --output thresholds.yaml [--min-docs 30] [--max-docs 2000]
+
+Every document is extracted (WARC) or read (JSONL/Parquet text), its language identified (no threshold),
+and what each rule measures recorded (`stages.calibration.measure`); per language, a deterministic sample
+(the documents whose id hashes highest) reaches the driver, which applies `stages.calibration.RULE` and
+writes the file `refinery run --thresholds` reads. Calibrate on clean prose in many languages, ideally
+parallel (the same documents translated): the shipped file is built from NTREX-128 (`make thresholds`).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+
+import apache_beam as beam
+import yaml
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipeline.beam_options import check_beam_args, loopback_only_grpc
+from pipeline.config import ConfigError, load_config
+from pipeline.run import DEFAULT_RUNNER, check_inputs, input_root, source_groups
+from pipeline.transforms import ApplyStage, ReadFileFn, ReadSource
+from stages.calibration import calibrate
+from stages.extraction.extract import Extractor
+from stages.langid import LangIdConfig, LanguageIdentifier
+from stages.record import Document
+from stages.settings import add_set_flag, set_values
+from stages.thresholds import script_family
+
+
+class MeasureFn(beam.DoFn):
+    """document -> (language, (sample key, what each rule measures))."""
+
+    def __init__(self, langid_model: str | None, short_line_chars: int, declared: bool):
+        self._lid = LanguageIdentifier(LangIdConfig(model=langid_model, threshold=0.0))
+        self._short = short_line_chars
+        self._declared = declared  # the source name is the documents' language (reference corpora)
+
+    def setup(self) -> None:
+        self._lid.setup()
+
+    def process(self, doc: Document) -> Iterable:
+        from stages.calibration import measure
+
+        detected, score = self._lid.predict(doc.text)
+        lang = doc.source if self._declared else detected
+        if self._declared and detected != lang:
+            score = None  # misidentified: it says nothing about the confidence L's pages get
+        key = int.from_bytes(hashlib.blake2b(doc.id.encode(), digest_size=8).digest(), "big")
+        yield lang, (key, measure(doc.text, lang, score, self._short))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="refinery calibrate",
+        description="Measure every rule per detected language over a corpus and write per-language thresholds "
+                    "(stages/calibration.py states the rule) for `refinery run --thresholds FILE`.")
+    p.add_argument("--input", action="append", metavar="GLOB", default=[], help="WARC/JSONL/Parquet glob (repeatable)")
+    p.add_argument("--source", action="append", metavar="NAME=GLOB", default=[], help="more inputs (repeatable)")
+    p.add_argument("--output", required=True, metavar="YAML", help="the thresholds file to write")
+    p.add_argument("--config", metavar="YAML", help="run config (reading, extraction and language-ID settings)")
+    add_set_flag(p)
+    p.add_argument("--min-docs", type=int, default=30,
+                   help="documents a language needs for its own entry; fewer: its script family's (default 30)")
+    p.add_argument("--max-docs", type=int, default=2000, help="documents sampled per language (default 2000)")
+    p.add_argument("--reference", default="en", help="the language whose thresholds are moved (default en)")
+    p.add_argument("--source-is-language", action="store_true",
+                   help="each source's name is its documents' language (lid.176 code: --source de=GLOB); without it "
+                        "documents count under the language the language-ID model detects")
+    return p
+
+
+def calibrate_corpus(argv: Sequence[str]) -> dict:
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(list(argv))
+    check_beam_args(beam_args, parser)
+    if args.min_docs < 2 or args.max_docs < args.min_docs:
+        raise ConfigError("--min-docs must be >= 2 and --max-docs >= --min-docs")
+    overrides = set_values(args.set_values, type(load_config()))
+    overrides.update({"inputs": args.input, "sources": args.source, "output": args.output})
+    config = load_config(args.config, overrides)
+    if not config.inputs and not config.sources:
+        raise ConfigError("no input: pass --input GLOB or --source NAME=GLOB")
+    files = check_inputs([g for _, globs in source_groups(config) for g in globs])
+    if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
+        beam_args = [f"--runner={DEFAULT_RUNNER}", *beam_args]
+    root = input_root(files)
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "samples")
+        with loopback_only_grpc(), beam.Pipeline(options=PipelineOptions(beam_args)) as p:
+            html_docs, text_docs = [], []
+            for name, globs in source_groups(config):
+                read = ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes, root)
+                html, text, _ = p | f"Read_{name}" >> ReadSource(globs, read)
+                html_docs.append(html)
+                text_docs.append(text)
+            html = html_docs | "AllHtml" >> beam.Flatten()
+            extracted, _ = html | "Extract" >> ApplyStage(Extractor(config.extract))
+            _ = ([extracted, *text_docs]
+                 | "AllDocuments" >> beam.Flatten()
+                 | "Measure" >> beam.ParDo(MeasureFn(config.langid.model, config.fineweb.short_line_chars,
+                                                    args.source_is_language))
+                 | "SamplePerLanguage" >> beam.combiners.Top.PerKey(args.max_docs, key=lambda item: item[0])
+                 | "AsJson" >> beam.Map(lambda kv: json.dumps({"lang": kv[0], "metrics": [m for _, m in kv[1]]}))
+                 | "Write" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
+        samples: dict[str, dict[str, list[float]]] = {}
+        for name in sorted(os.listdir(tmp)):
+            with open(os.path.join(tmp, name), encoding="utf-8") as fh:
+                for line in fh:
+                    row = json.loads(line)
+                    per_key = samples.setdefault(row["lang"], {})
+                    for metrics in row["metrics"]:
+                        for key, value in metrics.items():
+                            per_key.setdefault(key, []).append(value)
+    try:
+        result = calibrate(samples, {lang: script_family(lang) for lang in samples}, args.min_docs, args.reference)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    with open(args.output, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(result, fh, sort_keys=True, allow_unicode=True, width=120)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        result = calibrate_corpus(sys.argv[1:] if argv is None else argv)
+    except ConfigError as exc:
+        print(f"refinery calibrate: error: {exc}", file=sys.stderr)
+        return 2
+    docs = result["calibration"]["documents"]
+    print(f"[refinery] calibrated {len(result['languages'])} languages ({sum(docs.values())} documents), "
+          f"{len(result['scripts'])} script families; languages under the minimum: "
+          f"{', '.join(sorted(k for k in docs if k not in result['languages'])) or 'none'}", file=sys.stderr)
+    return 0

@@ -1,0 +1,80 @@
+"""`refinery calibrate` (a real Beam job) and `refinery run --thresholds` on real multilingual text."""
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import yaml
+
+from pipeline.calibrate import calibrate_corpus
+from pipeline.run import run
+from tests.conftest import WarcBuilder
+
+NTREX = "../shared/data/multilingual"
+
+
+def ntrex(code):
+    sys.path.insert(0, "scripts")
+    from build_thresholds import ntrex_documents
+
+    return [text for c, _, text in ntrex_documents(NTREX) if c == code]
+
+
+def test_calibration_is_deterministic_and_small_languages_get_their_script_default(tmp_path):
+    for lang, code, n in (("en", "eng-GB", 40), ("de", "deu", 40), ("ja", "jpn", 40), ("nl", "nld", 3)):
+        with open(tmp_path / f"{lang}.jsonl", "w", encoding="utf-8") as fh:  # NTREX news documents
+            for i, text in enumerate(ntrex(code)[:n]):
+                fh.write(json.dumps({"id": str(i), "text": text}, ensure_ascii=False) + "\n")
+    args = [a for lang in ("en", "de", "ja", "nl") for a in ("--source", f"{lang}={tmp_path}/{lang}.jsonl")]
+    args += ["--source-is-language", "--min-docs", "20"]
+    first = calibrate_corpus(args + ["--output", str(tmp_path / "a.yaml")])
+    calibrate_corpus(args + ["--output", str(tmp_path / "b.yaml")])
+    assert (tmp_path / "a.yaml").read_bytes() == (tmp_path / "b.yaml").read_bytes()
+    assert set(first["languages"]) == {"en", "de", "ja"} and first["languages"]["en"] == {}
+    assert first["calibration"]["documents"] == {"de": 40, "en": 40, "ja": 40, "nl": 3}
+    assert "Latin" in first["scripts"] and "CJK" in first["scripts"]  # nl would be judged by Latin's entry
+    assert first["rule"] and first["reference_language"] == "en"
+    out = subprocess.run([sys.executable, "-m", "pipeline.cli", "calibrate", "--source", f"en={tmp_path}/nl.jsonl",
+                          "--output", str(tmp_path / "c.yaml")], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "needs at least 30 documents in the reference language" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def page(paragraphs):
+    return ("<html><body><article>" + "".join(f"<p>{p}</p>" for p in paragraphs) + "</article></body></html>").encode()
+
+
+def test_thresholds_change_the_decisions_they_should_and_no_others(tmp_path):
+    malayalam = ntrex("mal")[11]   # mean word length 10.18: over the English-shaped 10, under ml's calibrated 10.66
+    warc = WarcBuilder(tmp_path / "pages.warc.gz")
+    warc.response("http://t.example/ml", page(malayalam.splitlines()))
+    for code in ("eng-GB", "deu", "fra", "rus"):
+        for i, text in enumerate(ntrex(code)[:6]):
+            warc.response(f"http://t.example/{code}/{i}", page(text.splitlines()))
+    warc.response("http://t.example/en-list", page(["Home", "News", "Contact", "Login"] * 30))  # boilerplate
+    warc.close()
+    args = ["--input", str(tmp_path / "pages.warc.gz"), "--quiet", "--no-dedup", "--no-toxicity", "--no-bad-words"]
+    run(args + ["--output", str(tmp_path / "default")])
+    report = run(args + ["--output", str(tmp_path / "calibrated"), "--thresholds", "bundled"])
+
+    def outcome(out):
+        kept = {r["url"]: r["text"] for r in pq.read_table(str(out / "data")).to_pylist()}
+        ledger = {r["url"]: (r["stage"], r["reason"], r["detail"]) for r in pq.read_table(str(out / "ledger")).to_pylist()}
+        return kept, ledger
+
+    kept_default, ledger_default = outcome(tmp_path / "default")
+    kept_calibrated, ledger_calibrated = outcome(tmp_path / "calibrated")
+    assert ledger_default["http://t.example/ml"][:2] == ("gopher_quality", "gopher_mean_word_length")
+    assert "http://t.example/ml" in kept_calibrated
+    del ledger_default["http://t.example/ml"]
+    del kept_calibrated["http://t.example/ml"]
+    assert kept_calibrated == kept_default            # every other page: the same decision, the same text
+    assert {u: r[:2] for u, r in ledger_calibrated.items()} == {u: r[:2] for u, r in ledger_default.items()}
+    assert "http://t.example/en-list" in ledger_calibrated  # junk is still dropped
+    assert report["config"]["thresholds"] == "bundled" and report["conservation"]["holds"]
+
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(yaml.safe_dump({"languages": {"ml": {"gopher_quality": {"max_mean_word_length": 9.0}}}}))
+    run(args + ["--output", str(tmp_path / "strict"), "--thresholds", str(strict)])
+    _, ledger_strict = outcome(tmp_path / "strict")
+    assert ledger_strict["http://t.example/ml"][2].endswith("> 9.0 (ml threshold)")
