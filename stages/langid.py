@@ -13,6 +13,7 @@ from stages.models import bundled, load_fasttext
 from stages.record import Document, DropReason, Stage, StageResult
 from stages.settings import ConfigError, check, split_commas
 from stages.table import StageSpec
+from stages.thresholds import CANTONESE_MARKERS, SCRIPT_FAMILIES, dominant_script_family, script_family
 
 STAGE = "langid"
 BUNDLED_MODEL = "lid.176.ftz"
@@ -99,7 +100,18 @@ class LanguageIdentifier(Stage):
                             f"{lang}:{score:.3f}" + (f" < {threshold} ({whose} threshold)" if whose else ""))
         if self._languages is not None and lang.lower() not in self._languages:
             return doc.drop(STAGE, DropReason.LANG_NOT_SELECTED, f"{lang}:{score:.3f}")
+        self._note_confusables(doc.text, lang)
         return doc.replace(lang=lang, lang_score=score)
+
+    def _note_confusables(self, text: str, lang: str) -> None:
+        """Count kept pages whose label the text itself contradicts (`langid.note.confusable.<label>.<what>` in
+        the funnel): most letters in another script family than the label's, or, for `zh`, written Cantonese."""
+        written = dominant_script_family(text)
+        expected = script_family(lang)
+        if written and written != expected and expected in SCRIPT_FAMILIES:  # ICU knows the label's script
+            self.count(f"confusable.{lang}.{written}")
+        if lang == "zh" and sum(ch in CANTONESE_MARKERS for ch in text[:4000]) >= 5:
+            self.count("confusable.zh.cantonese")
 
     def __getstate__(self):  # the loaded model stays on the worker that loaded it
         return {"config": self.config, "_languages": self._languages, "_model": None,

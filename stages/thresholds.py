@@ -25,11 +25,13 @@ BUNDLED = "bundled"  # --thresholds bundled: stages/models/thresholds.yaml, buil
 # ISO 15924 script (ICU's likely script of a language) -> script family
 _FAMILIES = {
     "Latn": "Latin", "Cyrl": "Cyrillic", "Grek": "Greek", "Arab": "Arabic", "Hebr": "Hebrew",
-    "Hans": "CJK", "Hant": "CJK", "Jpan": "CJK", "Kore": "Hangul",
+    "Hans": "CJK", "Hant": "CJK", "Jpan": "CJK", "Hani": "CJK", "Hira": "CJK", "Kana": "CJK",
+    "Kore": "Hangul", "Hang": "Hangul",
     **{s: "Indic" for s in ("Deva", "Beng", "Guru", "Gujr", "Orya", "Taml", "Telu", "Knda", "Mlym", "Sinh")},
     **{s: "SoutheastAsian" for s in ("Thai", "Laoo", "Khmr", "Mymr", "Tibt")},
     "Ethi": "Ethiopic", "Geor": "Georgian", "Armn": "Armenian",
 }
+SCRIPT_FAMILIES = frozenset(_FAMILIES.values())
 
 
 @functools.cache
@@ -41,6 +43,28 @@ def script_family(lang: str | None) -> str:
 
     script = icu.Locale.addLikelySubtags(icu.Locale(lang)).getScript()
     return _FAMILIES.get(script, script)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _char_family(ch: str) -> str:
+    import icu
+
+    script = icu.Script.getScript(ord(ch)).getShortName()
+    return _FAMILIES.get(script, script)
+
+
+def dominant_script_family(text: str, sample: int = 2000) -> str:
+    """The script family most letters of the text's first `sample` characters belong to ("" if none)."""
+    counts: dict[str, int] = {}
+    for ch in text[:sample]:
+        if ch.isalpha():
+            family = _char_family(ch)
+            counts[family] = counts.get(family, 0) + 1
+    return max(counts, key=counts.get) if counts else ""
+
+
+# Characters common in written Cantonese and rare in Standard Chinese: lid.176 labels Cantonese `zh`.
+CANTONESE_MARKERS = frozenset("嘅係咗冇唔喺佢哋嘢啲")
 
 
 def bundled_path() -> str:

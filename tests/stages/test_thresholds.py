@@ -93,3 +93,19 @@ def test_the_bundled_file_loads_and_covers_many_languages():
     bundled = load_thresholds("bundled")
     assert len(bundled.languages) >= 80 and {"Latin", "Cyrillic", "Indic", "Arabic"} <= set(bundled.scripts)
     assert bundled.languages["en"] == {} and bundled.entry("ml", "gopher_quality")[0]["max_mean_word_length"] > 10
+
+
+def test_confusable_labels_are_counted_not_silently_accepted():
+    from stages.thresholds import dominant_script_family
+
+    assert [dominant_script_family(t) for t in ("Добрый день, Ivan", "東京は日本の首都です", "안녕하세요 여러분", "123 !!")] == [
+        "Cyrillic", "CJK", "Hangul", ""]
+    lid, notes = LanguageIdentifier(), []
+    lid.count = lambda name, n=1: notes.append(name)
+    cantonese = ("今日我哋去咗旅行，佢話好開心，但係我冇去過嗰度，唔知啲嘢係點樣。這是一個關於香港歷史的簡短介紹，"
+                 "涵蓋了從古代到現代的重要事件，以及香港社會的發展和變化。")
+    doc = lid(Document(id="1", url="", source="web", text=cantonese))
+    assert doc.lang == "zh" and notes == ["confusable.zh.cantonese"]  # lid.176 says zh at 0.96
+    notes.clear()
+    lid(Document(id="2", url="", source="web", text="这是一个关于中国历史的简短介绍，涵盖了从古代到现代的重要事件。"))
+    assert notes == []
