@@ -41,9 +41,10 @@ class JobConfig:
     anneal_min_quality: float = 0.8     # quality_score needed to enter the anneal split
     num_shards: int = 0                 # ledger files (0 lets the runner choose)
     inject_errors: tuple[str, ...] = () # testing only: "STAGE=URL_SUBSTRING" makes STAGE raise ValueError there
-    # Per-language thresholds (a file `refinery calibrate` writes; "bundled": the shipped one, calibrated on
-    # NTREX-128 news in 100+ languages); none: every language is judged by the thresholds above
-    thresholds: str | None = None
+    # Per-language thresholds: a file `refinery calibrate` writes, or "bundled" (stages/models/thresholds.yaml,
+    # calibrated on NTREX-128 news in 91 languages); none: every language is judged by the English-shaped
+    # thresholds of the sections below
+    thresholds: str | None = "bundled"
 
     def __post_init__(self):
         check(self.anneal_fraction is None or 0 < self.anneal_fraction <= 1, "anneal_fraction must be in (0, 1]")

@@ -17,12 +17,14 @@ calibrated on the pooled documents of its languages.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from stages.fineweb import FineWebConfig
 from stages.gopher import GopherQualityConfig, GopherRepetitionConfig, NGrams
+from stages.harmful.badwords import BadWordsConfig, BadWordsFilter, find_bad_words
 from stages.langid import LangIdConfig
 from stages.text import NO_SPACE_LANGS, TERMINAL_PUNCTUATION, is_punctuation, normalized_words, split_words, stop_words
 
@@ -61,6 +63,7 @@ METRICS = (
     Metric("fineweb.min_line_punct", "min", 0.0, 1.0),
     Metric("fineweb.max_short_lines", "max", 0.0, 1.0),
     Metric("fineweb.max_newline_ratio", "max"),
+    Metric("bad_words.max_density", "max"),
 )
 BY_KEY = {m.key: m for m in METRICS}
 
@@ -92,13 +95,22 @@ def measure(text: str, lang: str | None, lang_score: float | None, short_line_ch
         out["fineweb.min_line_punct"] = sum(line.rstrip().endswith(TERMINAL_PUNCTUATION) for line in lines) / len(lines)
         out["fineweb.max_short_lines"] = sum(len(line) <= short_line_chars for line in lines) / len(lines)
         out["fineweb.max_newline_ratio"] = text.count("\n") / max(len(split_words(text, lang)), 1)
+    bad_words = _bad_words().word_list(lang)
+    if bad_words is not None:  # where LDNOOBW has a list for the language
+        found, n_words = find_bad_words(text, lang, bad_words)
+        out["bad_words.max_density"] = 1000.0 * sum(found.values()) / max(n_words, 1)
     return out
+
+
+@functools.cache
+def _bad_words() -> BadWordsFilter:
+    return BadWordsFilter()
 
 
 def english_thresholds() -> dict[str, float]:
     """The thresholds the run's defaults set (the English-shaped recipe), by metric key."""
     configs = {"langid": LangIdConfig(), "gopher_quality": GopherQualityConfig(),
-               "gopher_repetition": GopherRepetitionConfig(), "fineweb": FineWebConfig()}
+               "gopher_repetition": GopherRepetitionConfig(), "fineweb": FineWebConfig(), "bad_words": BadWordsConfig()}
     out = {}
     for metric in METRICS:
         value = getattr(configs[metric.section], metric.setting)

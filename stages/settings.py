@@ -205,11 +205,13 @@ def _coerce_number(hint: type, value: Any, where: str):
     return hint(value)
 
 
-def read_yaml(path: str, flag: str = "--config") -> dict[str, Any]:
-    """A YAML (or JSON) file's top-level mapping; unreadable or malformed files are one ConfigError."""
+def read_yaml(path: str, flag: str = "--config", fast: bool = False) -> dict[str, Any]:
+    """A YAML (or JSON) file's top-level mapping; unreadable or malformed files are one ConfigError.
+    `fast`: libyaml's parser where installed (4x faster on large generated files; no line numbers in errors)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader) if fast else yaml.SafeLoader
     try:
         with open(path, encoding="utf-8") as fh:
-            values = yaml.safe_load(fh)
+            values = yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
     except OSError as exc:
         raise ConfigError(f"cannot read {flag} {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:

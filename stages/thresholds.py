@@ -97,7 +97,14 @@ def load_thresholds(path: str | None) -> Thresholds | None:
     if not os.path.isfile(path):
         raise ConfigError(f"--thresholds {path}: no such file (`refinery calibrate` writes one; "
                           f"`--thresholds {BUNDLED}` is the shipped one)")
-    values = read_yaml(path, "--thresholds")
+    stat = os.stat(path)
+    return _load(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str, mtime_ns: int, size: int) -> Thresholds:
+    """Parsed once per file version: every stage of a run (and every run of a process) reads the same file."""
+    values = read_yaml(path, "--thresholds", fast=True)
     out = {}
     for key in ("languages", "scripts"):
         table = values.get(key) or {}

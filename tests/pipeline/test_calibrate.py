@@ -54,7 +54,7 @@ def test_thresholds_change_the_decisions_they_should_and_no_others(tmp_path):
     warc.response("http://t.example/en-list", page(["Home", "News", "Contact", "Login"] * 30))  # boilerplate
     warc.close()
     args = ["--input", str(tmp_path / "pages.warc.gz"), "--quiet", "--no-dedup", "--no-toxicity", "--no-bad-words"]
-    run(args + ["--output", str(tmp_path / "default")])
+    run(args + ["--output", str(tmp_path / "default"), "--thresholds", "none"])
     report = run(args + ["--output", str(tmp_path / "calibrated"), "--thresholds", "bundled"])
 
     def outcome(out):
