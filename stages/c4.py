@@ -49,31 +49,39 @@ class C4Filter(RuleStage):
         c = self.config_for(doc.lang)
         if c.max_page_chars is not None and len(doc.text) > c.max_page_chars:
             return doc.drop(self.name, DropReason.C4_TOO_LONG, f"{len(doc.text)} > {c.max_page_chars} characters")
-        kept, sentences = [], 0
-        for line in doc.text.splitlines():
-            line = line.strip()
-            if any(len(word) > c.max_word_length for word in line.split()):
-                continue
-            if c.remove_citations:
-                line = _CITATION.sub("", line)
-            if not line.endswith(_END_MARKS) or line.endswith("..."):
-                continue
-            if len(line.split()) < c.min_words_per_line:
-                continue
-            lower = line.lower()
-            if "lorem ipsum" in lower:
-                return doc.drop(self.name, DropReason.C4_LOREM_IPSUM)
-            if c.remove_javascript_lines and "javascript" in lower:
-                continue
-            if "{" in line:  # probably code
-                return doc.drop(self.name, DropReason.C4_CURLY_BRACKET, line[:80])
-            if c.remove_policy_lines and any(p in lower for p in _POLICY):
-                continue
-            sentences += max(len(_SENTENCE_END.findall(line)), 1)
-            kept.append(line)
-        if sentences < c.min_sentences:
-            return doc.drop(self.name, DropReason.C4_TOO_FEW_SENTENCES, f"{sentences} < {c.min_sentences}")
+        kept, sentences, verdict = clean_lines(doc.text, c)
+        if verdict is not None:
+            return doc.drop(self.name, *verdict)
+        if sentences < c.min_sentences or not kept:  # no line left: never an empty document, whatever the threshold
+            return doc.drop(self.name, DropReason.C4_TOO_FEW_SENTENCES, f"{sentences} < {max(c.min_sentences, 1)}")
         return doc.replace(text="\n".join(kept))
+
+
+def clean_lines(text: str, c: C4Config) -> tuple[list[str], int, tuple[str, str] | None]:
+    """(lines C4 keeps, sentences in them, a page verdict (lorem ipsum, code) or None)."""
+    kept, sentences = [], 0
+    for line in text.splitlines():
+        line = line.strip()
+        if any(len(word) > c.max_word_length for word in line.split()):
+            continue
+        if c.remove_citations:
+            line = _CITATION.sub("", line)
+        if not line.endswith(_END_MARKS) or line.endswith("..."):
+            continue
+        if len(line.split()) < c.min_words_per_line:
+            continue
+        lower = line.lower()
+        if "lorem ipsum" in lower:
+            return kept, sentences, (DropReason.C4_LOREM_IPSUM, "")
+        if c.remove_javascript_lines and "javascript" in lower:
+            continue
+        if "{" in line:  # probably code
+            return kept, sentences, (DropReason.C4_CURLY_BRACKET, line[:80])
+        if c.remove_policy_lines and any(p in lower for p in _POLICY):
+            continue
+        sentences += max(len(_SENTENCE_END.findall(line)), 1)
+        kept.append(line)
+    return kept, sentences, None
 
 
 SPEC = StageSpec(

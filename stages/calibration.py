@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from stages.c4 import C4Config, clean_lines
 from stages.fineweb import FineWebConfig
 from stages.gopher import GopherQualityConfig, GopherRepetitionConfig, NGrams
 from stages.harmful.badwords import BadWordsConfig, BadWordsFilter, find_bad_words
@@ -64,6 +65,7 @@ METRICS = (
     Metric("fineweb.max_short_lines", "max", 0.0, 1.0),
     Metric("fineweb.max_newline_ratio", "max"),
     Metric("bad_words.max_density", "max"),
+    Metric("c4.min_sentences", "min", 0, math.inf, integer=True),
 )
 BY_KEY = {m.key: m for m in METRICS}
 
@@ -95,6 +97,7 @@ def measure(text: str, lang: str | None, lang_score: float | None, short_line_ch
         out["fineweb.min_line_punct"] = sum(line.rstrip().endswith(TERMINAL_PUNCTUATION) for line in lines) / len(lines)
         out["fineweb.max_short_lines"] = sum(len(line) <= short_line_chars for line in lines) / len(lines)
         out["fineweb.max_newline_ratio"] = text.count("\n") / max(len(split_words(text, lang)), 1)
+    out["c4.min_sentences"] = float(clean_lines(text, C4Config())[1])
     bad_words = _bad_words().word_list(lang)
     if bad_words is not None:  # where LDNOOBW has a list for the language
         found, n_words = find_bad_words(text, lang, bad_words)
@@ -110,7 +113,8 @@ def _bad_words() -> BadWordsFilter:
 def english_thresholds() -> dict[str, float]:
     """The thresholds the run's defaults set (the English-shaped recipe), by metric key."""
     configs = {"langid": LangIdConfig(), "gopher_quality": GopherQualityConfig(),
-               "gopher_repetition": GopherRepetitionConfig(), "fineweb": FineWebConfig(), "bad_words": BadWordsConfig()}
+               "gopher_repetition": GopherRepetitionConfig(), "fineweb": FineWebConfig(), "bad_words": BadWordsConfig(),
+               "c4": C4Config()}
     out = {}
     for metric in METRICS:
         value = getattr(configs[metric.section], metric.setting)
