@@ -12,7 +12,8 @@ import zipfile
 from tests.conftest import REPO
 
 MODELS = ["stages/models/lid.176.ftz", "stages/models/quality.ftz", "stages/models/quality.ftz.card.json",
-          "stages/models/toxicity.ftz", "stages/models/toxicity.ftz.card.json", "stages/models/README.md",
+          "stages/models/toxicity.ftz", "stages/models/toxicity.ftz.card.json", "stages/models/thresholds.yaml",
+          "stages/models/README.md",
           "stages/harmful/lists/SOURCES.md", "stages/harmful/lists/ut1/adult.domains.xz",
           "stages/harmful/lists/url_words/banned_words.txt", "stages/harmful/lists/ldnoobw/v1/en.txt",
           "stages/harmful/lists/ldnoobw/v2/ja.txt", "stages/harmful/lists/ldnoobw/ordinary/v2/en.txt"]
