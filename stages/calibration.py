@@ -23,11 +23,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from stages.c4 import C4Config, clean_lines
-from stages.fineweb import FineWebConfig
-from stages.gopher import GopherQualityConfig, GopherRepetitionConfig, NGrams
+from stages.fineweb import FineWebConfig, line_measures
+from stages.gopher import GopherQualityConfig, GopherRepetitionConfig, NGrams, quality_measures
 from stages.harmful.badwords import BadWordsConfig, BadWordsFilter, find_bad_words
 from stages.langid import LangIdConfig
-from stages.text import NO_SPACE_LANGS, TERMINAL_PUNCTUATION, is_punctuation, normalized_words, split_words, stop_words
+from stages.text import normalized_words
 
 RULE = ("s = share of reference documents a threshold removes; t_L = t_en if s_L(t_en) <= max(2 s_en, s_en + 0.02), "
         "else the L quantile that removes s_en / 2 of L's reference documents (never tighter than t_en)")
@@ -75,28 +75,24 @@ def measure(text: str, lang: str | None, lang_score: float | None, short_line_ch
     (stages/gopher.py, stages/fineweb.py, stages/langid.py); rules that skip the language are absent, and
     so is the language-ID score when it is None (the page was not identified as its language)."""
     out = {} if lang_score is None else {"langid.threshold": lang_score}
-    words = [w for w in split_words(text, lang) if not is_punctuation(w)]
-    n = max(len(words), 1)
-    out["gopher_quality.min_words"] = float(len(words))
-    if lang not in NO_SPACE_LANGS:
-        mean = sum(len(w) for w in words) / n
-        out["gopher_quality.min_mean_word_length"] = out["gopher_quality.max_mean_word_length"] = mean
-    out["gopher_quality.min_alpha_words"] = sum(any(ch.isalpha() for ch in w) for w in words) / n
-    vocabulary = stop_words(lang)
-    normalized = normalized_words(text, lang)
-    if vocabulary is not None:
-        out["gopher_quality.min_stop_words"] = float(sum(w in vocabulary for w in normalized))
-    grams = NGrams(normalized)
+    quality = quality_measures(text, lang)
+    out["gopher_quality.min_words"] = float(quality["words"])
+    if quality["mean_word_length"] is not None:
+        out["gopher_quality.min_mean_word_length"] = out["gopher_quality.max_mean_word_length"] = quality["mean_word_length"]
+    out["gopher_quality.min_alpha_words"] = quality["alpha_words"]
+    if quality["stop_words"] is not None:
+        out["gopher_quality.min_stop_words"] = float(quality["stop_words"])
+    grams = NGrams(normalized_words(text, lang))
     if grams.total:
         for k in TOP_NGRAMS:
             out[f"gopher_repetition.max_top_ngram_chars.{k}"] = grams.top_chars(k) / grams.total
         for k in DUP_NGRAMS:
             out[f"gopher_repetition.max_dup_ngram_chars.{k}"] = grams.duplicated_chars(k) / grams.total
-    lines = [line for line in text.split("\n") if line.strip()]
-    if lines:
-        out["fineweb.min_line_punct"] = sum(line.rstrip().endswith(TERMINAL_PUNCTUATION) for line in lines) / len(lines)
-        out["fineweb.max_short_lines"] = sum(len(line) <= short_line_chars for line in lines) / len(lines)
-        out["fineweb.max_newline_ratio"] = text.count("\n") / max(len(split_words(text, lang)), 1)
+    lines = line_measures(text, lang, short_line_chars)
+    if lines is not None:
+        out["fineweb.min_line_punct"] = lines["line_punct"]
+        out["fineweb.max_short_lines"] = lines["short_lines"]
+        out["fineweb.max_newline_ratio"] = lines["newline_ratio"]
     out["c4.min_sentences"] = float(clean_lines(text, C4Config())[1])
     bad_words = _bad_words().word_list(lang)
     if bad_words is not None:  # where LDNOOBW has a list for the language

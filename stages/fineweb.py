@@ -33,23 +33,31 @@ class FineWebFilter(RuleStage):
 
     def evaluate(self, text: str, lang: str | None) -> tuple[str, str] | None:
         c = self.config_for(lang)
-        lines = [line for line in text.split("\n") if line.strip()]
-        if not lines:
+        m = line_measures(text, lang, c.short_line_chars)
+        if m is None:
             return DropReason.NO_TEXT, "no non-empty lines"
-        punct = sum(line.rstrip().endswith(TERMINAL_PUNCTUATION) for line in lines) / len(lines)
-        if c.min_line_punct is not None and punct < c.min_line_punct:
-            return DropReason.FINEWEB_LINE_PUNCT, f"{punct:.3f} < {c.min_line_punct}"
-        short = sum(len(line) <= c.short_line_chars for line in lines) / len(lines)
-        if c.max_short_lines is not None and short > c.max_short_lines:
-            return DropReason.FINEWEB_SHORT_LINES, f"{short:.3f} > {c.max_short_lines}"
-        dup_chars = duplicate_units(lines)[1] / max(len(text.replace("\n", "")), 1)
-        if c.max_dup_line_chars is not None and dup_chars > c.max_dup_line_chars:
-            return DropReason.FINEWEB_DUP_LINE_CHARS, f"{dup_chars:.3f} > {c.max_dup_line_chars}"
-        words = split_words(text, lang)
-        ratio = text.count("\n") / max(len(words), 1)
-        if c.max_newline_ratio is not None and ratio > c.max_newline_ratio:
-            return DropReason.FINEWEB_NEWLINE_RATIO, f"{ratio:.3f} > {c.max_newline_ratio}"
+        if c.min_line_punct is not None and m["line_punct"] < c.min_line_punct:
+            return DropReason.FINEWEB_LINE_PUNCT, f"{m['line_punct']:.3f} < {c.min_line_punct}"
+        if c.max_short_lines is not None and m["short_lines"] > c.max_short_lines:
+            return DropReason.FINEWEB_SHORT_LINES, f"{m['short_lines']:.3f} > {c.max_short_lines}"
+        if c.max_dup_line_chars is not None and m["dup_line_chars"] > c.max_dup_line_chars:
+            return DropReason.FINEWEB_DUP_LINE_CHARS, f"{m['dup_line_chars']:.3f} > {c.max_dup_line_chars}"
+        if c.max_newline_ratio is not None and m["newline_ratio"] > c.max_newline_ratio:
+            return DropReason.FINEWEB_NEWLINE_RATIO, f"{m['newline_ratio']:.3f} > {c.max_newline_ratio}"
         return None
+
+
+def line_measures(text: str, lang: str | None, short_line_chars: int) -> dict[str, float] | None:
+    """What FineWeb's rules measure (the rules and `refinery calibrate` both use this); None without a line."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    if not lines:
+        return None
+    return {
+        "line_punct": sum(line.rstrip().endswith(TERMINAL_PUNCTUATION) for line in lines) / len(lines),
+        "short_lines": sum(len(line) <= short_line_chars for line in lines) / len(lines),
+        "dup_line_chars": duplicate_units(lines)[1] / max(len(text.replace("\n", "")), 1),
+        "newline_ratio": text.count("\n") / max(len(split_words(text, lang)), 1),
+    }
 
 
 SPEC = StageSpec(

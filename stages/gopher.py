@@ -46,46 +46,57 @@ class GopherQuality(RuleStage):
 
     def evaluate(self, text: str, lang: str | None) -> tuple[DropReason, str] | None:
         c = self.config_for(lang)
-        words = split_words(text, lang)
-        content_words = [w for w in words if not is_punctuation(w)]  # Gopher: symbols are not words
-        n = len(content_words)
+        m = quality_measures(text, lang)
+        n = m["words"]
         if c.min_words is not None and n < c.min_words:
             return DropReason.GOPHER_TOO_FEW_WORDS, f"{n} < {c.min_words}"
         if c.max_words is not None and n > c.max_words:
             return DropReason.GOPHER_TOO_MANY_WORDS, f"{n} > {c.max_words}"
-        n = max(n, 1)
-        if lang in NO_SPACE_LANGS:
+        mean = m["mean_word_length"]
+        if mean is None:
             self.count(f"skip.mean_word_length.{lang}")  # words of 1-2 characters are normal there
         else:
-            mean = sum(len(w) for w in content_words) / n
             if c.min_mean_word_length is not None and mean < c.min_mean_word_length:
                 return DropReason.GOPHER_MEAN_WORD_LENGTH, f"{mean:.2f} < {c.min_mean_word_length}"
             if c.max_mean_word_length is not None and mean > c.max_mean_word_length:
                 return DropReason.GOPHER_MEAN_WORD_LENGTH, f"{mean:.2f} > {c.max_mean_word_length}"
-        if c.max_hash_ratio is not None and text.count("#") / n > c.max_hash_ratio:
-            return DropReason.GOPHER_SYMBOL_RATIO, f"'#' per word {text.count('#') / n:.3f} > {c.max_hash_ratio}"
-        ellipses = text.count("...") + text.count("…")
-        if c.max_ellipsis_ratio is not None and ellipses / n > c.max_ellipsis_ratio:
-            return DropReason.GOPHER_SYMBOL_RATIO, f"ellipsis per word {ellipses / n:.3f} > {c.max_ellipsis_ratio}"
-        lines = [line for line in text.splitlines() if line.strip()] or [""]
-        bullets = sum(line.lstrip().startswith(("•", "-", "*", "·", "‣", "◦")) for line in lines) / len(lines)
-        if c.max_bullet_lines is not None and bullets > c.max_bullet_lines:
-            return DropReason.GOPHER_BULLET_LINES, f"{bullets:.2f} > {c.max_bullet_lines}"
-        trailing = sum(line.rstrip().endswith(("...", "…")) for line in lines) / len(lines)
-        if c.max_ellipsis_lines is not None and trailing > c.max_ellipsis_lines:
-            return DropReason.GOPHER_ELLIPSIS_LINES, f"{trailing:.2f} > {c.max_ellipsis_lines}"
-        alpha = sum(any(ch.isalpha() for ch in w) for w in content_words) / n
-        if c.min_alpha_words is not None and alpha < c.min_alpha_words:
-            return DropReason.GOPHER_ALPHA_WORDS, f"{alpha:.2f} < {c.min_alpha_words}"
+        if c.max_hash_ratio is not None and m["hash_ratio"] > c.max_hash_ratio:
+            return DropReason.GOPHER_SYMBOL_RATIO, f"'#' per word {m['hash_ratio']:.3f} > {c.max_hash_ratio}"
+        if c.max_ellipsis_ratio is not None and m["ellipsis_ratio"] > c.max_ellipsis_ratio:
+            return DropReason.GOPHER_SYMBOL_RATIO, f"ellipsis per word {m['ellipsis_ratio']:.3f} > {c.max_ellipsis_ratio}"
+        if c.max_bullet_lines is not None and m["bullet_lines"] > c.max_bullet_lines:
+            return DropReason.GOPHER_BULLET_LINES, f"{m['bullet_lines']:.2f} > {c.max_bullet_lines}"
+        if c.max_ellipsis_lines is not None and m["ellipsis_lines"] > c.max_ellipsis_lines:
+            return DropReason.GOPHER_ELLIPSIS_LINES, f"{m['ellipsis_lines']:.2f} > {c.max_ellipsis_lines}"
+        if c.min_alpha_words is not None and m["alpha_words"] < c.min_alpha_words:
+            return DropReason.GOPHER_ALPHA_WORDS, f"{m['alpha_words']:.2f} < {c.min_alpha_words}"
         if c.min_stop_words is not None:
-            vocabulary = stop_words(lang)
-            if vocabulary is None:
+            found = m["stop_words"]
+            if found is None:
                 self.count(f"skip.stop_words.{lang}")  # no list for this language: rule not applied
-            else:
-                found = sum(w in vocabulary for w in normalized_words(text, lang))
-                if found < c.min_stop_words:
-                    return DropReason.GOPHER_STOP_WORDS, f"{found} {lang} stop words < {c.min_stop_words}"
+            elif found < c.min_stop_words:
+                return DropReason.GOPHER_STOP_WORDS, f"{found} {lang} stop words < {c.min_stop_words}"
         return None
+
+
+def quality_measures(text: str, lang: str | None) -> dict:
+    """What the Gopher quality rules measure on a page (the rules and `refinery calibrate` both use this):
+    words, mean_word_length (None for no-space languages), hash_ratio and ellipsis_ratio (per word),
+    bullet_lines and ellipsis_lines (shares of lines), alpha_words (share), stop_words (None without a list)."""
+    content_words = [w for w in split_words(text, lang) if not is_punctuation(w)]  # Gopher: symbols are not words
+    n = max(len(content_words), 1)
+    lines = [line for line in text.splitlines() if line.strip()] or [""]
+    vocabulary = stop_words(lang)
+    return {
+        "words": len(content_words),
+        "mean_word_length": None if lang in NO_SPACE_LANGS else sum(len(w) for w in content_words) / n,
+        "hash_ratio": text.count("#") / n,
+        "ellipsis_ratio": (text.count("...") + text.count("…")) / n,
+        "bullet_lines": sum(line.lstrip().startswith(("•", "-", "*", "·", "‣", "◦")) for line in lines) / len(lines),
+        "ellipsis_lines": sum(line.rstrip().endswith(("...", "…")) for line in lines) / len(lines),
+        "alpha_words": sum(any(ch.isalpha() for ch in w) for w in content_words) / n,
+        "stop_words": None if vocabulary is None else sum(w in vocabulary for w in normalized_words(text, lang)),
+    }
 
 
 @dataclass(frozen=True)
