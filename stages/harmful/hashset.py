@@ -12,12 +12,13 @@ memory-mapped: every worker process on a machine shares the same pages.
 """
 from __future__ import annotations
 
+import array
 import bisect
 import hashlib
 import lzma
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -44,7 +45,11 @@ class HashedSet:
 
     @classmethod
     def from_keys(cls, keys: Iterable[str]) -> HashedSet:
-        hashes = np.sort(np.fromiter((key_hash(k) for k in keys), dtype=np.uint64))
+        return cls.from_hashes(np.fromiter((key_hash(k) for k in keys), dtype=np.uint64))
+
+    @classmethod
+    def from_hashes(cls, hashes: np.ndarray) -> HashedSet:
+        hashes = np.sort(hashes)
         return cls(hashes[np.append(True, hashes[1:] != hashes[:-1])] if len(hashes) else hashes)
 
     def __len__(self) -> int:
@@ -109,17 +114,34 @@ def _digest(paths: Sequence[str], salt: str) -> str:
     return h.hexdigest()[:32]
 
 
+def load_hashed_sets(paths: Sequence[str], normalizers: Mapping[str, Callable[[str], str | None]]) -> dict[str, HashedSet]:
+    """For each name -> normalize (None drops an entry), the keys of the list files `paths` as a HashedSet;
+    built once per list content and name (the name stands for its normalization), then cached. The lists are
+    read once, whatever the number of sets built from them."""
+    out, missing = {}, {}
+    for name, normalize in normalizers.items():
+        cached = os.path.join(cache_dir(), f"{_digest(paths, name)}.npy")
+        try:
+            out[name] = HashedSet(np.load(cached, mmap_mode="r"))
+        except (OSError, ValueError):
+            missing[name] = (normalize, cached, array.array("Q"))
+    for line in (line for path in paths for line in iter_lines(path)) if missing else ():
+        for normalize, _, hashes in missing.values():
+            key = normalize(line)
+            if key:
+                hashes.append(key_hash(key))
+    for name, (_, cached, hashes) in missing.items():
+        out[name] = HashedSet.from_hashes(np.frombuffer(hashes, dtype=np.uint64) if hashes else np.empty(0, np.uint64))
+        _save(out[name], cached)
+    return out
+
+
 def load_hashed_set(paths: Sequence[str], normalize, salt: str = "") -> HashedSet:
-    """The keys of `paths` (list files), each passed through `normalize` (None drops an entry), as a
-    HashedSet; built once per list content and `salt` (name the normalization there), then cached."""
-    key = _digest(paths, salt)
-    cached = os.path.join(cache_dir(), f"{key}.npy")
-    try:
-        return HashedSet(np.load(cached, mmap_mode="r"))
-    except (OSError, ValueError):
-        pass
-    keys = (k for path in paths for k in map(normalize, iter_lines(path)) if k)
-    built = HashedSet.from_keys(keys)
+    """One set: `load_hashed_sets` with one normalization, named by `salt`."""
+    return load_hashed_sets(paths, {salt: normalize})[salt]
+
+
+def _save(built: HashedSet, cached: str) -> None:
     try:  # atomically: concurrent workers may build the same set
         os.makedirs(os.path.dirname(cached), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cached), suffix=".tmp")
@@ -128,4 +150,3 @@ def load_hashed_set(paths: Sequence[str], normalize, salt: str = "") -> HashedSe
         os.replace(tmp, cached)
     except OSError:
         pass  # a read-only home: the set stays in memory, rebuilt by the next process
-    return built

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from urllib.parse import urlsplit
 
-from stages.harmful.hashset import HashedSet, load_hashed_set, read_lines
+from stages.harmful.hashset import HashedSet, load_hashed_sets, read_lines
 from stages.record import Document, Stage, StageEnvironmentError, StageResult
 from stages.settings import check
 from stages.table import StageSpec
@@ -73,7 +73,8 @@ def _url(entry: str) -> str | None:
 @cache
 def _lists(paths: tuple[str, ...]) -> tuple[HashedSet, HashedSet]:
     """(domains, URLs) of list files; cached per process: every stage of a worker shares them."""
-    return load_hashed_set(paths, _domain, "domain"), load_hashed_set(paths, _url, "url")
+    sets = load_hashed_sets(paths, {"domain": _domain, "url": _url})
+    return sets["domain"], sets["url"]
 
 
 def _word_list(name: str) -> list[str]:
