@@ -24,8 +24,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.beam_options import check_beam_args, loopback_only_grpc
 from pipeline.config import ConfigError, load_config
-from pipeline.run import DEFAULT_RUNNER, check_inputs, input_root, source_groups
-from pipeline.transforms import ApplyStage, ReadFileFn, ReadSource
+from pipeline.run import DEFAULT_RUNNER, check_inputs, input_root, read_sources, source_groups
+from pipeline.transforms import ApplyStage
 from stages.calibration import calibrate
 from stages.extraction.extract import Extractor
 from stages.langid import LangIdConfig, LanguageIdentifier
@@ -94,15 +94,9 @@ def calibrate_corpus(argv: Sequence[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "samples")
         with loopback_only_grpc(), beam.Pipeline(options=PipelineOptions(beam_args)) as p:
-            html_docs, text_docs = [], []
-            for name, globs in source_groups(config):
-                read = ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes, root)
-                html, text, _ = p | f"Read_{name}" >> ReadSource(globs, read)
-                html_docs.append(html)
-                text_docs.append(text)
-            html = html_docs | "AllHtml" >> beam.Flatten()
+            html, text, _ = read_sources(p, config, root)
             extracted, _ = html | "Extract" >> ApplyStage(Extractor(config.extract))
-            _ = ([extracted, *text_docs]
+            _ = ([extracted, text]
                  | "AllDocuments" >> beam.Flatten()
                  | "Measure" >> beam.ParDo(MeasureFn(config.langid.model, config.fineweb.short_line_chars,
                                                     args.source_is_language))

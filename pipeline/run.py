@@ -190,21 +190,28 @@ def source_groups(config: RunConfig) -> list[tuple]:
     return list(groups.items())
 
 
+def read_sources(p: beam.Pipeline, config: RunConfig, root: str = "") -> tuple:
+    """(HTML documents, text documents, read drops) of every source, each read by its own files' reader
+    (`refinery run` and `refinery calibrate` read alike)."""
+    html_docs, text_docs, drops = [], [], []
+    for name, globs in source_groups(config):
+        read = ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes, root)
+        html, text, dropped = p | f"Read_{name}" >> ReadSource(globs, read)
+        html_docs.append(html)
+        text_docs.append(text)
+        drops.append(dropped)
+    return tuple(pcolls[0] if len(pcolls) == 1 else pcolls | f"All{what}" >> beam.Flatten()
+                 for what, pcolls in (("Html", html_docs), ("Text", text_docs), ("ReadDrops", drops)))
+
+
 def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "") -> list[str]:
     """Adds the job to `p`; returns the stage names in order (for the report). Input files are named by
     their path below `root` (see `input_root`)."""
-    html_docs, text_docs, ledgers = [], [], []
-    for name, globs in source_groups(config):
-        read = ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes, root)
-        html, text, drops = p | f"Read_{name}" >> ReadSource(globs, read)
-        html_docs.append(html)
-        text_docs.append(text)
-        ledgers.append(drops)
+    html, text, read_drops = read_sources(p, config, root)
+    ledgers = [read_drops]
     names = [spec.name for spec in TABLE if spec.runs == READ]
     steps = make_steps(config)
     extract_at = next(i for i, (name, _) in enumerate(steps) if name == EXTRACT_STAGE)
-    html = html_docs[0] if len(html_docs) == 1 else html_docs | "AllHtml" >> beam.Flatten()
-    text = text_docs[0] if len(text_docs) == 1 else text_docs | "AllText" >> beam.Flatten()
     for name, step in steps[:extract_at]:  # on the URL: HTML and text documents alike, one counter
         html, html_drops = html | f"Stage_{name}" >> step
         text, text_drops = text | f"Stage_{name}_text" >> step
