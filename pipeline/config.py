@@ -40,6 +40,7 @@ class JobConfig:
                                           # about this share of the output's tokens
     anneal_min_quality: float = 0.8     # quality_score needed to enter the anneal split
     num_shards: int = 0                 # ledger files (0 lets the runner choose)
+    ledger_snippet_chars: int = 300     # text kept per ledger row, to judge a drop by; 0 keeps no text (privacy)
     inject_errors: tuple[str, ...] = () # testing only: "STAGE=URL_SUBSTRING" makes STAGE raise ValueError there
     # Per-language thresholds: a file `refinery calibrate` writes, or "bundled" (stages/models/thresholds.yaml,
     # calibrated on NTREX-128 news in 91 languages); none: every language is judged by the English-shaped
@@ -53,6 +54,7 @@ class JobConfig:
         check(self.row_group_rows >= 1, f"row_group_rows must be >= 1, got {self.row_group_rows}")
         check(self.mix_max_epochs >= 1, "mix_max_epochs must be >= 1")
         check(self.num_shards >= 0, "num_shards must be >= 0")
+        check(0 <= self.ledger_snippet_chars <= 2000, "ledger_snippet_chars must be in [0, 2000]")
         bad = [s for s in self.sources if "=" not in s or not s.split("=", 1)[0].strip()]
         check(not bad, f"sources: expected NAME=GLOB, got {bad}")
         bad = [s for s in self.inject_errors if "=" not in s or not all(p.strip() for p in s.split("=", 1))]

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import apache_beam as beam
 
-from pipeline.transforms import DOCUMENTS, LEDGER, count, route
+from pipeline.transforms import DOCUMENTS, LEDGER, count, count_kept, route
 from stages.dedup import (
     DedupConfig,
     MinHasher,
@@ -45,11 +45,11 @@ def _resolve(stage: str, reason: DropReason, docs: Iterable[Document], winner_id
         count(f"{stage}.in")
         if doc.id == winner_id and not kept:
             kept = True
-            count(f"{stage}.kept")
+            count_kept(stage, doc)
             yield doc
         else:
             count(f"{stage}.drop.{reason}")
-            yield beam.pvalue.TaggedOutput(LEDGER, doc.drop(stage, reason, f"kept {winner_id}"))
+            yield beam.pvalue.TaggedOutput(LEDGER, doc.drop(stage, reason, f"kept {winner_id}", kept_id=winner_id))
 
 
 def _key_by_text(doc: Document):
@@ -255,7 +255,7 @@ def _place(kv):
 
 def _count_singleton(doc: Document) -> Document:
     count(f"{NEAR}.in")
-    count(f"{NEAR}.kept")
+    count_kept(NEAR, doc)
     return doc
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from pipeline.transforms import DOCUMENTS, LEDGER, count
+from pipeline.transforms import DOCUMENTS, LEDGER, count, count_kept
 from stages.mix import approx_tokens, copies, mix_rates, unit_hash
 from stages.record import Document, DropReason
 
@@ -22,7 +22,7 @@ def _draw(doc: Document, rates: dict[str, float], seed: int, max_epochs: int):
         yield beam.pvalue.TaggedOutput(LEDGER, doc.drop(STAGE, DropReason.MIX_DOWNSAMPLED,
                                                         f"{doc.source} rate {rates.get(doc.source, 1.0):.3f}"))
         return
-    count(f"{STAGE}.kept")
+    count_kept(STAGE, doc)
     yield doc
     for epoch in range(1, n):  # repeats of a source smaller than its share: own id, own epoch
         count(f"{STAGE}.note.repeats")

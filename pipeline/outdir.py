@@ -23,7 +23,7 @@ LOCK_FILE = ".refinery.lock"
 # Everything a run (or an interrupted one) writes, relative to the output folder.
 OWN_PATTERNS = (
     "data/part-*.parquet", "data/.part-*.tmp", "ledger/part-*.parquet", "ledger/beam-temp-*",
-    "report.json", "manifest.json", ".manifest.json.tmp", "_shard_stats/*",
+    "report.json", "report.html", "manifest.json", ".manifest.json.tmp", "_shard_stats/*",
     "anneal/data/part-*.parquet", "anneal/data/.part-*.tmp", "anneal/_shard_stats/*", "anneal/manifest.json",
     "anneal/.manifest.json.tmp", LOCK_FILE,
 )

@@ -34,6 +34,38 @@ def counters(result) -> dict[str, int] | None:
     return out or None  # a run reads at least one file, so no counters at all means no metrics support
 
 
+def distributions(result) -> dict[str, dict[str, int]]:
+    """Beam distributions of this run ({name: count, sum, min, max}); empty if the runner has none."""
+    out: dict[str, dict[str, int]] = {}
+    try:
+        queried = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["distributions"]
+    except (NotImplementedError, AttributeError, KeyError):
+        return out
+    for d in queried:
+        value = d.committed if d.committed is not None else d.attempted
+        if value is None or not value.count:
+            continue
+        entry = out.setdefault(d.key.metric.name, {"count": 0, "sum": 0, "min": value.min, "max": value.max})
+        entry["count"] += value.count
+        entry["sum"] += value.sum
+        entry["min"], entry["max"] = min(entry["min"], value.min), max(entry["max"], value.max)
+    return out
+
+
+def stage_times(dists: Mapping[str, Mapping[str, int]], stages: Sequence[str]) -> list[dict[str, Any]]:
+    """Per-document time of each timed stage: mean, fastest, slowest, and documents per CPU-second."""
+    rows = []
+    for stage in stages:
+        d = dists.get(f"{stage}.time_us")
+        if d and d["count"]:
+            mean_us = d["sum"] / d["count"]
+            rows.append({"stage": stage, "documents": d["count"], "cpu_s": round(d["sum"] / 1e6, 3),
+                         "mean_ms": round(mean_us / 1e3, 3), "min_ms": round(d["min"] / 1e3, 3),
+                         "max_ms": round(d["max"] / 1e3, 3),
+                         "docs_per_cpu_s": round(1e6 / mean_us, 1) if mean_us else None})
+    return rows
+
+
 def list_files(pattern: str) -> list[str]:
     match = FileSystems.match([pattern])[0]
     return sorted(m.path for m in match.metadata_list)
@@ -76,6 +108,7 @@ def build_report(*, stages: Sequence[str], beam_counters: Mapping[str, int] | No
             "stage": stage,
             "in": beam_counters.get(f"{stage}.in", 0),
             "kept": beam_counters.get(f"{stage}.kept", 0),
+            "kept_tokens": beam_counters.get(f"{stage}.kept_tokens", 0),
             "dropped": sum(dropped.values()),
             "dropped_by_reason": dropped,
             "counters_agree_with_ledger": counted == dropped if metrics_available else None,

@@ -8,6 +8,7 @@ not know are Beam pipeline options (--runner, --direct_num_workers, ...).
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import sys
 import time
@@ -18,10 +19,12 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from pipeline import html_report
 from pipeline import report as reporting
 from pipeline.beam_options import check_beam_args, loopback_only_grpc
 from pipeline.config import TABLE, ConfigError, RunConfig, load_config
-from pipeline.dedup import ExactDedup, NearDedup, dedup_report
+from pipeline.dedup import EXACT, NEAR, ExactDedup, NearDedup, dedup_report
+from pipeline.ledger import ResolveKeptCopies
 from pipeline.mix import STAGE as MIX_STAGE
 from pipeline.mix import AnnealSplit, Mix
 from pipeline.outdir import OutputLock, lock_note, prepare_output, remove_partial
@@ -41,6 +44,7 @@ EXTRACT_STAGE = next(spec.name for spec in TABLE if spec.runs == EXTRACT)
 VERSION = "0.1.0"
 DEFAULT_RUNNER = "FnApiRunner"  # in-process; DirectRunner first tries to download Prism
 DATA_DIR, LEDGER_DIR, REPORT_FILE, ANNEAL_DIR = "data", "ledger", "report.json", "anneal"
+HTML_REPORT_FILE = "report.html"
 
 # Short names kept from before the flags were generated (README examples, users' scripts).
 SHORT_FLAGS = {"langid.languages": ["--languages"], "langid.threshold": ["--lang-threshold"],
@@ -141,21 +145,27 @@ def preflight(config: RunConfig) -> None:
         spec.preflight(config)
 
 
-def _global_step(spec: StageSpec, config: RunConfig) -> beam.PTransform:
-    """The Beam transform of a stage that needs all documents at once."""
+def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]) -> beam.PTransform:
+    """The Beam transform of a stage that needs all documents at once (what it loaded goes into `facts`)."""
     if spec.name == "exact_dedup":
         return ExactDedup()
     if spec.name == "near_dedup":
         return NearDedup(config.dedup)
     if spec.name == "decontaminate":
         c = config.decontam
-        return Decontaminate(DecontaminationIndex(read_benchmarks(c.benchmarks), c.n, c.min_words), c)
+        index = DecontaminationIndex(read_benchmarks(c.benchmarks), c.n, c.min_words)
+        loaded = collections.Counter(item.benchmark for item in index.items)
+        facts["decontamination"] = {b: {"items": n, "too_short": index.skipped.get(b, 0)} for b, n in sorted(loaded.items())}
+        print("[refinery] decontamination: " + ", ".join(
+            f"{b} {n:,} items" + (f" ({index.skipped[b]} too short to match)" if index.skipped.get(b) else "")
+            for b, n in sorted(loaded.items())), file=sys.stderr)
+        return Decontaminate(index, c)
     if spec.name == MIX_STAGE:
         return Mix(parse_weights(config.mix), config.seed, config.mix_max_epochs)
     raise ConfigError(f"stage {spec.name}: runs over all documents, but the pipeline has no transform for it")
 
 
-def make_steps(config: RunConfig) -> list[tuple]:
+def make_steps(config: RunConfig, facts: dict[str, Any] | None = None) -> list[tuple]:
     """(name, transform) of every enabled stage after reading, in the stage table's order: stages
     before extraction (on the URL: every document), extraction (HTML documents only), the rest; the
     last is the write check."""
@@ -171,7 +181,7 @@ def make_steps(config: RunConfig) -> list[tuple]:
                                                 fail_urls=faults.get(spec.name, ()),
                                                 sources=getattr(spec.settings(config), "sources", ()))))
         elif spec.runs == GLOBAL:
-            steps.append((spec.name, _global_step(spec, config)))
+            steps.append((spec.name, _global_step(spec, config, {} if facts is None else facts)))
         elif spec.runs == WRITE:  # the last check before a shard
             steps.append((spec.name, ApplyStage(OutputCheck())))
     unknown = set(faults) - set(per_document)
@@ -204,13 +214,13 @@ def read_sources(p: beam.Pipeline, config: RunConfig, root: str = "") -> tuple:
                  for what, pcolls in (("Html", html_docs), ("Text", text_docs), ("ReadDrops", drops)))
 
 
-def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "") -> list[str]:
+def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "", facts: dict[str, Any] | None = None) -> list[str]:
     """Adds the job to `p`; returns the stage names in order (for the report). Input files are named by
-    their path below `root` (see `input_root`)."""
+    their path below `root` (see `input_root`); what the stages loaded is added to `facts`."""
     html, text, read_drops = read_sources(p, config, root)
     ledgers = [read_drops]
     names = [spec.name for spec in TABLE if spec.runs == READ]
-    steps = make_steps(config)
+    steps = make_steps(config, facts)
     extract_at = next(i for i, (name, _) in enumerate(steps) if name == EXTRACT_STAGE)
     for name, step in steps[:extract_at]:  # on the URL: HTML and text documents alike, one counter
         html, html_drops = html | f"Stage_{name}" >> step
@@ -235,9 +245,11 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "") -> list[
              | "Anneal" >> AnnealSplit(config.anneal_fraction, config.anneal_min_quality, config.seed)
              | "WriteAnneal" >> WriteShards(FileSystems.join(anneal, DATA_DIR), FileSystems.join(anneal, STATS_DIR, "stats"),
                                             config.shard_size_mb, config.seed, config.row_group_rows))
+    dedup_stages = sum(1 for name in names if name in (EXACT, NEAR))
     _ = (ledgers
          | "MergeLedger" >> beam.Flatten()
-         | "LedgerRows" >> beam.Map(ledger_row)
+         | "ResolveKeptCopies" >> ResolveKeptCopies(rounds=dedup_stages)
+         | "LedgerRows" >> beam.Map(ledger_row, config.ledger_snippet_chars)
          | "WriteLedger" >> beam.io.WriteToParquet(
              FileSystems.join(config.output, LEDGER_DIR, "part"), LEDGER_SCHEMA, codec="zstd",
              file_name_suffix=".parquet", num_shards=config.num_shards))
@@ -273,7 +285,8 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
         started = time.monotonic()
         p = beam.Pipeline(options=options)
         root = input_root(files)
-        names = build_pipeline(p, config, root)
+        facts: dict[str, Any] = {}
+        names = build_pipeline(p, config, root, facts)
         try:
             with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
                 result = p.run()
@@ -284,12 +297,14 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
             remove_partial(config.output)
             raise
         elapsed = time.monotonic() - started
-        report = _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root, interrupted=interrupted)
+        report = _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root, interrupted=interrupted,
+                         facts=facts)
     return report
 
 
 def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float, quiet: bool,
-            root: str = "", interrupted: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+            root: str = "", interrupted: Callable[[], bool] = lambda: False,
+            facts: dict[str, Any] | None = None) -> dict[str, Any]:
     """Count what reached storage, check it against what was read, write report.json; then, only if
     every check passed, the manifest (the commit point)."""
     counters = reporting.counters(result)
@@ -309,7 +324,9 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
         languages={lang: n for (lang,), n in reporting.column_counts(shard_paths, ["lang"]).items()},
         config=config.to_dict(), runner=str(runner), elapsed_s=elapsed)
     report["shards"] = [{"path": s["path"], "rows": s["rows"]} for s in shards]
+    report["stage_times"] = reporting.stage_times(reporting.distributions(result), names)
     report["input_root"] = root  # file names in ids, metadata and the ledger are relative to it
+    report.update(facts or {})
     rows = sum(originals.values())
     tokens = sum(s["tokens"] for s in shards)
     by_source: dict[str, dict[str, int]] = {}
@@ -335,6 +352,10 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     report["status"] = "failed" if problems else "ok"
     report["problems"] = problems
     reporting.write_json(FileSystems.join(config.output, REPORT_FILE), report)
+    try:  # the picture of the run; a bug in drawing it must not withhold a correct output
+        html_report.write(FileSystems.join(config.output, HTML_REPORT_FILE), report, config.output, config)
+    except Exception as exc:
+        print(f"[refinery] warning: {HTML_REPORT_FILE} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
     if not quiet:
         print(reporting.format_funnel(report))
     if report["kept"] == 0:

@@ -5,6 +5,7 @@ Hugging Face `datasets` read the shards without extra code.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pyarrow as pa
@@ -12,7 +13,7 @@ import pyarrow as pa
 from stages.pii import KINDS as PII_KINDS
 from stages.record import Document, Drop, DropReason, Stage, StageResult, clean_text, has_lone_surrogate
 
-SCHEMA_VERSION = "6"  # 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
+SCHEMA_VERSION = "7"  # 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -25,6 +26,8 @@ METADATA_FIELDS = [
     pa.field("content_type", pa.string()),
     pa.field("charset", pa.string()),          # Python codec the page was decoded with
     pa.field("charset_source", pa.string()),   # bom | http | warc | meta | utf-8 | detected | replace
+    pa.field("source_file", pa.string()),      # text sources (JSONL/Parquet): the file, below the inputs' folder
+    pa.field("source_line", pa.int64()),       # ... and the record's line (JSONL) or row (Parquet), from 1
 ]
 METADATA_TYPE = pa.struct(METADATA_FIELDS)
 
@@ -57,6 +60,14 @@ LEDGER_SCHEMA = pa.schema(
         pa.field("stage", pa.string(), nullable=False),
         pa.field("reason", pa.string(), nullable=False),
         pa.field("detail", pa.string()),
+        pa.field("value", pa.float64()),       # what the rule measured (null where a reason measures nothing)
+        pa.field("threshold", pa.float64()),   # the limit it crossed, as applied to this page's language
+        pa.field("kept_id", pa.string()),      # duplicates: the copy in the output (null: it was dropped later too)
+        pa.field("lang", pa.string()),         # the page's language, once identified
+        pa.field("file", pa.string()),         # WARC or text file, below the inputs' common folder
+        pa.field("offset", pa.int64()),        # WARC: byte offset of the record in `file`
+        pa.field("line", pa.int64()),          # JSONL line / Parquet row (1-based) of a text record
+        pa.field("snippet", pa.string()),      # the start of the text (ledger_snippet_chars; 0 keeps none)
     ],
     metadata={"refinery.schema": f"ledger/{SCHEMA_VERSION}"},
 )
@@ -81,8 +92,9 @@ def document_row(doc: Document) -> dict[str, Any]:
     }
 
 
-def ledger_row(drop: Drop) -> dict[str, Any]:
+def ledger_row(drop: Drop, snippet_chars: int = 300) -> dict[str, Any]:
     """Never fails: a ledger row is how a document that broke something is accounted for."""
+    value, threshold = drop.value, drop.threshold
     return {
         "id": clean_text(str(drop.id)),
         "source": clean_text(str(drop.source)),
@@ -90,6 +102,15 @@ def ledger_row(drop: Drop) -> dict[str, Any]:
         "stage": drop.stage,
         "reason": drop.label,
         "detail": clean_text(str(drop.detail))[:1000] if drop.detail else None,
+        "value": value if isinstance(value, float) and math.isfinite(value) else None,
+        "threshold": threshold if isinstance(threshold, float) and math.isfinite(threshold) else None,
+        "kept_id": clean_text(str(drop.kept_id)) if drop.kept_id else None,
+        "lang": clean_text(str(drop.lang)) if drop.lang else None,
+        "file": clean_text(str(drop.file))[:8192] if drop.file else None,
+        "offset": drop.offset if isinstance(drop.offset, int) else None,
+        "line": drop.line if isinstance(drop.line, int) else None,
+        "snippet": clean_text(drop.snippet[:snippet_chars]) if snippet_chars > 0 and isinstance(drop.snippet, str)
+        and drop.snippet else None,
     }
 
 

@@ -4,8 +4,11 @@ Counters (namespace `refinery`), read back into the report:
   warc.record.<type>   every WARC record seen, by WARC-Type
   <stage>.in           documents entering a stage (warc.in: response records + unreadable file tails)
   <stage>.kept         documents leaving a stage towards the output
+  <stage>.kept_tokens  their tokens (UTF-8 bytes / 4)
   <stage>.drop.<reason> documents sent to the ledger
   <stage>.note.<name>  anything else a stage counts (e.g. a rule skipped for a language)
+Distributions:
+  <stage>.time_us      microseconds per document in a per-document stage (batched stages: batch time / size)
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from stages.extraction.warc import STAGE as WARC_STAGE
 from stages.extraction.warc import WarcConfig, read_warc
 from stages.formats import SNIFF_BYTES, WARC, is_gzip, sniff_format
 from stages.formats import SPEC as READ_SPEC
+from stages.mix import approx_tokens
 from stages.record import Document, Drop, DropReason, StageEnvironmentError, stable_id
 from stages.textsource import STAGE as TEXT_STAGE
 from stages.textsource import TextSourceConfig, read_text_records
@@ -45,13 +49,33 @@ def count(name: str, n: int = 1) -> None:
     _counter(name).inc(n)
 
 
+@functools.lru_cache(maxsize=256)
+def _distribution(name: str):
+    return Metrics.distribution(NAMESPACE, name)
+
+
+def record_time(stage: str, seconds: float, documents: int = 1) -> None:
+    """Per-document time of `stage` (the report's time and throughput per stage)."""
+    per_document = int(seconds * 1e6 / max(documents, 1))
+    dist = _distribution(f"{stage}.time_us")
+    for _ in range(documents):
+        dist.update(per_document)
+
+
 def route(stage: str, result):
     """Count one stage result and send it on: a Document to the main output, a Drop to the ledger."""
     if isinstance(result, Drop):
         count(f"{stage}.drop.{result.label}")
         return beam.pvalue.TaggedOutput(LEDGER, result)
-    count(f"{stage}.kept")
+    count_kept(stage, result)
     return result
+
+
+def count_kept(stage: str, doc: Document) -> None:
+    """A document leaving `stage` towards the output: one document and its tokens (UTF-8 bytes / 4)."""
+    count(f"{stage}.kept")
+    if doc.text:
+        count(f"{stage}.kept_tokens", approx_tokens(doc.text))
 
 
 class _Progress:
@@ -175,7 +199,10 @@ class RunStage(beam.DoFn):
 
     def process(self, doc: Document) -> Iterable:
         count(f"{self._stage.name}.in")
-        yield route(self._stage.name, self._run_one(doc))
+        started = time.perf_counter()
+        result = self._run_one(doc)
+        record_time(self._stage.name, time.perf_counter() - started)
+        yield route(self._stage.name, result)
 
     def _passes_by(self, doc: Document) -> bool:
         """A document of a source this stage is not for (`sources` of its config) goes on unchanged."""
@@ -213,6 +240,7 @@ class RunStageOnBatches(RunStage):
             for doc in batch:
                 yield route(name, self._run_one(doc))
             return
+        started = time.perf_counter()
         try:
             if self._fail_urls and any(part in (d.url or "") for d in batch for part in self._fail_urls):
                 raise ValueError("injected fault")  # handled one by one below, like a real failure
@@ -221,6 +249,7 @@ class RunStageOnBatches(RunStage):
             raise
         except Exception:  # find the document that fails, ledger it, keep the others
             results = [self._run_one(doc) for doc in batch]
+        record_time(name, time.perf_counter() - started, len(batch))
         for result in results:
             yield route(name, result)
 

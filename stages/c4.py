@@ -48,12 +48,14 @@ class C4Filter(RuleStage):
     def __call__(self, doc: Document) -> StageResult:
         c = self.config_for(doc.lang)
         if c.max_page_chars is not None and len(doc.text) > c.max_page_chars:
-            return doc.drop(self.name, DropReason.C4_TOO_LONG, f"{len(doc.text)} > {c.max_page_chars} characters")
+            return doc.drop(self.name, DropReason.C4_TOO_LONG, f"{len(doc.text)} > {c.max_page_chars} characters",
+                            value=len(doc.text), threshold=c.max_page_chars)
         kept, sentences, verdict = clean_lines(doc.text, c)
         if verdict is not None:
             return doc.drop(self.name, *verdict)
         if sentences < c.min_sentences or not kept:  # no line left: never an empty document, whatever the threshold
-            return doc.drop(self.name, DropReason.C4_TOO_FEW_SENTENCES, f"{sentences} < {max(c.min_sentences, 1)}")
+            return doc.drop(self.name, DropReason.C4_TOO_FEW_SENTENCES, f"{sentences} < {max(c.min_sentences, 1)}",
+                            value=sentences, threshold=max(c.min_sentences, 1))
         return doc.replace(text="\n".join(kept))
 
 

@@ -157,7 +157,7 @@ class Decontaminator(Stage):
             self.count(f"matched_ngrams.{self.index.items[i].benchmark}")
         detail = f"{len(found)} n-grams of {', '.join(items[:5])}{' ...' if len(items) > 5 else ''}"
         if self.config.policy == "drop":
-            return doc.drop(STAGE, DropReason.CONTAMINATED, detail)
+            return doc.drop(STAGE, DropReason.CONTAMINATED, detail, value=len(found))
         return self._excise(doc, found, detail)
 
     def _excise(self, doc: Document, found, detail: str) -> StageResult:
@@ -181,10 +181,11 @@ class Decontaminator(Stage):
         pieces.append(doc.text[pos:])
         pieces = [p.strip() for p in pieces if p.strip()]
         if len(pieces) > c.max_fragments:
-            return doc.drop(STAGE, DropReason.CONTAMINATED, f"{detail}; split into {len(pieces)} pieces")
+            return doc.drop(STAGE, DropReason.CONTAMINATED, f"{detail}; split into {len(pieces)} pieces",
+                            value=len(pieces), threshold=c.max_fragments)
         kept = [p for p in pieces if len(p) >= c.min_fragment_chars]
         if not kept:
-            return doc.drop(STAGE, DropReason.CONTAMINATED, f"{detail}; nothing left after excision")
+            return doc.drop(STAGE, DropReason.CONTAMINATED, f"{detail}; nothing left after excision", value=len(found))
         self.count("excised_docs")
         return doc.replace(text="\n\n".join(kept))
 

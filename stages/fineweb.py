@@ -31,19 +31,23 @@ class FineWebFilter(RuleStage):
     def __init__(self, config: FineWebConfig = FineWebConfig()):
         super().__init__(config)
 
-    def evaluate(self, text: str, lang: str | None) -> tuple[str, str] | None:
+    def evaluate(self, text: str, lang: str | None) -> tuple | None:
         c = self.config_for(lang)
         m = line_measures(text, lang, c.short_line_chars)
         if m is None:
             return DropReason.NO_TEXT, "no non-empty lines"
         if c.min_line_punct is not None and m["line_punct"] < c.min_line_punct:
-            return DropReason.FINEWEB_LINE_PUNCT, f"{m['line_punct']:.3f} < {c.min_line_punct}"
+            return (DropReason.FINEWEB_LINE_PUNCT, f"{m['line_punct']:.3f} < {c.min_line_punct}",
+                    m["line_punct"], c.min_line_punct)
         if c.max_short_lines is not None and m["short_lines"] > c.max_short_lines:
-            return DropReason.FINEWEB_SHORT_LINES, f"{m['short_lines']:.3f} > {c.max_short_lines}"
+            return (DropReason.FINEWEB_SHORT_LINES, f"{m['short_lines']:.3f} > {c.max_short_lines}",
+                    m["short_lines"], c.max_short_lines)
         if c.max_dup_line_chars is not None and m["dup_line_chars"] > c.max_dup_line_chars:
-            return DropReason.FINEWEB_DUP_LINE_CHARS, f"{m['dup_line_chars']:.3f} > {c.max_dup_line_chars}"
+            return (DropReason.FINEWEB_DUP_LINE_CHARS, f"{m['dup_line_chars']:.3f} > {c.max_dup_line_chars}",
+                    m["dup_line_chars"], c.max_dup_line_chars)
         if c.max_newline_ratio is not None and m["newline_ratio"] > c.max_newline_ratio:
-            return DropReason.FINEWEB_NEWLINE_RATIO, f"{m['newline_ratio']:.3f} > {c.max_newline_ratio}"
+            return (DropReason.FINEWEB_NEWLINE_RATIO, f"{m['newline_ratio']:.3f} > {c.max_newline_ratio}",
+                    m["newline_ratio"], c.max_newline_ratio)
         return None
 
 

@@ -44,38 +44,43 @@ class GopherQuality(RuleStage):
     def __init__(self, config: GopherQualityConfig = GopherQualityConfig()):
         super().__init__(config)
 
-    def evaluate(self, text: str, lang: str | None) -> tuple[DropReason, str] | None:
+    def evaluate(self, text: str, lang: str | None) -> tuple | None:
         c = self.config_for(lang)
         m = quality_measures(text, lang)
         n = m["words"]
         if c.min_words is not None and n < c.min_words:
-            return DropReason.GOPHER_TOO_FEW_WORDS, f"{n} < {c.min_words}"
+            return DropReason.GOPHER_TOO_FEW_WORDS, f"{n} < {c.min_words}", n, c.min_words
         if c.max_words is not None and n > c.max_words:
-            return DropReason.GOPHER_TOO_MANY_WORDS, f"{n} > {c.max_words}"
+            return DropReason.GOPHER_TOO_MANY_WORDS, f"{n} > {c.max_words}", n, c.max_words
         mean = m["mean_word_length"]
         if mean is None:
             self.count(f"skip.mean_word_length.{lang}")  # words of 1-2 characters are normal there
         else:
             if c.min_mean_word_length is not None and mean < c.min_mean_word_length:
-                return DropReason.GOPHER_MEAN_WORD_LENGTH, f"{mean:.2f} < {c.min_mean_word_length}"
+                return DropReason.GOPHER_MEAN_WORD_LENGTH, f"{mean:.2f} < {c.min_mean_word_length}", mean, c.min_mean_word_length
             if c.max_mean_word_length is not None and mean > c.max_mean_word_length:
-                return DropReason.GOPHER_MEAN_WORD_LENGTH, f"{mean:.2f} > {c.max_mean_word_length}"
+                return DropReason.GOPHER_MEAN_WORD_LENGTH, f"{mean:.2f} > {c.max_mean_word_length}", mean, c.max_mean_word_length
         if c.max_hash_ratio is not None and m["hash_ratio"] > c.max_hash_ratio:
-            return DropReason.GOPHER_SYMBOL_RATIO, f"'#' per word {m['hash_ratio']:.3f} > {c.max_hash_ratio}"
+            return (DropReason.GOPHER_SYMBOL_RATIO, f"'#' per word {m['hash_ratio']:.3f} > {c.max_hash_ratio}",
+                    m["hash_ratio"], c.max_hash_ratio)
         if c.max_ellipsis_ratio is not None and m["ellipsis_ratio"] > c.max_ellipsis_ratio:
-            return DropReason.GOPHER_SYMBOL_RATIO, f"ellipsis per word {m['ellipsis_ratio']:.3f} > {c.max_ellipsis_ratio}"
+            return (DropReason.GOPHER_SYMBOL_RATIO, f"ellipsis per word {m['ellipsis_ratio']:.3f} > {c.max_ellipsis_ratio}",
+                    m["ellipsis_ratio"], c.max_ellipsis_ratio)
         if c.max_bullet_lines is not None and m["bullet_lines"] > c.max_bullet_lines:
-            return DropReason.GOPHER_BULLET_LINES, f"{m['bullet_lines']:.2f} > {c.max_bullet_lines}"
+            return (DropReason.GOPHER_BULLET_LINES, f"{m['bullet_lines']:.2f} > {c.max_bullet_lines}",
+                    m["bullet_lines"], c.max_bullet_lines)
         if c.max_ellipsis_lines is not None and m["ellipsis_lines"] > c.max_ellipsis_lines:
-            return DropReason.GOPHER_ELLIPSIS_LINES, f"{m['ellipsis_lines']:.2f} > {c.max_ellipsis_lines}"
+            return (DropReason.GOPHER_ELLIPSIS_LINES, f"{m['ellipsis_lines']:.2f} > {c.max_ellipsis_lines}",
+                    m["ellipsis_lines"], c.max_ellipsis_lines)
         if c.min_alpha_words is not None and m["alpha_words"] < c.min_alpha_words:
-            return DropReason.GOPHER_ALPHA_WORDS, f"{m['alpha_words']:.2f} < {c.min_alpha_words}"
+            return (DropReason.GOPHER_ALPHA_WORDS, f"{m['alpha_words']:.2f} < {c.min_alpha_words}",
+                    m["alpha_words"], c.min_alpha_words)
         if c.min_stop_words is not None:
             found = m["stop_words"]
             if found is None:
                 self.count(f"skip.stop_words.{lang}")  # no list for this language: rule not applied
             elif found < c.min_stop_words:
-                return DropReason.GOPHER_STOP_WORDS, f"{found} {lang} stop words < {c.min_stop_words}"
+                return DropReason.GOPHER_STOP_WORDS, f"{found} {lang} stop words < {c.min_stop_words}", found, c.min_stop_words
         return None
 
 
@@ -137,7 +142,7 @@ class GopherRepetition(RuleStage):
     def __init__(self, config: GopherRepetitionConfig = GopherRepetitionConfig()):
         super().__init__(config)
 
-    def evaluate(self, text: str, lang: str | None) -> tuple[DropReason, str] | None:
+    def evaluate(self, text: str, lang: str | None) -> tuple | None:
         c = self.config_for(lang)
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         for units, max_fraction, max_chars, reasons in (
@@ -151,9 +156,9 @@ class GopherRepetition(RuleStage):
             dup_count, dup_chars = duplicate_units(units)
             fraction, chars = dup_count / len(units), dup_chars / max(sum(map(len, units)), 1)
             if max_fraction is not None and fraction > max_fraction:
-                return reasons[0], f"{fraction:.2f} > {max_fraction}"
+                return reasons[0], f"{fraction:.2f} > {max_fraction}", fraction, max_fraction
             if max_chars is not None and chars > max_chars:
-                return reasons[1], f"{chars:.2f} > {max_chars}"
+                return reasons[1], f"{chars:.2f} > {max_chars}", chars, max_chars
         grams = NGrams(normalized_words(text, lang))
         total = grams.total
         if not total:
@@ -161,11 +166,11 @@ class GopherRepetition(RuleStage):
         for n, limit in c.max_top_ngram_chars:
             share = grams.top_chars(n) / total
             if share > limit:
-                return DropReason.TOP_NGRAM_CHARS, f"n={n}: {share:.3f} > {limit}"
+                return DropReason.TOP_NGRAM_CHARS, f"n={n}: {share:.3f} > {limit}", share, limit
         for n, limit in c.max_dup_ngram_chars:
             share = grams.duplicated_chars(n) / total
             if share > limit:
-                return DropReason.DUP_NGRAM_CHARS, f"n={n}: {share:.3f} > {limit}"
+                return DropReason.DUP_NGRAM_CHARS, f"n={n}: {share:.3f} > {limit}", share, limit
         return None
 
 

@@ -96,10 +96,12 @@ class LanguageIdentifier(Stage):
         threshold = self.config_for(lang).threshold
         if score < threshold:
             whose = self.thresholds_of(lang)
-            return doc.drop(STAGE, DropReason.LANG_BELOW_THRESHOLD,
-                            f"{lang}:{score:.3f}" + (f" < {threshold} ({whose} threshold)" if whose else ""))
+            return doc.replace(lang=lang).drop(
+                STAGE, DropReason.LANG_BELOW_THRESHOLD,
+                f"{lang}:{score:.3f}" + (f" < {threshold} ({whose} threshold)" if whose else ""),
+                value=score, threshold=threshold)
         if self._languages is not None and lang.lower() not in self._languages:
-            return doc.drop(STAGE, DropReason.LANG_NOT_SELECTED, f"{lang}:{score:.3f}")
+            return doc.replace(lang=lang).drop(STAGE, DropReason.LANG_NOT_SELECTED, f"{lang}:{score:.3f}", value=score)
         self._note_confusables(doc.text, lang)
         return doc.replace(lang=lang, lang_score=score)
 

@@ -87,7 +87,8 @@ class QualityScorer(ModelStage):
         for doc, score in zip(docs, self.score([d.text for d in docs])):
             if self.config.threshold is not None and score < self.config.threshold:
                 results.append(doc.drop(STAGE, DropReason.QUALITY_BELOW_THRESHOLD,
-                                        f"{score:.3f} < {self.config.threshold}"))
+                                        f"{score:.3f} < {self.config.threshold}",
+                                        value=score, threshold=self.config.threshold))
             else:
                 results.append(doc.replace(quality_score=score))
         return results

@@ -109,14 +109,38 @@ class Document:
     def replace(self, **changes: Any) -> Document:
         return dataclasses.replace(self, **changes)
 
-    def drop(self, stage: str, reason: str, detail: str = "") -> Drop:
-        """A Drop for the ledger; `reason` is one the stage declares in its StageSpec (stages/table.py)."""
-        return Drop(id=self.id, url=self.url, source=self.source, stage=stage, reason=_reason(reason), detail=detail)
+    def drop(self, stage: str, reason: str, detail: str = "", *, value: float | None = None,
+             threshold: float | None = None, kept_id: str | None = None) -> Drop:
+        """A Drop for the ledger; `reason` is one the stage declares in its StageSpec (stages/table.py).
+        `value` and `threshold`: what the rule measured and the limit it crossed; `kept_id`: for a
+        duplicate, the copy that was kept."""
+        return Drop(id=self.id, url=self.url, source=self.source, stage=stage, reason=_reason(reason), detail=detail,
+                    value=_number(value), threshold=_number(threshold), kept_id=kept_id, **self._provenance())
 
     def drop_for_error(self, stage: str, exc: BaseException) -> Drop:
         """A stage raised on this document: ledgered as `error:<ExceptionType>` with the message."""
         return Drop(id=self.id, url=self.url, source=self.source, stage=stage, reason=DropReason.ERROR,
-                    detail=f"{type(exc).__name__}: {exc}"[:500], error_type=type(exc).__name__)
+                    detail=f"{type(exc).__name__}: {exc}"[:500], error_type=type(exc).__name__, **self._provenance())
+
+    def _provenance(self) -> dict[str, Any]:
+        """Where the document came from and what it said, for the ledger (the snippet is cut again to the
+        run's `ledger_snippet_chars` when the row is written)."""
+        m = self.metadata
+        offset = m.get("warc_offset")
+        line = m.get("source_line")
+        return {"lang": self.lang, "file": m.get("warc_filename") or m.get("source_file"),
+                "offset": offset if isinstance(offset, int) else None, "line": line if isinstance(line, int) else None,
+                "snippet": self.text[:SNIPPET_MAX_CHARS] if isinstance(self.text, str) else ""}
+
+
+SNIPPET_MAX_CHARS = 2000  # the most text of a dropped document a Drop carries to the ledger writer
+
+
+def _number(value) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _reason(reason: str) -> str:
@@ -137,6 +161,14 @@ class Drop:
     reason: str            # a DropReason, or a reason of the stage's own StageSpec
     detail: str = ""
     error_type: str = ""   # for DropReason.ERROR: the exception's class name
+    value: float | None = None       # what the rule measured (typed twin of the detail's number)
+    threshold: float | None = None   # the limit it crossed (the page's language's, with per-language thresholds)
+    kept_id: str | None = None       # duplicates: the copy kept (resolved to the one in the output when written)
+    lang: str | None = None
+    file: str | None = None          # WARC (or text) file below the inputs' common folder
+    offset: int | None = None        # byte offset of the WARC record in `file`
+    line: int | None = None          # line (JSONL) or row (Parquet), 1-based, of a text record in `file`
+    snippet: str = ""                # the start of the document's text
 
     @property
     def label(self) -> str:
@@ -193,9 +225,11 @@ class RuleStage(Stage):
         verdict = self.evaluate(doc.text, doc.lang)
         if verdict is None:
             return doc
-        reason, detail = verdict
+        reason, detail, *measured = verdict  # (reason, detail) or (reason, detail, value, threshold)
         whose = self.thresholds_of(doc.lang)
-        return doc.drop(self.name, reason, f"{detail} ({whose} threshold)" if whose else detail)
+        value, threshold = measured if measured else (None, None)
+        return doc.drop(self.name, reason, f"{detail} ({whose} threshold)" if whose else detail,
+                        value=value, threshold=threshold)
 
     def evaluate(self, text: str, lang: str | None) -> tuple[str, str] | None:
         """None (keep) or (reason, detail); judge with `self.config_for(lang)`."""

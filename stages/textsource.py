@@ -87,7 +87,8 @@ def _read_jsonl(lines: BinaryIO, source: str, filename: str, config: TextSourceC
 
 def _line_record(line: bytes | None, size: int, n: int, source: str, filename: str,
                  config: TextSourceConfig) -> StageResult:
-    doc = Document(id=document_id(source, filename, n - 1), url="", source=source)
+    doc = Document(id=document_id(source, filename, n - 1), url="", source=source,
+                   metadata={"source_file": filename, "source_line": n})
     where = f"{filename} line {n}"
     if line is None:
         return doc.drop(STAGE, DropReason.TOO_LARGE, f"{where}: {size} bytes > {config.max_record_bytes}")
@@ -152,7 +153,8 @@ def _read_parquet(stream: BinaryIO, source: str, filename: str, config: TextSour
         for batch in batches:
             for row in batch.to_pylist():
                 n += 1
-                doc = Document(id=document_id(source, filename, n - 1), url="", source=source)
+                doc = Document(id=document_id(source, filename, n - 1), url="", source=source,
+                               metadata={"source_file": filename, "source_line": n})
                 yield _row_document(doc, row, f"{filename} row {n}", config)
     except Exception as exc:  # a damaged row group: the rows it held are counted in one ledger row
         doc = Document(id=stable_id(STAGE, source, filename, "rest", str(n)), url="", source=source)

@@ -190,9 +190,11 @@ class BadWordsFilter(RuleStage):
         if not matches:
             return None
         density = 1000.0 * matches / max(n_words, 1)
-        if c.mode == "any" or (matches >= c.min_matches and density >= self._limits.get(lang or "", c.max_density)):
+        limit = self._limits.get(lang or "", c.max_density)
+        if c.mode == "any" or (matches >= c.min_matches and density >= limit):
             top = ", ".join(f"{w}×{n}" for w, n in found.most_common(8))
-            return REASON, f"{density:.1f} per 1000 words ({matches} in {n_words}): {top}"[:500]
+            return (REASON, f"{density:.1f} per 1000 words ({matches} in {n_words}): {top}"[:500], density,
+                    None if c.mode == "any" else limit)
         return None
 
 

@@ -126,7 +126,8 @@ class ToxicityScorer(ModelStage):
     def __call__(self, doc: Document) -> StageResult:
         score, window = self.score(doc.text)
         if self.config.threshold is not None and score >= self.config.threshold:
-            return doc.drop(self.name, REASON, f"{score:.3f} >= {self.config.threshold}: {window[:300]!r}")
+            return doc.drop(self.name, REASON, f"{score:.3f} >= {self.config.threshold}: {window[:300]!r}",
+                            value=score, threshold=self.config.threshold)
         return doc.replace(toxicity_score=score)
 
 

@@ -47,15 +47,15 @@ def test_density_rule_keeps_pages_with_a_stray_word_and_drops_dense_ones():
     stray = " ".join(prose[:30]) + " What a shit show. " + " ".join(prose[30:])
     stage = BadWordsFilter()
     assert stage.evaluate(stray, "en") is None
-    reason, detail = BadWordsFilter(BadWordsConfig(mode="any")).evaluate(stray, "en")
+    reason, detail, *_ = BadWordsFilter(BadWordsConfig(mode="any")).evaluate(stray, "en")
     assert reason == "bad_words" and "shit×1" in detail
     with open(DAVIDSON, encoding="utf-8") as fh:
         offensive = [row["tweet"] for row in csv.DictReader(fh) if row["class"] == "1"]
     random.Random(0).shuffle(offensive)
     page = " ".join(prose[:10] + offensive[:20])
-    reason, detail = stage.evaluate(page, "en")
+    reason, detail, density, limit = stage.evaluate(page, "en")
     assert reason == "bad_words" and "per 1000 words" in detail and "×" in detail
-    assert float(detail.split()[0]) >= 20
+    assert round(density, 1) == float(detail.split()[0]) >= 20 and limit == 20  # typed twins of the detail (ledger columns)
 
 
 def test_real_sentences_in_many_languages_pass():

@@ -47,7 +47,7 @@ def test_real_prose_passes_both_filters():
 
 def test_word_count_bounds():
     words = " ".join(" ".join(EN).split()[:60])
-    assert quality(" ".join(words.split()[:49]) + " the of", min_words=52) == (DropReason.GOPHER_TOO_FEW_WORDS, "51 < 52")
+    assert quality(" ".join(words.split()[:49]) + " the of", min_words=52) == (DropReason.GOPHER_TOO_FEW_WORDS, "51 < 52", 51, 52)
     assert quality(words, min_words=50) is None
     assert reason(quality(words, max_words=40)) is DropReason.GOPHER_TOO_MANY_WORDS
     assert quality(words, min_words=None, max_words=None) is None  # None disables a rule

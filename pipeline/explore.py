@@ -1,0 +1,134 @@
+"""Reading a finished run's Parquet back: what `refinery inspect` and the HTML report show.
+
+Only the Parquet files are read (pyarrow datasets: local paths and object-store URIs alike), in
+record batches with the columns needed, and every sample is bounded, so a billion-row ledger
+costs a streaming pass, never the driver's memory.
+"""
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+DATA, LEDGER = "data", "ledger"
+LEDGER_COLUMNS = ["id", "source", "url", "stage", "reason", "detail", "value", "threshold", "kept_id", "lang",
+                  "file", "offset", "line", "snippet"]
+
+
+def dataset(output: str, part: str) -> ds.Dataset | None:
+    """The run's `data` or `ledger` files as one dataset; None if the folder holds none."""
+    path = output.rstrip("/") + "/" + part
+    try:
+        found = ds.dataset(path, format="parquet", exclude_invalid_files=True,
+                           ignore_prefixes=[".", "_"])
+    except (FileNotFoundError, pa.ArrowInvalid):
+        return None
+    return found if found.files else None
+
+
+def batches(data: ds.Dataset | None, columns: Sequence[str], where: pc.Expression | None = None,
+            batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+    if data is None:
+        return
+    present = [c for c in columns if c in data.schema.names]  # older schema versions lack new columns
+    yield from data.to_batches(columns=present, filter=where, batch_size=batch_rows)
+
+
+def rows(data: ds.Dataset | None, columns: Sequence[str], where: pc.Expression | None = None,
+         limit: int | None = None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for batch in batches(data, columns, where):
+        out += batch.to_pylist()[: None if limit is None else limit - len(out)]
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+@dataclass
+class ReasonSample:
+    """One (stage, reason) of the ledger: its count, a bounded sample of measured values, the thresholds
+    applied (per language they differ), and a few dropped rows."""
+
+    stage: str
+    reason: str
+    count: int = 0
+    values: list[float] = field(default_factory=list)
+    thresholds: collections.Counter = field(default_factory=collections.Counter)
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def common_threshold(self) -> float | None:
+        return self.thresholds.most_common(1)[0][0] if self.thresholds else None
+
+
+@dataclass
+class LedgerSummary:
+    reasons: dict[tuple[str, str], ReasonSample]
+    languages: collections.Counter           # dropped documents per language (None: before language ID)
+    duplicates: dict[str, list[dict[str, Any]]]  # kept id -> some of its removed copies
+
+
+def summarize_ledger(output: str, examples: int = 5, max_values: int = 20000,
+                     max_clusters: int = 4) -> LedgerSummary:
+    """One streaming pass over the ledger."""
+    reasons: dict[tuple[str, str], ReasonSample] = {}
+    languages: collections.Counter = collections.Counter()
+    duplicates: dict[str, list[dict[str, Any]]] = {}
+    for batch in batches(dataset(output, LEDGER), LEDGER_COLUMNS):
+        for row in batch.to_pylist():
+            key = (row["stage"], row["reason"])
+            sample = reasons.get(key) or reasons.setdefault(key, ReasonSample(*key))
+            sample.count += 1
+            languages[row.get("lang")] += 1
+            if row.get("value") is not None and len(sample.values) < max_values:
+                sample.values.append(row["value"])
+            if row.get("threshold") is not None:
+                sample.thresholds[row["threshold"]] += 1
+            if len(sample.examples) < examples:
+                sample.examples.append(row)
+            kept = row.get("kept_id")
+            if kept and row["stage"] == "near_dedup" and (kept in duplicates or len(duplicates) < max_clusters):
+                if len(duplicates.setdefault(kept, [])) < 3:
+                    duplicates[kept].append(row)
+    return LedgerSummary(reasons, languages, duplicates)
+
+
+def documents(output: str, ids: Sequence[str], columns: Sequence[str] = ("id", "url", "lang", "text")) -> dict:
+    """Output documents by id (original copies, epoch 0)."""
+    if not ids:
+        return {}
+    where = pc.field("id").isin(list(ids)) & (pc.field("epoch") == 0)
+    return {r["id"]: r for r in rows(dataset(output, DATA), list(columns), where)}
+
+
+def kept_sample(output: str, n: int = 2000) -> list[dict[str, Any]]:
+    """The first `n` original documents of the output: shards are shuffled by a seeded hash, so these
+    are a sample of every source and file."""
+    return rows(dataset(output, DATA), ["id", "url", "source", "lang", "lang_score", "quality_score",
+                                        "toxicity_score", "text", "pii_counts"], pc.field("epoch") == 0, n)
+
+
+def score_columns(output: str, columns: Sequence[str], max_values: int = 200000) -> dict[str, list[float]]:
+    """Values of numeric columns over the output (originals), at most `max_values` each."""
+    out: dict[str, list[float]] = {c: [] for c in columns}
+    for batch in batches(dataset(output, DATA), list(columns), pc.field("epoch") == 0):
+        for c in columns:
+            if c in batch.schema.names and len(out[c]) < max_values:
+                out[c] += [v for v in batch.column(c).to_pylist() if v is not None][: max_values - len(out[c])]
+        if all(len(v) >= max_values for v in out.values()):
+            break
+    return out
+
+
+def pii_totals(output: str) -> dict[str, int]:
+    """Placeholders inserted per PII kind over the whole output (one small struct column)."""
+    totals: collections.Counter = collections.Counter()
+    for batch in batches(dataset(output, DATA), ["pii_counts"], pc.field("epoch") == 0):
+        for counts in batch.column("pii_counts").to_pylist():
+            totals.update({k: v for k, v in (counts or {}).items() if v})
+    return dict(totals)
