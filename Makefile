@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_OUT ?= out/demo
 
-.PHONY: install demo test clean quality-model toxicity-model badword-exclusions thresholds cluster-demo
+.PHONY: install demo test browser report-screenshot clean quality-model toxicity-model badword-exclusions thresholds cluster-demo
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,9 +32,22 @@ cluster-demo: install
 	$(BIN)/python -m pipeline.local_cluster --environment external --timeout 900 -- \
 		--input 'data/warc/*.warc.gz' --output out/cluster-demo --overwrite
 
-test: install
+test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# Headless Chromium for the report's browser test (Debian package). Where it cannot be installed
+# (no apt, no root), that one test skips and says why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 \
+		|| { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo -n); \
+		     $$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
+		     || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO apt-get install -y -qq chromium >/dev/null 2>&1; } \
+		     || echo "chromium could not be installed: the browser test of report.html will skip"; }
+
+# The README's picture of the demo's report.html (the browser test's own screenshot function).
+report-screenshot: browser
+	$(BIN)/python -m pipeline.browser $(DEMO_OUT)/report.html docs/report.png
 
 # Rebuilds the bundled quality classifier from real pages (needs ../shared/data; see the script's docstring).
 quality-model: install

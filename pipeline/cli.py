@@ -9,8 +9,10 @@ from collections.abc import Sequence
 USAGE = """usage: refinery COMMAND [options]
 
 commands:
-  run            WARC files -> clean text Parquet shards + drop ledger + report.json
+  run            WARC files -> clean text Parquet shards + drop ledger + report.json + report.html
                  (`refinery run --help` lists every option)
+  inspect        a run's output in the terminal: why pages were dropped (--reason R --sample N,
+                 --id ID, --url TEXT, --lang L), what was kept (--kept)
   calibrate      per-language thresholds from a corpus, for `refinery run --thresholds FILE`
   train-quality  train the fastText quality classifier used for `quality_score`
   train-toxicity train the fastText toxicity classifier used for `toxicity_score`
@@ -52,6 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from training.report import main as report
 
         return report(rest)
+    if command == "inspect":
+        from pipeline.inspect_cli import main as inspect
+
+        return inspect(rest)
     print(f"refinery: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

@@ -352,10 +352,7 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     report["status"] = "failed" if problems else "ok"
     report["problems"] = problems
     reporting.write_json(FileSystems.join(config.output, REPORT_FILE), report)
-    try:  # the picture of the run; a bug in drawing it must not withhold a correct output
-        html_report.write(FileSystems.join(config.output, HTML_REPORT_FILE), report, config.output, config)
-    except Exception as exc:
-        print(f"[refinery] warning: {HTML_REPORT_FILE} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+    _write_html_report(config, report)
     if not quiet:
         print(reporting.format_funnel(report))
     if report["kept"] == 0:
@@ -385,6 +382,14 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
               f"ledger: {FileSystems.join(config.output, LEDGER_DIR)}; "
               f"report: {FileSystems.join(config.output, REPORT_FILE)}; {elapsed:.1f} s")
     return report
+
+
+def _write_html_report(config: RunConfig, report: dict[str, Any]) -> None:
+    """report.html, for every run that got this far; a bug in drawing it must not withhold a correct output."""
+    try:
+        html_report.write(FileSystems.join(config.output, HTML_REPORT_FILE), report, config.output, config)
+    except Exception as exc:
+        print(f"[refinery] warning: {HTML_REPORT_FILE} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _checks(config: RunConfig, report: dict[str, Any], counters: dict[str, int] | None,
