@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from training.curves import LivePlot
 from training.distributed import Dist, gather_to_main
 from training.measure import predicted
 
@@ -16,11 +17,13 @@ if TYPE_CHECKING:
 
 
 class Metrics:
-    """Rank 0's log: one JSON line per step (and per event) plus a progress line on stdout."""
+    """Rank 0's log: one JSON line per step (and per event), a progress line on stdout, and the
+    curves (curves.png next to the log) redrawn while it runs and at the end."""
 
     def __init__(self, path: str, total_steps: int, enabled: bool) -> None:
         self.total, self.enabled = total_steps, enabled
         self.fh = open(path, "a", encoding="utf-8") if enabled else None
+        self.curves = LivePlot(path) if enabled else None
 
     def write(self, record: dict[str, Any], show: bool = False) -> None:
         if not self.enabled:
@@ -36,10 +39,12 @@ class Metrics:
             print(f"[train] [{bar}] step {record['step']}/{self.total} loss {record['loss']:.4f} "
                   f"gnorm {record['grad_norm']:.3f} lr {record['lr']:.2e} tok/s {record['tokens_per_s']:,.0f}"
                   + (" SKIPPED" if record["skipped"] else ""), flush=True)
+            self.curves.maybe()
 
     def close(self) -> None:
         if self.fh:
             self.fh.close()
+            self.curves.draw()
 
 
 # Dense bf16 peak of common accelerators (vendor datasheets), for MFU; --peak-tflops overrides.

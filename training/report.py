@@ -1,5 +1,5 @@
-"""`refinery report memory|parallel|numerics`: readable tables on stdout, JSON (and PNG plots when
-matplotlib is installed) in --out."""
+"""`refinery report memory|parallel|numerics|training`: readable tables on stdout, JSON (and PNG plots
+when matplotlib is installed) in --out."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +11,30 @@ from typing import Any
 from training import memory, numerics, parallel
 from training.memory import GIB, Shape, duration, size
 
-USAGE = "usage: refinery report {memory,parallel,numerics} [options]  (refinery report KIND --help)"
+USAGE = """usage: refinery report KIND [options]   (refinery report KIND --help: its options)
+
+kinds:
+  memory     predicted model states per device by ZeRO stage, activations, LoRA/QLoRA;
+             --run OUT sets a training run's measured bytes next to the prediction
+  parallel   data / tensor / pipeline parallel traffic, pipeline bubble, and a GPU layout plan
+             (shown only where its throughput model holds: >= 1e8 parameters, GPUs)
+  numerics   number formats, gradient underflow, swamping, MinHash error, LSH S-curve
+  training   a training run's curves (--run OUT): loss, gradient norm, learning rate, tokens/s,
+             skipped steps and rollbacks -> curves.png"""
+PLAN_MIN_PARAMS = 1e8  # below this a step is latency/bandwidth-bound: the planner's FLOP model does not hold
+
+
+def _devices(run: dict[str, Any], n: int) -> str:
+    """What the ranks ran on, for titles: "2 CPU ranks" for a CPU run, "8 GPUs" otherwise."""
+    return f"{n} CPU rank{'s' if n != 1 else ''}" if run.get("device") == "cpu" else f"{n} GPU{'s' if n != 1 else ''}"
+
+
+def _unit(most_bytes: float) -> tuple[str, float]:
+    """The binary unit that keeps `most_bytes` between 1 and 1024 (for axes)."""
+    for name, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if most_bytes >= scale:
+            return name, scale
+    return "B", 1
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -43,7 +66,7 @@ def _shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-size", help="a model size of this project (training/model.py MODEL_SIZES), "
                    "with --seq and --vocab (default 258, the byte tokenizer)")
     p.add_argument("--run", help="a training run's --out: use its model and report measured next to predicted")
-    p.add_argument("--out", help="folder for report JSON and PNG plots")
+    p.add_argument("--out", help="folder for report JSON and PNG plots (default: none, tables only)")
 
 
 def _shape(a: argparse.Namespace) -> Shape:
@@ -113,8 +136,8 @@ def memory_report(argv: Sequence[str]) -> dict[str, Any]:
     stages = {f"zero{z}": {k: v / GIB for k, v in memory.model_states(shape.params, a.gpus, z, a.recipe).items()}
               for z in range(4)}
     result["model_states_gib"] = stages
-    print(f"model states for {shape.params:.3g} parameters on {a.gpus} GPUs, {a.recipe} "
-          f"({sum(memory.STATE_BYTES[a.recipe])} B/parameter unsharded), per GPU:")
+    print(f"model states for {shape.params:.3g} parameters on {_devices(run, a.gpus)}, {a.recipe} "
+          f"({sum(memory.STATE_BYTES[a.recipe])} B/parameter unsharded), per rank (predicted):")
     print(table(["stage", "weights", "gradients", "optimizer", "total"],
                 [[f"ZeRO-{z}" + (" (DDP)" if z == 0 else " (FSDP)" if z == 3 else ""),
                   *(size(v * GIB) for v in stages[f"zero{z}"].values())] for z in range(4)]))
@@ -135,20 +158,26 @@ def memory_report(argv: Sequence[str]) -> dict[str, Any]:
     if a.run:
         result["measured"] = measured_vs_predicted(a.run)
     _write(a.out, "memory.json", result)
-    _plot(a.out, "memory_by_zero_stage.png", lambda ax: _bars(ax, stages, a.gpus))
+    _plot(a.out, "memory_by_zero_stage.png",
+          lambda ax: _bars(ax, stages, _devices(run, a.gpus), a.recipe, result.get("measured")))
     return result
 
 
-def _bars(ax, stages: dict[str, dict[str, float]], gpus: int) -> None:
+def _bars(ax, stages: dict[str, dict[str, float]], devices: str, recipe: str,
+          measured: dict[str, Any] | None = None) -> None:
     names = list(stages)
+    unit, scale = _unit(max(sum(s.values()) for s in stages.values()) * GIB)
     bottom = [0.0] * len(names)
     for part in ("weights", "gradients", "optimizer"):
-        values = [stages[n][part] for n in names]
-        ax.bar(names, values, bottom=bottom, label=part)
+        values = [stages[n][part] * GIB / scale for n in names]
+        ax.bar(names, values, bottom=bottom, label=f"{part} (predicted)")
         bottom = [b + v for b, v in zip(bottom, values)]
-    ax.set_ylabel("GiB per GPU")
-    ax.set_title(f"model states on {gpus} GPUs")
-    ax.legend()
+    if measured:  # the run's own stage: what rank 0 held after its first update
+        held = sum(measured["ranks"][0]["measured"].values()) / scale
+        ax.scatter([f"zero{measured['zero']}"], [held], color="black", zorder=3, label="measured (rank 0)")
+    ax.set_ylabel(f"{unit} per rank")
+    ax.set_title(f"model states per rank on {devices}, {recipe}: predicted by ZeRO stage", fontsize=10)
+    ax.legend(fontsize=8)
 
 
 def measured_vs_predicted(run: str) -> dict[str, Any]:
@@ -182,12 +211,18 @@ def parallel_report(argv: Sequence[str]) -> dict[str, Any]:
     p.add_argument("--intra-gbps", type=float, default=600.0, help="GB/s per GPU inside a node (NVLink)")
     p.add_argument("--inter-gbps", type=float, default=25.0, help="GB/s per GPU across nodes (InfiniBand)")
     p.add_argument("--pp-micro-batches", type=int, default=16)
+    p.add_argument("--recipe", choices=sorted(memory.STATE_BYTES), help="default mixed-adamw, or the --run's")
     a = p.parse_args(argv)
-    a.gpus_per_node = a.gpus_per_node or _run_summary(a.run).get("world_size", 8)
+    run = _run_summary(a.run)
+    a.gpus_per_node = a.gpus_per_node or run.get("world_size", 8)
+    recipe = a.recipe or run.get("measured_vs_predicted", {}).get("recipe", "mixed-adamw")
+    grad_bytes = memory.STATE_BYTES[recipe][1]
     shape = _shape(a)
     gpus = a.gpus_per_node * a.nodes
-    dp = {f"zero{z}": parallel.data_parallel_bytes(shape.params, gpus, z) / GIB for z in range(4)}
-    print(f"data parallel on {gpus} GPUs, 16-bit gradients of {shape.params:.3g} parameters, traffic per GPU per step:")
+    devices = _devices(run, gpus)
+    dp = {f"zero{z}": parallel.data_parallel_bytes(shape.params, gpus, z, grad_bytes) / GIB for z in range(4)}
+    print(f"data parallel on {devices}, {8 * grad_bytes}-bit gradients ({recipe}) of {shape.params:.3g} parameters, "
+          f"traffic per rank per step (predicted):")
     print(table(["stage", "bytes", f"time at {a.intra_gbps:g} GB/s", f"time at {a.inter_gbps:g} GB/s"],
                 [[k, size(v * GIB), duration(parallel.transfer_seconds(v * GIB, a.intra_gbps)),
                   duration(parallel.transfer_seconds(v * GIB, a.inter_gbps))] for k, v in dp.items()]))
@@ -205,9 +240,13 @@ def parallel_report(argv: Sequence[str]) -> dict[str, Any]:
               f"{size(tp['total'])}: {duration(parallel.transfer_seconds(tp['total'], a.intra_gbps))} at "
               f"{a.intra_gbps:g} GB/s, {duration(parallel.transfer_seconds(tp['total'], a.inter_gbps))} at "
               f"{a.inter_gbps:g} GB/s")
-    if shape.layers and shape.hidden and shape.heads and shape.seq:
+    why_not = _no_plan_because(shape, run)
+    if why_not:
+        result["plan"] = {"shown": False, "why": why_not}
+        print(f"\nlayout plan: not shown: {why_not}")
+    elif shape.layers and shape.hidden and shape.heads and shape.seq:
         layout = parallel.plan_layout(shape, a.gpus_per_node, a.nodes, a.gpu_gib, a.intra_gbps, a.inter_gbps,
-                                      pp_micro_batches=a.pp_micro_batches)
+                                      recipe=recipe, pp_micro_batches=a.pp_micro_batches)
         result["plan"] = vars(layout)
         print(f"\nrecommended layout: TP={layout.tp} x PP={layout.pp} x DP={layout.dp} (ZeRO-{layout.zero}), "
               f"{size(layout.gib_per_gpu * GIB)} per GPU")
@@ -222,9 +261,46 @@ def parallel_report(argv: Sequence[str]) -> dict[str, Any]:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("micro-batches m")
         ax.set_ylabel("bubble, % of step time")
-        ax.set_title(f"pipeline bubble, p={stages}")
+        ax.set_title(f"pipeline bubble with p={stages} stages: (p-1)/(m+p-1), predicted", fontsize=10)
 
     _plot(a.out, "bubble.png", draw)
+    return result
+
+
+def _no_plan_because(shape: Shape, run: dict[str, Any]) -> str | None:
+    """Why a GPU layout plan would not be plausible here (None: it is)."""
+    if run.get("device") == "cpu":
+        return ("the run trained on CPU ranks; the planner models GPU clusters (plan one with --params or "
+                "--model-size and no --run)")
+    if shape.params < PLAN_MIN_PARAMS:
+        return (f"at {shape.params:.3g} parameters a step is bound by kernel latency and memory bandwidth, not the "
+                f"FLOPs the planner's throughput model counts (it holds from {PLAN_MIN_PARAMS:.0e} parameters); "
+                "plain data parallel (DDP) is the layout")
+    return None
+
+
+def training_report(argv: Sequence[str]) -> dict[str, Any]:
+    p = argparse.ArgumentParser(prog="refinery report training",
+                                description="Curves of a training run: loss, gradient norm, learning rate, "
+                                            "tokens/s, skipped steps and rollbacks.")
+    p.add_argument("--run", required=True, help="a `refinery train` --out folder (reads its metrics.jsonl)")
+    p.add_argument("--out", help="folder for curves.png and training.json (default: the run folder)")
+    a = p.parse_args(argv)
+    from training import curves
+
+    log = os.path.join(a.run, "metrics.jsonl")
+    if not os.path.exists(log):
+        raise SystemExit(f"refinery report: --run {a.run}: no metrics.jsonl; is it the --out of `refinery train`?")
+    result = curves.summary(log)
+    out = a.out or a.run
+    print(table(["steps", "first loss", "last loss", "min loss", "grad norm median", "grad norm max",
+                 "skipped", "rollbacks", "tokens/s median"],
+                [[result["steps"], result.get("first_loss"), result.get("last_loss"), result.get("min_loss"),
+                  result.get("grad_norm_median"), result.get("grad_norm_max"), len(result.get("skipped_steps", [])),
+                  len(result.get("rollbacks", [])), result.get("tokens_per_s_median")]]))
+    _write(out, "training.json", result)
+    png = curves.plot(log, os.path.join(out, curves.CURVES), title=os.path.basename(os.path.normpath(a.run)))
+    print(f"curves: {png}" if png else "(no curves.png: no steps logged, or matplotlib is not installed)")
     return result
 
 
@@ -271,7 +347,8 @@ def main(argv: Sequence[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2
-    kinds = {"memory": memory_report, "parallel": parallel_report, "numerics": numerics_report}
+    kinds = {"memory": memory_report, "parallel": parallel_report, "numerics": numerics_report,
+             "training": training_report}
     if argv[0] not in kinds:
         print(f"refinery report: unknown kind {argv[0]!r}\n{USAGE}")
         return 2

@@ -282,7 +282,7 @@ def prepare_out(cfg: TrainConfig) -> None:
     """Create OUT; with --overwrite, drop an earlier run's checkpoints and logs first."""
     if cfg.overwrite:
         shutil.rmtree(os.path.join(cfg.out, "checkpoints"), ignore_errors=True)
-        for name in ("metrics.jsonl", "summary.json"):
+        for name in ("metrics.jsonl", "summary.json", "curves.png"):
             if os.path.exists(os.path.join(cfg.out, name)):
                 os.remove(os.path.join(cfg.out, name))
     os.makedirs(cfg.out, exist_ok=True)

@@ -121,6 +121,34 @@ def test_report_commands_print_tables_and_write_json_and_plots(tmp_path):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
 
 
+def test_plots_of_a_cpu_run_say_cpu_and_no_implausible_plan_is_shown(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    per_rank = {"weights": 499_200, "gradients": 499_200, "optimizer": 998_400}
+    (run / "summary.json").write_text(json.dumps({
+        "world_size": 2, "device": "cpu", "strategy": "ddp", "parameters": 124_800, "micro_batch": 8,
+        "model_config": {"vocab_size": 258, "seq_len": 128, "n_layer": 2, "n_head": 2, "n_embd": 64},
+        "measured_vs_predicted": {"recipe": "fp32-adamw", "zero": 0, "predicted": per_rank,
+                                  "ranks": [{"measured": per_rank}, {"measured": per_rank}]}}))
+    out = report("memory", "--run", str(run), "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "on 2 CPU ranks, fp32-adamw" in out.stdout and "GPU" not in out.stdout.split("\n")[0]
+    out = report("parallel", "--run", str(run), "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "2 CPU ranks, 32-bit gradients (fp32-adamw)" in out.stdout
+    assert "zero0  487.50 KiB" in out.stdout  # 2·(N-1)/N·4 B·124,800: the bytes the run measured
+    assert "layout plan: not shown" in out.stdout and "recommended layout" not in out.stdout
+    assert json.loads((tmp_path / "parallel.json").read_text())["plan"]["shown"] is False
+    out = report("parallel", "--params", "3e6", "--layers", "4", "--hidden", "256", "--heads", "4", "--seq", "256")
+    assert "layout plan: not shown: at 3e+06 parameters" in out.stdout  # tokens/s of a toy model: not plausible
+
+
+def test_report_help_lists_the_kinds():
+    out = report("--help")
+    assert out.returncode == 0
+    assert all(f"\n  {kind} " in out.stdout for kind in ("memory", "parallel", "numerics", "training"))
+
+
 def test_report_units_follow_the_magnitude():
     from training.memory import duration, size
 

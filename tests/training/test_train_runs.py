@@ -113,6 +113,14 @@ def test_spikes_and_nan_are_skipped_and_repeated_spikes_roll_back(shards, tmp_pa
     assert [r["step"] for r in after] == list(range(11, 21))
     assert all(r["loss"] == r["loss"] and r["loss"] < 6 for r in steps if not r["skipped"])  # finite, sane
     assert "finished at step 20" in proc.stdout
+    # the curves mark what happened: written by the run itself, and summarized by `refinery report training`
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    shown = subprocess.run([sys.executable, "-m", "pipeline.cli", "report", "training", "--run", str(tmp_path),
+                            "--out", str(tmp_path / "reports")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    seen = json.load(open(tmp_path / "reports" / "training.json"))
+    assert seen["skipped_steps"] == [7, 13, 14, 15] and seen["rollbacks"] == [15] and seen["last_step"] == 20
+    assert (tmp_path / "reports" / "curves.png").exists() and "curves: " in shown.stdout
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
