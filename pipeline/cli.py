@@ -6,7 +6,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-USAGE = """usage: refinery COMMAND [options]
+USAGE = """usage: refinery COMMAND [options]   (refinery --version; refinery COMMAND --help)
 
 commands:
   run            WARC files -> clean text Parquet shards + drop ledger + report.json + report.html
@@ -26,11 +26,25 @@ commands:
 """
 
 
+def version() -> str:
+    """The installed distribution's version (setup.py), as every command reports it."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("refinery")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0 if argv else 2
+    if argv[0] in ("--version", "-V", "version"):
+        print(f"refinery {version()}")
+        return 0
     command, rest = argv[0], argv[1:]
     if command == "run":
         return _run(rest)

@@ -22,6 +22,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from pipeline import html_report
 from pipeline import report as reporting
 from pipeline.beam_options import check_beam_args, loopback_only_grpc
+from pipeline.cli import version
 from pipeline.config import TABLE, ConfigError, RunConfig, load_config
 from pipeline.dedup import EXACT, NEAR, ExactDedup, NearDedup, dedup_report
 from pipeline.ledger import ResolveKeptCopies
@@ -41,7 +42,6 @@ from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, WRITE, StageSpec
 
 EXTRACT_STAGE = next(spec.name for spec in TABLE if spec.runs == EXTRACT)
 
-VERSION = "0.1.0"
 DEFAULT_RUNNER = "FnApiRunner"  # in-process; DirectRunner first tries to download Prism
 DATA_DIR, LEDGER_DIR, REPORT_FILE, ANNEAL_DIR = "data", "ledger", "report.json", "anneal"
 HTML_REPORT_FILE = "report.html"
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "URL_PART; they must end in the ledger as error:ValueError while the job goes on")
     p.add_argument("--no-dedup", action="store_true", help="skip exact and near-duplicate removal")
     p.add_argument("--quiet", action="store_true", help="do not print the funnel")
+    p.add_argument("--version", action="version", version=f"refinery {version()}")
     add_flags(p, RunConfig, skip=HAND_FLAGS, aliases=SHORT_FLAGS)
     return p
 
@@ -365,7 +366,7 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     if problems:
         raise RunFailed(f"run failed its checks, no manifest written ({REPORT_FILE} has details): " + "; ".join(problems))
 
-    extra = {"config": config.to_dict(), "refinery_version": VERSION, "extraction": trafilatura_speedups.versions()}
+    extra = {"config": config.to_dict(), "refinery_version": version(), "extraction": trafilatura_speedups.versions()}
     if config.anneal_fraction:
         anneal = FileSystems.join(config.output, ANNEAL_DIR)
         anneal_manifest = write_manifest(anneal, collect_shards(anneal, DATA_DIR), extra)

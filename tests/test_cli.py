@@ -23,6 +23,39 @@ def test_run_help_explains_every_option():
         assert flag in out.stdout, flag
 
 
+def test_every_option_of_every_command_has_help_and_shows_its_default():
+    import argparse
+
+    from pipeline.calibrate import build_parser as calibrate
+    from pipeline.inspect_cli import build_parser as inspect
+    from pipeline.run import build_parser as run
+    from pipeline.train_quality_cli import build_parser as train_quality
+    from training import report
+    from training.config import parser as train
+
+    parsers = [run(), inspect(), calibrate(), train_quality(), train_quality("train-toxicity"), train(),
+               report.memory_parser(), report.parallel_parser(), report.numerics_parser(), report.training_parser()]
+    for parser in parsers:
+        shows_defaults = parser.formatter_class is argparse.ArgumentDefaultsHelpFormatter
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+                continue
+            where = f"{parser.prog} {'/'.join(action.option_strings) or action.dest}"
+            assert action.help and action.help != argparse.SUPPRESS, f"{where}: no help text"
+            if action.default not in (None, False, "", [], ()) and not shows_defaults:
+                assert "default" in action.help.lower(), f"{where}: help does not show the default {action.default!r}"
+
+
+def test_version_and_the_help_of_train_and_report():
+    for args in (["--version"], ["run", "--version"]):
+        out = subprocess.run([REFINERY, *args], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and out.stdout.strip() == "refinery 0.1.0", out
+    out = subprocess.run([REFINERY, "train", "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "--nproc-per-node N" in out.stdout
+    out = subprocess.run([REFINERY, "--help"], capture_output=True, text=True, timeout=120)
+    assert "inspect" in out.stdout and "--version" in out.stdout
+
+
 def test_bad_input_is_a_one_line_error_not_a_traceback(tmp_path):
     out = subprocess.run([REFINERY, "run", "--input", str(tmp_path / "none*.warc.gz"), "--output", str(tmp_path / "o")],
                          capture_output=True, text=True, timeout=120)

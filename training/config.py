@@ -102,6 +102,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="FILE.yaml", help="options as YAML (TrainConfig field names, e.g. a run's "
                    "train_config.json); the flags below override it")
     add_set_flag(p)
+    # Read by `refinery train` (training/launch.py) before this parser; listed here so --help shows it.
+    p.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
+                   help="ranks to start on this machine through `torchrun --standalone` (default: 1, this process "
+                        "alone); gloo on CPU, NCCL on GPUs")
     p.add_argument("--inject-fault", metavar="STEP:spike|nan,...",
                    help="fault injection for testing the spike guard: scale the loss of this process's STEP-th "
                         "update attempt by 1e3, or make it NaN")

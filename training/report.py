@@ -55,14 +55,19 @@ def _run_summary(run: str | None) -> dict[str, Any]:
                          "is it the --out of a finished `refinery train`?") from exc
 
 
+def _parser(kind: str, description: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=f"refinery report {kind}", description=description,
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+
+
 def _shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--params", type=float, help="parameter count, e.g. 7e9")
-    p.add_argument("--layers", type=int)
-    p.add_argument("--hidden", type=int)
-    p.add_argument("--heads", type=int)
-    p.add_argument("--seq", type=int)
-    p.add_argument("--micro-batch", type=int, default=1)
-    p.add_argument("--vocab", type=int)
+    p.add_argument("--layers", type=int, help="transformer blocks")
+    p.add_argument("--hidden", type=int, help="model width (d_model)")
+    p.add_argument("--heads", type=int, help="attention heads")
+    p.add_argument("--seq", type=int, help="sequence length in tokens")
+    p.add_argument("--micro-batch", type=int, default=1, help="sequences per device per forward pass")
+    p.add_argument("--vocab", type=int, help="vocabulary size (default 50257 with --layers/--hidden)")
     p.add_argument("--model-size", help="a model size of this project (training/model.py MODEL_SIZES), "
                    "with --seq and --vocab (default 258, the byte tokenizer)")
     p.add_argument("--run", help="a training run's --out: use its model and report measured next to predicted")
@@ -117,15 +122,20 @@ def _plot(out: str | None, name: str, draw) -> str | None:
     return path
 
 
-def memory_report(argv: Sequence[str]) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="refinery report memory")
+def memory_parser() -> argparse.ArgumentParser:
+    p = _parser("memory", "Model states per device by ZeRO stage, activations, LoRA/QLoRA (predicted; "
+                          "with --run, next to what the run measured).")
     _shape_args(p)
-    p.add_argument("--gpus", type=int, help="default 8, or the --run's number of ranks")
+    p.add_argument("--gpus", type=int, help="devices (default 8, or the --run's number of ranks)")
     p.add_argument("--recipe", choices=sorted(memory.STATE_BYTES), help="default mixed-adamw, or the --run's")
     p.add_argument("--no-flash", action="store_true", help="attention scores stored (no FlashAttention)")
-    p.add_argument("--tensor-parallel", type=int, default=1)
-    p.add_argument("--lora-rank", type=int, default=16)
-    a = p.parse_args(argv)
+    p.add_argument("--tensor-parallel", type=int, default=1, help="tensor-parallel degree (divides activations)")
+    p.add_argument("--lora-rank", type=int, default=16, help="LoRA rank for the LoRA/QLoRA estimate")
+    return p
+
+
+def memory_report(argv: Sequence[str]) -> dict[str, Any]:
+    a = memory_parser().parse_args(argv)
     run = _run_summary(a.run)
     a.gpus = a.gpus or run.get("world_size", 8)
     a.recipe = a.recipe or run.get("measured_vs_predicted", {}).get("recipe", "mixed-adamw")
@@ -202,17 +212,22 @@ def measured_vs_predicted(run: str) -> dict[str, Any]:
     return check
 
 
-def parallel_report(argv: Sequence[str]) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="refinery report parallel")
+def parallel_parser() -> argparse.ArgumentParser:
+    p = _parser("parallel", "Data / tensor / pipeline parallel traffic, the pipeline bubble, and a GPU layout plan "
+                            "(predicted).")
     _shape_args(p)
     p.add_argument("--gpus-per-node", type=int, help="default 8, or the --run's number of ranks")
-    p.add_argument("--nodes", type=int, default=1)
-    p.add_argument("--gpu-gib", type=float, default=80.0)
+    p.add_argument("--nodes", type=int, default=1, help="machines")
+    p.add_argument("--gpu-gib", type=float, default=80.0, help="memory per GPU, GiB")
     p.add_argument("--intra-gbps", type=float, default=600.0, help="GB/s per GPU inside a node (NVLink)")
     p.add_argument("--inter-gbps", type=float, default=25.0, help="GB/s per GPU across nodes (InfiniBand)")
-    p.add_argument("--pp-micro-batches", type=int, default=16)
+    p.add_argument("--pp-micro-batches", type=int, default=16, help="micro-batches per step with pipeline parallelism")
     p.add_argument("--recipe", choices=sorted(memory.STATE_BYTES), help="default mixed-adamw, or the --run's")
-    a = p.parse_args(argv)
+    return p
+
+
+def parallel_report(argv: Sequence[str]) -> dict[str, Any]:
+    a = parallel_parser().parse_args(argv)
     run = _run_summary(a.run)
     a.gpus_per_node = a.gpus_per_node or run.get("world_size", 8)
     recipe = a.recipe or run.get("measured_vs_predicted", {}).get("recipe", "mixed-adamw")
@@ -279,13 +294,16 @@ def _no_plan_because(shape: Shape, run: dict[str, Any]) -> str | None:
     return None
 
 
-def training_report(argv: Sequence[str]) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="refinery report training",
-                                description="Curves of a training run: loss, gradient norm, learning rate, "
-                                            "tokens/s, skipped steps and rollbacks.")
+def training_parser() -> argparse.ArgumentParser:
+    p = _parser("training", "Curves of a training run: loss, gradient norm, learning rate, tokens/s, skipped "
+                            "steps and rollbacks.")
     p.add_argument("--run", required=True, help="a `refinery train` --out folder (reads its metrics.jsonl)")
     p.add_argument("--out", help="folder for curves.png and training.json (default: the run folder)")
-    a = p.parse_args(argv)
+    return p
+
+
+def training_report(argv: Sequence[str]) -> dict[str, Any]:
+    a = training_parser().parse_args(argv)
     from training import curves
 
     log = os.path.join(a.run, "metrics.jsonl")
@@ -304,13 +322,17 @@ def training_report(argv: Sequence[str]) -> dict[str, Any]:
     return result
 
 
+def numerics_parser() -> argparse.ArgumentParser:
+    p = _parser("numerics", "Number formats, gradient underflow, swamping, MinHash error, the LSH S-curve.")
+    p.add_argument("--out", help="folder for numerics.json and lsh_s_curve.png (default: none, tables only)")
+    p.add_argument("--bands", type=int, default=14, help="LSH bands for the S-curve")
+    p.add_argument("--rows", type=int, default=8, help="LSH rows per band")
+    p.add_argument("--trials", type=int, default=200, help="random trials of the MinHash error estimate")
+    return p
+
+
 def numerics_report(argv: Sequence[str]) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="refinery report numerics")
-    p.add_argument("--out")
-    p.add_argument("--bands", type=int, default=14)
-    p.add_argument("--rows", type=int, default=8)
-    p.add_argument("--trials", type=int, default=200)
-    a = p.parse_args(argv)
+    a = numerics_parser().parse_args(argv)
     formats = numerics.format_table()
     print(table(["format", "bits", "max", "smallest normal", "smallest subnormal", "epsilon"],
                 [[f["format"], f["bits"], f"{f['max']:.4g}", f"{f['smallest_normal']:.4g}",

@@ -86,6 +86,16 @@ def extract_text(html: str, url: str | None, options: dict[str, Any]) -> str | N
     return trafilatura.extract(html, url=url or None, **options)
 
 
+def extract_counting_fast_misses(html: str, url: str | None, options: dict[str, Any]) -> tuple[str | None, bool]:
+    """(text, missed): `missed` is True when fast mode found no text but trafilatura's fallbacks would
+    have (the full extraction runs again on those pages only, to count what fast mode gives up)."""
+    text = extract_text(html, url, options)
+    if text and text.strip() or not options.get("fast"):
+        return text, False
+    full = extract_text(html, url, {**options, "fast": False})
+    return text, bool(full and full.strip())
+
+
 class Extractor(Stage):
     """Stage: html -> text. Call `setup()` before use and `teardown()` after (Beam does both)."""
 
@@ -128,15 +138,21 @@ class Extractor(Stage):
             if self.config.timeout_s is not None:
                 self.setup()
             else:
-                return self._finish(doc, extract_text(html, doc.url, self.config.trafilatura_options()), None)
-        text, error = self._worker.extract(html, doc.url, self.config.timeout_s)
-        return self._finish(doc, text, error)
+                text, missed = extract_counting_fast_misses(html, doc.url, self.config.trafilatura_options())
+                return self._finish(doc, (text, missed), None)
+        result, error = self._worker.extract(html, doc.url, self.config.timeout_s)
+        return self._finish(doc, result, error)
 
-    @staticmethod
-    def _finish(doc: Document, text: str | None, error: tuple[DropReason, str] | None) -> StageResult:
+    def _finish(self, doc: Document, result: tuple[str | None, bool] | None,
+                error: tuple[DropReason, str] | None) -> StageResult:
         if error is not None:
             return doc.drop(STAGE, *error)
+        text, missed = result
         if not text or not text.strip():
+            if missed:
+                self.count("fast_mode_left_without_text")  # extract.fast: the funnel says what it costs
+                return doc.drop(STAGE, DropReason.NO_TEXT, "no main text found by fast mode (trafilatura's "
+                                                           "fallback extractors would have found some)")
             return doc.drop(STAGE, DropReason.NO_TEXT, "no main text found")
         return doc.replace(text=text.strip(), html=None)
 
@@ -171,7 +187,9 @@ class _ExtractionWorker:
             self.close()
             raise StageEnvironmentError(f"extraction worker did not start: {message[1]}")
 
-    def extract(self, html: str, url: str, timeout_s: float) -> tuple[str | None, tuple[DropReason, str] | None]:
+    def extract(self, html: str, url: str, timeout_s: float) -> tuple[tuple[str | None, bool] | None,
+                                                                       tuple[DropReason, str] | None]:
+        """((text, fast mode missed text), None) or (None, (reason, detail))."""
         if self._proc is None or not self._proc.is_alive():
             self.start()
         try:
@@ -237,7 +255,7 @@ def _worker_main(conn, options: dict[str, Any], memory_mb: int) -> None:
         except (EOFError, OSError):
             return
         try:
-            result = ("ok", extract_text(html, url, options))
+            result = ("ok", extract_counting_fast_misses(html, url, options))
         except MemoryError:
             result = ("error", "MemoryError: page needs more than the worker memory cap")
         except Exception as exc:  # lxml and trafilatura raise many types on broken markup

@@ -77,10 +77,15 @@ def test_decontamination_in_the_job(tmp_path):
     assert problem[:50] not in kept["http://t.example/leaky"] and prose[0][:40] in kept["http://t.example/leaky"]
     decontam = next(f for f in report["funnel"] if f["stage"] == "decontaminate")
     assert decontam["notes"]["contaminated_docs.gsm8k"] == 1 and decontam["notes"]["excised_docs"] == 1
+    n_items = len(gsm8k.read_text().splitlines())
+    assert report["decontamination"] == {"gsm8k": {"items": n_items, "too_short": 0}}  # what the index loaded
+    html = (tmp_path / "excise" / "report.html").read_text()
+    assert f"<td>gsm8k</td><td class=\"num\">{n_items}</td><td class=\"num\">1</td>" in html
     run(args + ["--output", str(tmp_path / "drop"), "--decontam-policy", "drop"])
     ledger = pq.read_table(str(tmp_path / "drop" / "ledger")).to_pylist()
     assert [(r["url"], r["reason"]) for r in ledger] == [("http://t.example/leaky", "contaminated")]
     assert "gsm8k:3" in ledger[0]["detail"]
+    assert ledger[0]["value"] >= 1 and ledger[0]["snippet"]  # n-grams matched; the page's text
 
 
 def test_url_filter_runs_before_extraction_and_only_on_its_sources(tmp_path):

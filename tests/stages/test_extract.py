@@ -95,3 +95,23 @@ def test_worker_that_cannot_start_is_an_environment_error_not_a_ledger_entry():
     e = Extractor(ExtractConfig(timeout_s=5, worker_memory_mb=1))
     with pytest.raises(StageEnvironmentError, match="extraction worker did not start"):
         e.setup()
+
+
+def test_fast_mode_counts_the_pages_it_leaves_without_text():
+    """A real page where trafilatura's fast mode finds nothing and its fallback extractors find the article:
+    fast mode drops it (as asked) and says so, in the detail and in a counter the funnel shows."""
+    page = doc(real_page_html("rnz.de.witzel.html"))
+    for timeout in (None, 30.0):  # in-process and in the extraction child alike
+        fast = Extractor(ExtractConfig(fast=True, timeout_s=timeout))
+        counted = []
+        fast.count = lambda name, n=1, counted=counted: counted.append(name)
+        fast.setup()
+        try:
+            result = fast(page)
+            again = fast(doc(real_page_html("lemire.me.json.html")))  # text found: nothing counted
+        finally:
+            fast.teardown()
+        assert isinstance(result, Drop) and result.reason is DropReason.NO_TEXT and "fast mode" in result.detail
+        assert isinstance(again, Document) and counted == ["fast_mode_left_without_text"]
+    full = Extractor(ExtractConfig(timeout_s=None))(page)
+    assert isinstance(full, Document) and len(full.text) > 200
