@@ -34,6 +34,14 @@ def counters(result) -> dict[str, int] | None:
     return out or None  # a run reads at least one file, so no counters at all means no metrics support
 
 
+def attempted_counters(result) -> dict[str, int]:
+    """Counters so far of a running job (attempted values), for progress."""
+    out: dict[str, int] = {}
+    for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
+        out[c.key.metric.name] = out.get(c.key.metric.name, 0) + int(c.attempted or 0)
+    return out
+
+
 def distributions(result) -> dict[str, dict[str, int]]:
     """Beam distributions of this run ({name: count, sum, min, max}); empty if the runner has none."""
     out: dict[str, dict[str, int]] = {}

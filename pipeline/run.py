@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fault injection (testing): STAGE raises ValueError on documents whose URL contains "
                         "URL_PART; they must end in the ledger as error:ValueError while the job goes on")
     p.add_argument("--no-dedup", action="store_true", help="skip exact and near-duplicate removal")
-    p.add_argument("--quiet", action="store_true", help="do not print the funnel")
+    p.add_argument("--quiet", action="store_true", help="do not print the funnel or progress")
+    p.add_argument("--progress-every", type=float, metavar="SECONDS", default=None,
+                   help="seconds between progress updates (default: 1 on a terminal, 10 in a log; 0: none)")
     p.add_argument("--version", action="version", version=f"refinery {version()}")
     add_flags(p, RunConfig, skip=HAND_FLAGS, aliases=SHORT_FLAGS)
     return p
@@ -178,7 +180,7 @@ def make_steps(config: RunConfig, facts: dict[str, Any] | None = None) -> list[t
     for spec in enabled_stages(config):
         if spec.runs in (EXTRACT, DOCUMENT):
             per_document.append(spec.name)
-            steps.append((spec.name, ApplyStage(spec.make(config), progress=spec.runs == EXTRACT,
+            steps.append((spec.name, ApplyStage(spec.make(config),
                                                 fail_urls=faults.get(spec.name, ()),
                                                 sources=getattr(spec.settings(config), "sources", ()))))
         elif spec.runs == GLOBAL:
@@ -290,8 +292,8 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
         names = build_pipeline(p, config, root, facts)
         try:
             with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
-                result = p.run()
-                result.wait_until_finish()
+                result = _run_with_progress(p, options, names, sum(files.values()),
+                                            0 if args.quiet else args.progress_every)
             if interrupted():
                 raise KeyboardInterrupt
         except BaseException:  # also what Beam makes of a KeyboardInterrupt inside a bundle
@@ -301,6 +303,37 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
         report = _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root, interrupted=interrupted,
                          facts=facts)
     return report
+
+
+def _run_with_progress(p: beam.Pipeline, options: PipelineOptions, names: list[str], total_bytes: int,
+                       every_s: float | None):
+    """Run the job while showing progress: from this process's own counts when the workers run in it
+    (FnApiRunner, one worker), else from the runner's metrics while it runs."""
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    from pipeline.progress import TALLY, Display
+
+    runner = str(options.view_as(StandardOptions).runner or "")
+    direct = options.view_as(DirectOptions)
+    in_process = runner.endswith("FnApiRunner") and direct.direct_running_mode in (None, "in_memory") \
+        and (direct.direct_num_workers or 1) == 1
+    if every_s == 0:
+        result = p.run()
+        result.wait_until_finish()
+        return result
+    if in_process:
+        TALLY.on, TALLY.counts = True, {}
+        try:
+            with Display(TALLY.snapshot, names, total_bytes, every_s):
+                result = p.run()
+                result.wait_until_finish()
+        finally:
+            TALLY.on = False
+        return result
+    result = p.run()  # other runners return at once and report attempted metrics while they run
+    with Display(lambda: reporting.attempted_counters(result), names, total_bytes, every_s):
+        result.wait_until_finish()
+    return result
 
 
 def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float, quiet: bool,

@@ -13,7 +13,6 @@ Distributions:
 from __future__ import annotations
 
 import functools
-import sys
 import time
 from collections.abc import Iterable, Sequence
 
@@ -22,6 +21,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.metrics import Metrics
 
+from pipeline.progress import BYTES_READ, TALLY
 from stages.extraction.warc import STAGE as WARC_STAGE
 from stages.extraction.warc import WarcConfig, read_warc
 from stages.formats import SNIFF_BYTES, WARC, is_gzip, sniff_format
@@ -47,6 +47,7 @@ def _counter(name: str):
 
 def count(name: str, n: int = 1) -> None:
     _counter(name).inc(n)
+    TALLY.add(name, n)  # the live progress display of a local run (pipeline/progress.py); off elsewhere
 
 
 @functools.lru_cache(maxsize=256)
@@ -76,24 +77,6 @@ def count_kept(stage: str, doc: Document) -> None:
     count(f"{stage}.kept")
     if doc.text:
         count(f"{stage}.kept_tokens", approx_tokens(doc.text))
-
-
-class _Progress:
-    """A progress line on stderr every `every_s` seconds, per worker (local runs show it live)."""
-
-    def __init__(self, label: str, every_s: float = 10.0):
-        self.label, self.every_s = label, every_s
-        self.start = self.last = time.monotonic()
-        self.done = 0
-
-    def tick(self) -> None:
-        self.done += 1
-        now = time.monotonic()
-        if now - self.last >= self.every_s:
-            self.last = now
-            rate = self.done / (now - self.start)
-            print(f"[refinery] {self.label}: {self.done} documents ({rate:.1f}/s on this worker)",
-                  file=sys.stderr, flush=True)
 
 
 class ReadFileFn(beam.DoFn):
@@ -136,12 +119,28 @@ class ReadFileFn(beam.DoFn):
             else:
                 records = read_text_records(stream, source=self._source, filename=path, fmt=fmt,
                                             gzipped=is_gzip(head), config=self._text, count=note)
+            position = 0
             for result in records:
                 count(f"{stage}.in")
+                position = self._count_bytes(stream, position)
                 if not (isinstance(result, Drop) and result.reason == DropReason.READ_ERROR):
                     count(SOURCE_RECORDS + self._source)
                 routed = route(stage, result)
                 yield routed if fmt == WARC or isinstance(result, Drop) else beam.pvalue.TaggedOutput(TEXT, routed)
+
+        count(BYTES_READ, max(readable_file.metadata.size_in_bytes - position, 0))  # the file's tail
+
+    @staticmethod
+    def _count_bytes(stream, position: int) -> int:
+        """Input bytes consumed so far (progress, its ETA); streams that cannot tell are counted at the end."""
+        try:
+            now = stream.tell()
+        except (OSError, AttributeError, ValueError):
+            return position
+        if now > position:
+            count(BYTES_READ, now - position)
+            return now
+        return position
 
     def _file_error(self, path: str, detail: str):
         count(f"{READ_STAGE}.in")
@@ -182,10 +181,8 @@ class RunStage(beam.DoFn):
     `error:<ExceptionType>` and the message, and the rest of the bundle goes on.
     """
 
-    def __init__(self, stage, progress: bool = False, fail_urls: Sequence[str] = (), sources: Sequence[str] = ()):
+    def __init__(self, stage, fail_urls: Sequence[str] = (), sources: Sequence[str] = ()):
         self._stage = stage
-        self._progress_enabled = progress
-        self._progress = None
         self._fail_urls = tuple(fail_urls)  # fault injection (--inject-error), empty in real runs
         self._sources = frozenset(sources)  # the stage runs on these sources' documents; empty: all
 
@@ -194,8 +191,6 @@ class RunStage(beam.DoFn):
         if hasattr(self._stage, "count"):  # stages report rule skips etc. as `<stage>.note.<name>`
             prefix = f"{self._stage.name}.note."
             self._stage.count = lambda name, n=1: count(prefix + name, n)
-        if self._progress_enabled:
-            self._progress = _Progress(self._stage.name)
 
     def process(self, doc: Document) -> Iterable:
         count(f"{self._stage.name}.in")
@@ -222,8 +217,6 @@ class RunStage(beam.DoFn):
             raise  # every document would fail alike: fail the job with the real cause
         except Exception as exc:
             result = doc.drop_for_error(self._stage.name, exc)
-        if self._progress is not None:
-            self._progress.tick()
         return result
 
     def teardown(self) -> None:
@@ -257,17 +250,17 @@ class RunStageOnBatches(RunStage):
 class ApplyStage(beam.PTransform):
     """documents -> (kept documents, ledger drops) for one stage."""
 
-    def __init__(self, stage, progress: bool = False, fail_urls: Sequence[str] = (), sources: Sequence[str] = ()):
+    def __init__(self, stage, fail_urls: Sequence[str] = (), sources: Sequence[str] = ()):
         super().__init__()
-        self._stage, self._progress, self._fail_urls = stage, progress, tuple(fail_urls)
+        self._stage, self._fail_urls = stage, tuple(fail_urls)
         self._sources = tuple(sources)
 
     def expand(self, documents):
         if hasattr(self._stage, "process_batch"):
             documents = documents | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=256)
-            fn = RunStageOnBatches(self._stage, self._progress, self._fail_urls, self._sources)
+            fn = RunStageOnBatches(self._stage, self._fail_urls, self._sources)
         else:
-            fn = RunStage(self._stage, self._progress, self._fail_urls, self._sources)
+            fn = RunStage(self._stage, self._fail_urls, self._sources)
         results = documents | "Run" >> beam.ParDo(fn).with_outputs(LEDGER, main=DOCUMENTS)
         return results[DOCUMENTS], results[LEDGER]
 

@@ -63,12 +63,27 @@ def test_bad_input_is_a_one_line_error_not_a_traceback(tmp_path):
     assert "matches no files" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_run_prints_the_funnel(tmp_path):
-    out = subprocess.run([REFINERY, "run", "--input", str(CC_EXCERPT), "--output", str(tmp_path / "o")],
-                         capture_output=True, text=True, timeout=600)
+def test_run_prints_the_funnel_and_progress(tmp_path):
+    out = subprocess.run([REFINERY, "run", "--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"),
+                          "--progress-every", "0.2"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert "conservation holds: read 16 = kept" in out.stdout
     assert "languages kept:" in out.stdout and (tmp_path / "o" / "report.json").exists()
+    assert (tmp_path / "o" / "report.html").exists()
+    progress = [line for line in out.stderr.splitlines() if line.startswith("[refinery] read ")]
+    assert progress, out.stderr  # a log (not a terminal): plain lines while the job runs
+    size_mb = CC_EXCERPT.stat().st_size / 1e6
+    assert f"/{size_mb:.1f} MB (" in progress[-1] and "extract " in "".join(progress)
+
+
+def test_progress_line_says_what_is_done_of_what_and_when_it_ends():
+    from pipeline.progress import BYTES_READ, progress_line
+
+    before = {BYTES_READ: 50_000_000, "warc.in": 400, "extract.in": 100}
+    now = {BYTES_READ: 100_000_000, "warc.in": 800, "extract.in": 300, "langid.in": 250}
+    line = progress_line(now, before, 10.0, ["warc", "extract", "langid"], total_bytes=200_000_000)
+    assert line == ("[refinery] read 100.0/200.0 MB (50%, 5.00 MB/s) · warc 800 (40/s) · extract 300/800 (20/s) · "
+                    "langid 250/800 (25/s) · ETA 0:20")  # 100 MB left at 5 MB/s
 
 
 def test_train_quality_command(tmp_path):

@@ -1,0 +1,129 @@
+"""Live progress of a `refinery run`: bytes of input read (of the total, with rate and ETA) and documents
+done per stage (of the documents read so far), as tqdm bars on a terminal or a plain line every few
+seconds in a log.
+
+Two sources, one display. In-process runs (FnApiRunner, one worker) report from the DoFns into
+this process's `Tally`: display only, never read back into results. Runners whose workers live
+elsewhere (portable, Dataflow, Flink, Spark) are polled through the PipelineResult's Beam metrics
+(attempted counters: `<stage>.in`, `warc.bytes_read`).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+BYTES_READ = "read.bytes"  # counter: compressed input bytes consumed by the readers
+
+
+class Tally:
+    """Counts of this process, written by DoFns when a local run switched them on."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, name: str, n: int = 1) -> None:
+        if self.on:
+            with self._lock:
+                self.counts[name] = self.counts.get(name, 0) + n
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.counts)
+
+
+TALLY = Tally()
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None or seconds != seconds or seconds < 0:
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else \
+        f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def progress_line(counts: Mapping[str, int], before: Mapping[str, int], seconds: float, stages: Sequence[str],
+                  total_bytes: int, read_stage: str = "warc") -> str:
+    """One line: input bytes read (share, rate), documents done per stage of those read so far (rate over
+    the last `seconds`), and an ETA from the first stage still behind the reader (the bottleneck)."""
+    seconds = max(seconds, 1e-9)
+    done = counts.get(BYTES_READ, 0)
+    byte_rate = (done - before.get(BYTES_READ, 0)) / seconds
+    parts = [f"read {done / 1e6:.1f}/{total_bytes / 1e6:.1f} MB ({100 * done / max(total_bytes, 1):.0f}%, "
+             f"{byte_rate / 1e6:.2f} MB/s)"]
+    eta = (total_bytes - done) / byte_rate if byte_rate > 0 and done < total_bytes else None
+    read = counts.get(f"{read_stage}.in", 0)
+    for stage in stages:
+        n = counts.get(f"{stage}.in", 0)
+        if not n:
+            continue
+        rate = (n - before.get(f"{stage}.in", 0)) / seconds
+        parts.append(f"{stage} {n:,}" + (f"/{read:,}" if stage != read_stage and read else "") + f" ({rate:.0f}/s)")
+        if eta is None and stage != read_stage and n < read and rate > 0:
+            eta = (read - n) / rate  # documents not yet through this stage, at its current rate
+    return "[refinery] " + " · ".join(parts) + (f" · ETA {_eta(eta)}" if eta is not None else "")
+
+
+class Display:
+    """A thread that shows progress every `every_s` seconds until stopped: tqdm bars on a terminal,
+    plain lines otherwise. `poll()` returns the current counts (the local Tally, or runner metrics)."""
+
+    def __init__(self, poll: Callable[[], Mapping[str, int]], stages: Sequence[str], total_bytes: int,
+                 every_s: float | None = None, stream=None):
+        self.poll, self.stages, self.total_bytes = poll, list(stages), total_bytes
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.every_s = every_s if every_s is not None else (1.0 if self.tty else 10.0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="refinery-progress", daemon=True)
+        self._bars: dict[str, object] = {}
+        self._before: Mapping[str, int] = {}
+        self._last = time.monotonic()
+
+    def __enter__(self):
+        if self.every_s > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        for bar in self._bars.values():
+            bar.close()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                counts = self.poll()
+            except Exception:  # a runner that cannot report metrics yet: try again next time
+                continue
+            now = time.monotonic()
+            if self.tty:
+                self._draw_bars(counts)
+            else:
+                print(progress_line(counts, self._before, now - self._last, self.stages, self.total_bytes),
+                      file=self.stream, flush=True)
+            self._before, self._last = counts, now
+
+    def _draw_bars(self, counts: Mapping[str, int]) -> None:
+        from tqdm import tqdm
+
+        read = counts.get(f"{self.stages[0]}.in", 0) if self.stages else 0
+        wanted = [("read", BYTES_READ, self.total_bytes)] + [(s, f"{s}.in", read or None) for s in self.stages]
+        for position, (label, key, total) in enumerate(wanted):
+            value = counts.get(key, 0)
+            if label != "read" and not value:
+                continue
+            bar = self._bars.get(label)
+            if bar is None:
+                bar = self._bars[label] = tqdm(
+                    total=total, desc=f"{label:<18}", position=position, file=self.stream, leave=True,
+                    unit="B" if label == "read" else " docs", unit_scale=label == "read", dynamic_ncols=True)
+            if total and label != "read":
+                bar.total = max(total, value)
+            bar.update(value - bar.n)
