@@ -54,7 +54,7 @@ h1{margin-bottom:4px} h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-
 table{border-collapse:collapse;font-size:13px} td,th{border-bottom:1px solid #eee;padding:3px 8px;text-align:left;
 vertical-align:top} th{background:#f6f6f6} .num{text-align:right;font-variant-numeric:tabular-nums}
 .snippet{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;max-width:520px;max-height:9em;
-overflow:auto;background:#fafafa} .ok{color:#2a7a2a} .bad{color:#b52020} .muted{color:#777}
+overflow:auto;background:#fafafa;min-width:360px} .url{display:inline-block;max-width:300px;word-break:break-all} .ok{color:#2a7a2a} .bad{color:#b52020} .muted{color:#777}
 """
 
 
@@ -67,6 +67,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequen
     body = "".join("<tr>" + "".join(f'<td class="num">{cell}</td>' if i in numeric else f"<td>{cell}</td>"
                                      for i, cell in enumerate(r)) + "</tr>" for r in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _url(url: str | None) -> str:
+    return f'<span class="url">{_e(url)}</span>'
 
 
 def _snippet(text: str | None, n: int = 400) -> str:
@@ -135,12 +139,12 @@ def _reason_section(sample: explore.ReasonSample, measured, stages) -> str:
             series["kept (sample)"] = kept_values
         parts.append(svg.histogram(series, f"{sample.reason}: measured value{note}", metric or "value",
                                    threshold=sample.common_threshold, colors=(svg.PALETTE[1], svg.PALETTE[0])))
-    rows = [[_e(r.get("url") or r.get("file")), _e(r.get("lang")), _e(svg.number(r["value"]) if r.get("value")
+    rows = [[_url(r.get("url") or r.get("file")), _e(r.get("lang")), _e(svg.number(r["value"]) if r.get("value")
             is not None else ""), _e(svg.number(r["threshold"]) if r.get("threshold") is not None else ""),
              _e(r.get("detail")), _snippet(r.get("snippet"))] for r in sample.examples]
     parts.append("<h4>Dropped</h4>" + _table(["url / file", "lang", "value", "threshold", "detail", "text"], rows))
     if near:
-        rows = [[_e(doc.get("url")), _e(doc.get("lang")), svg.number(v), svg.number(t), _snippet(doc["text"])]
+        rows = [[_url(doc.get("url")), _e(doc.get("lang")), svg.number(v), svg.number(t), _snippet(doc["text"])]
                 for _, v, t, doc in near[:3]]
         parts.append("<h4>Kept, closest to the threshold</h4>"
                      + _table(["url", "lang", "value", "threshold", "text"], rows))
@@ -166,11 +170,11 @@ def _dedup_section(report: Mapping[str, Any], output: str, summary: explore.Ledg
         survivor = kept.get(kept_id)
         if survivor is None:
             continue
-        rows = [["kept", _e(survivor.get("url")), "1", _snippet(survivor["text"], 600)]]
+        rows = [["kept", _url(survivor.get("url")), "1", _snippet(survivor["text"], 600)]]
         base = set(shingles(survivor["text"], n, survivor.get("lang")))
         for row in removed:
             similarity = jaccard(base, set(shingles(row.get("snippet") or "", n, row.get("lang"))))
-            rows.append(["removed", _e(row.get("url")), f"≥ {similarity:.2f}*", _snippet(row.get("snippet"), 600)])
+            rows.append(["removed", _url(row.get("url")), f"≥ {similarity:.2f}*", _snippet(row.get("snippet"), 600)])
         parts.append(_table(["copy", "url", "Jaccard", "text"], rows))
     if summary.duplicates:
         parts.append("<p class='muted'>* Jaccard of 5-word shingles between the kept text and the ledger's "

@@ -82,7 +82,7 @@ class Display:
         self._thread = threading.Thread(target=self._loop, name="refinery-progress", daemon=True)
         self._bars: dict[str, object] = {}
         self._before: Mapping[str, int] = {}
-        self._last = time.monotonic()
+        self._last = self._started = time.monotonic()
 
     def __enter__(self):
         if self.every_s > 0:
@@ -103,7 +103,10 @@ class Display:
             except Exception:  # a runner that cannot report metrics yet: try again next time
                 continue
             now = time.monotonic()
-            if self.tty:
+            if not any(counts.values()):  # e.g. a portable job service reports metrics only at the end
+                print(f"[refinery] job running for {_eta(now - self._started)} (the runner has reported no "
+                      "progress metrics yet)", file=self.stream, flush=True)
+            elif self.tty:
                 self._draw_bars(counts)
             else:
                 print(progress_line(counts, self._before, now - self._last, self.stages, self.total_bytes),

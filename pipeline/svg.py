@@ -28,10 +28,10 @@ def number(x: float) -> str:
 
 
 def bars(rows: Sequence[tuple[str, Sequence[float]]], series: Sequence[str], title: str, unit: str = "",
-         width: int = 760) -> str:
+         width: int = 560) -> str:
     """Horizontal stacked bars: rows of (label, one value per series)."""
-    label_w, bar_h, gap, top = 170, 18, 6, 40
-    height = top + len(rows) * (bar_h + gap) + 30
+    label_w, bar_h, gap, top = 150, 16, 5, 40
+    height = top + len(rows) * (bar_h + gap) + 8
     most = max((sum(v) for _, v in rows), default=0) or 1
     scale = (width - label_w - 90) / most
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" {FONT}>',
