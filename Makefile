@@ -25,6 +25,8 @@ demo: install
 	$(BIN)/refinery report memory --run $(DEMO_OUT)-train --out $(DEMO_OUT)-train/reports
 	$(BIN)/refinery report parallel --run $(DEMO_OUT)-train --out $(DEMO_OUT)-train/reports
 	@echo "Read the shards: $(BIN)/python -c \"import pyarrow.parquet as pq; print(pq.read_table('$(DEMO_OUT)/data'))\""
+	@echo "See the run: $(DEMO_OUT)/report.html (any browser), $(DEMO_OUT)-train/curves.png; in the terminal:"
+	@echo "  $(BIN)/refinery inspect $(DEMO_OUT) --reason gopher_too_few_words --sample 3"
 
 # The same job through Beam's portable Job API: a real job service and SDK worker pool, started inside
 # a network namespace with only loopback (needs root or user namespaces), torn down afterwards.

@@ -33,8 +33,10 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout>=2.3", "duckdb>=1.0", "datasets>=3.0", "matplotlib>=3.8",
-                 "ruff>=0.16,<0.17", "pytest-xdist>=3.6,<4"],
-        "plots": ["matplotlib>=3.8"],         # PNGs of `refinery report`
+                 "ruff>=0.16,<0.17", "pytest-xdist>=3.6,<4",
+                 "tensorboard>=2.16,<3"],       # the training run's optional TensorBoard log is tested
+        "plots": ["matplotlib>=3.8"],         # PNGs of `refinery report`, training curves
+        "tensorboard": ["tensorboard>=2.16,<3"],  # `refinery train` also logs to OUT/tensorboard
     },
     entry_points={"console_scripts": ["refinery=pipeline.cli:console_main"]},
 )

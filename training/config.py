@@ -59,6 +59,7 @@ class TrainConfig:
     peak_tflops: float | None = None  # peak dense TFLOP/s of one device, for MFU (known GPUs are looked up)
     stop_after: int | None = None     # exit after this step, as a crash would (tests resumption)
     log_every: int = 10
+    tensorboard: bool = True       # also log the curves to OUT/tensorboard when the tensorboard package is installed
     spike: SpikeConfig = dataclasses.field(default_factory=SpikeConfig)
     inject: tuple[tuple[int, str], ...] = ()  # fault injection for testing the spike guard: [[step, spike|nan]]
 

@@ -3,6 +3,7 @@ summary (throughput, FLOPs, MFU against the device's peak, memory, measured vs p
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -20,16 +21,19 @@ class Metrics:
     """Rank 0's log: one JSON line per step (and per event), a progress line on stdout, and the
     curves (curves.png next to the log) redrawn while it runs and at the end."""
 
-    def __init__(self, path: str, total_steps: int, enabled: bool) -> None:
+    def __init__(self, path: str, total_steps: int, enabled: bool, tensorboard: bool = False) -> None:
         self.total, self.enabled = total_steps, enabled
         self.fh = open(path, "a", encoding="utf-8") if enabled else None
         self.curves = LivePlot(path) if enabled else None
+        self.board = _board(os.path.join(os.path.dirname(path), "tensorboard")) if enabled and tensorboard else None
 
     def write(self, record: dict[str, Any], show: bool = False) -> None:
         if not self.enabled:
             return
         self.fh.write(json.dumps(record) + "\n")
         self.fh.flush()
+        if self.board is not None:
+            _to_board(self.board, record)
         if "event" in record:
             print(f"[train] {record['event']}: " + ", ".join(f"{k}={v}" for k, v in record.items() if k != "event"),
                   flush=True)
@@ -45,6 +49,31 @@ class Metrics:
         if self.fh:
             self.fh.close()
             self.curves.draw()
+        if self.board is not None:
+            self.board.close()
+
+
+def _board(folder: str):
+    """A TensorBoard SummaryWriter when the `tensorboard` package is installed, else None."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # torch's writer needs the tensorboard package
+        return None
+    return SummaryWriter(folder)
+
+
+def _to_board(board, record: dict[str, Any]) -> None:
+    step = record.get("step", 0)
+    if "event" in record:
+        board.add_text("events", f"{record['event']}: {json.dumps(record)}", step)
+        if record["event"] == "rolled back":
+            board.add_scalar("train/rollback", 1, step)
+        return
+    for key in ("loss", "grad_norm", "lr", "tokens_per_s"):
+        value = record.get(key)
+        if isinstance(value, (int, float)) and value == value and abs(value) != float("inf"):
+            board.add_scalar(f"train/{key}", value, step)
+    board.add_scalar("train/skipped", int(bool(record.get("skipped"))), step)
 
 
 # Dense bf16 peak of common accelerators (vendor datasheets), for MFU; --peak-tflops overrides.

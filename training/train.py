@@ -130,7 +130,7 @@ class Trainer:
     def train(self, stop_after: int | None = None, faults: FaultInjector | None = None) -> list[dict[str, Any]]:
         """Steps until cfg.steps (or `stop_after`, as a crash would); returns the per-step records."""
         cfg, faults = self.cfg, faults or FaultInjector(())
-        metrics = Metrics(os.path.join(cfg.out, "metrics.jsonl"), cfg.steps, self.env.main)
+        metrics = Metrics(os.path.join(cfg.out, "metrics.jsonl"), cfg.steps, self.env.main, cfg.tensorboard)
         history: list[dict[str, Any]] = []
         self._start(metrics)
         self.model.train()

@@ -121,6 +121,15 @@ def test_spikes_and_nan_are_skipped_and_repeated_spikes_roll_back(shards, tmp_pa
     seen = json.load(open(tmp_path / "reports" / "training.json"))
     assert seen["skipped_steps"] == [7, 13, 14, 15] and seen["rollbacks"] == [15] and seen["last_step"] == 20
     assert (tmp_path / "reports" / "curves.png").exists() and "curves: " in shown.stdout
+    # and TensorBoard, the PyTorch habit, has the same curves (the package is a test dependency)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    board = EventAccumulator(str(tmp_path / "tensorboard"))
+    board.Reload()
+    loss = board.Scalars("train/loss")
+    assert [e.step for e in loss][-10:] == list(range(11, 21))  # steps 11.. replayed after the rollback
+    assert [e.step for e in board.Scalars("train/rollback")] == [15]
+    assert sum(e.value for e in board.Scalars("train/skipped")) == 4
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
