@@ -75,27 +75,47 @@ class LedgerSummary:
 
 def summarize_ledger(output: str, examples: int = 5, max_values: int = 20000,
                      max_clusters: int = 4) -> LedgerSummary:
-    """One streaming pass over the ledger."""
+    """One streaming pass over the ledger, vectorized per record batch (a Python loop only over the few
+    rows kept as samples)."""
     reasons: dict[tuple[str, str], ReasonSample] = {}
     languages: collections.Counter = collections.Counter()
     duplicates: dict[str, list[dict[str, Any]]] = {}
     for batch in batches(dataset(output, LEDGER), LEDGER_COLUMNS):
-        for row in batch.to_pylist():
+        table = pa.Table.from_batches([batch])
+        for row in table.group_by(["stage", "reason"]).aggregate([([], "count_all")]).to_pylist():
             key = (row["stage"], row["reason"])
             sample = reasons.get(key) or reasons.setdefault(key, ReasonSample(*key))
-            sample.count += 1
-            languages[row.get("lang")] += 1
-            if row.get("value") is not None and len(sample.values) < max_values:
-                sample.values.append(row["value"])
-            if row.get("threshold") is not None:
-                sample.thresholds[row["threshold"]] += 1
-            if len(sample.examples) < examples:
-                sample.examples.append(row)
-            kept = row.get("kept_id")
-            if kept and row["stage"] == "near_dedup" and (kept in duplicates or len(duplicates) < max_clusters):
-                if len(duplicates.setdefault(kept, [])) < 3:
-                    duplicates[kept].append(row)
+            sample.count += row["count_all"]
+        for row in table.group_by(["stage", "reason", "threshold"]).aggregate([([], "count_all")]).to_pylist():
+            if row["threshold"] is not None:
+                reasons[(row["stage"], row["reason"])].thresholds[row["threshold"]] += row["count_all"]
+        for row in pc.value_counts(table.column("lang")).to_pylist():
+            languages[row["values"]] += row["counts"]
+        for key, sample in reasons.items():
+            needs_values, needs_examples = max_values - len(sample.values), examples - len(sample.examples)
+            if needs_values <= 0 and needs_examples <= 0:
+                continue
+            mine = table.filter((pc.field("stage") == key[0]) & (pc.field("reason") == key[1]))
+            if not mine.num_rows:
+                continue
+            if needs_values > 0:
+                sample.values += [v for v in mine.column("value").drop_null().to_pylist()[:needs_values]]
+            if needs_examples > 0:
+                sample.examples += mine.slice(0, needs_examples).to_pylist()
+        _sample_clusters(table, duplicates, max_clusters)
     return LedgerSummary(reasons, languages, duplicates)
+
+
+def _sample_clusters(table: pa.Table, duplicates: dict[str, list[dict[str, Any]]], max_clusters: int) -> None:
+    """A few near-duplicate clusters: up to 3 removed copies of up to `max_clusters` kept documents."""
+    near = table.filter((pc.field("stage") == "near_dedup") & pc.field("kept_id").is_valid())
+    if not near.num_rows or (len(duplicates) >= max_clusters and all(len(v) >= 3 for v in duplicates.values())):
+        return
+    for row in near.slice(0, 64).to_pylist():
+        kept = row["kept_id"]
+        if kept in duplicates or len(duplicates) < max_clusters:
+            if len(duplicates.setdefault(kept, [])) < 3:
+                duplicates[kept].append(row)
 
 
 def documents(output: str, ids: Sequence[str], columns: Sequence[str] = ("id", "url", "lang", "text")) -> dict:
@@ -129,6 +149,7 @@ def pii_totals(output: str) -> dict[str, int]:
     """Placeholders inserted per PII kind over the whole output (one small struct column)."""
     totals: collections.Counter = collections.Counter()
     for batch in batches(dataset(output, DATA), ["pii_counts"], pc.field("epoch") == 0):
-        for counts in batch.column("pii_counts").to_pylist():
-            totals.update({k: v for k, v in (counts or {}).items() if v})
-    return dict(totals)
+        counts = batch.column("pii_counts")
+        for i, kind in enumerate(counts.type):
+            totals[kind.name] += pc.sum(counts.field(i)).as_py() or 0
+    return {k: v for k, v in totals.items() if v}

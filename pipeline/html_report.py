@@ -133,7 +133,7 @@ def _reason_section(sample: explore.ReasonSample, measured, stages) -> str:
              f"<h3>{_e(sample.stage)} · {_e(sample.reason)} <span class='muted'>({sample.count:,} dropped)</span></h3>"]
     if sample.values:
         distinct = len(sample.thresholds)
-        note = f" ({distinct} thresholds by language; the commonest marked)" if distinct > 1 else ""
+        note = f" ({distinct} thresholds: by language or n; commonest marked)" if distinct > 1 else ""
         series = {"dropped": sample.values}
         if kept_values:
             series["kept (sample)"] = kept_values
