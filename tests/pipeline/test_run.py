@@ -14,15 +14,7 @@ from stages.extraction.warc import read_warc
 from stages.langid import LangIdConfig
 from stages.thresholds import LanguageSettings, load_thresholds
 from tests.conftest import CC_EXCERPT, WARC_DIR, pathological_warc
-
-WARC_GLOB = str(WARC_DIR / "*.warc.gz")
-
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo")
-    report = run(["--input", WARC_GLOB, "--output", str(out), "--quiet"])
-    return out, report
+from tests.pipeline.conftest import WARC_GLOB
 
 
 def read_dir(path):

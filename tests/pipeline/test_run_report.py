@@ -14,19 +14,8 @@ from pipeline import browser
 from pipeline.config import load_config
 from pipeline.inspect_cli import main as inspect_main
 from pipeline.ledger import ResolveKeptCopies
-from pipeline.run import run
 from pipeline.schema import ledger_row
 from stages.record import Document
-from tests.conftest import WARC_DIR
-
-WARC_GLOB = str(WARC_DIR / "*.warc.gz")
-
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo")
-    report = run(["--input", WARC_GLOB, "--output", str(out), "--quiet"])
-    return out, report
 
 
 def ledger(out):
