@@ -206,7 +206,7 @@ def measured_vs_predicted(run: str) -> dict[str, Any]:
     print(table(["rank", "state", "measured", "predicted", "difference"], rows))
     comm = check.get("communication")
     if comm:
-        print(table(["collective", "measured payload B/step", "predicted", "ring traffic per GPU B/step"],
+        print(table(["collective", "measured payload B/step", "predicted", "ring traffic per rank B/step"],
                     [[k, f"{v['measured']:,}", f"{v['predicted']:,.0f}", f"{v['traffic']:,.0f}"]
                      for k, v in comm.items()]))
     return check
