@@ -58,6 +58,8 @@ def test_two_sources_mixed_to_the_requested_shares(mixed_run):
     assert report["conservation"]["holds"]
     funnel = {f["stage"]: f for f in report["funnel"]}
     assert "read_text" in funnel and "mix" in funnel
+    page = (tmp / "a" / "report.html").read_text(encoding="utf-8")
+    assert "<title>Mix: token shares</title>" in page and "requested" in page and "achieved" in page
 
 
 def test_every_shard_mixes_sources_and_reruns_are_identical(mixed_run):
@@ -95,6 +97,10 @@ def test_broken_text_source_lines_are_ledgered(tmp_path):
     ledger = pq.read_table(str(tmp_path / "o" / "ledger")).to_pylist()
     reasons = sorted(r["reason"] for r in ledger if r["stage"] == "read_text")
     assert reasons == ["no_text", "read_error"]
+    for row in ledger:  # a text record's ledger row names its file and line
+        if row["stage"] == "read_text":
+            assert row["file"] == "notes.jsonl" or row["file"].endswith("/notes.jsonl"), row
+            assert row["line"] == (3 if row["reason"] == "read_error" else 4) and row["offset"] is None
     assert report["conservation"]["holds"] and report["documents_read"] == 16 + 4
 
 
