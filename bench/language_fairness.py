@@ -8,24 +8,23 @@ calibration, which saw NTREX-128), 10 consecutive sentences a document, one a li
 Gopher repetition and Gopher quality at their defaults, as `refinery run` applies them.
 """
 import argparse
-import csv
-import glob
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 
-from build_thresholds import lid_code  # noqa: E402
 
 from pipeline.config import load_config  # noqa: E402
+from stages import reference  # noqa: E402
 from stages.chain import StageChain  # noqa: E402
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
 from stages.langid import load_model  # noqa: E402
 from stages.record import Document  # noqa: E402
+from stages.reference import lid_code  # noqa: E402
 from stages.table import stage_table  # noqa: E402
 
-FLORES = "../shared/data/multilingual/sib200_flores/data/annotated"
+MULTILINGUAL = "../shared/data/multilingual"
 BENCH = "../shared/data/warc/bench_trafilatura_pages.warc.gz"
 RULES = ("langid", "gopher_repetition", "gopher_quality")
 
@@ -39,16 +38,12 @@ def flores_documents(per_doc: int = 10):
     """{lid code: [documents]} from FLORES-200 (one script per language: the first folder of a code)."""
     labels = {label.replace("__label__", "") for label in load_model(None).get_labels()}
     out: dict[str, list[str]] = {}
-    for folder in sorted(glob.glob(os.path.join(FLORES, "*_*"))):
-        code = lid_code(os.path.basename(folder).split("_")[0], labels)
-        if code is None or code in out:
+    seen: dict[str, str] = {}
+    for folder, _, text in reference.flores_documents(MULTILINGUAL, per_doc):
+        code = lid_code(folder.split("_")[0], labels)
+        if code is None or seen.setdefault(code, folder) != folder:
             continue
-        sentences = []
-        for split in ("train", "dev", "test"):
-            with open(os.path.join(folder, f"{split}.tsv"), encoding="utf-8", newline="") as fh:
-                rows = sorted(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE), key=lambda r: int(r["index_id"]))
-                sentences += [r["text"] for r in rows]
-        out[code] = ["\n".join(sentences[i:i + per_doc]) for i in range(0, len(sentences) - per_doc + 1, per_doc)]
+        out.setdefault(code, []).append(text)
     return out
 
 

@@ -9,7 +9,6 @@ FLORES-200 is kept out: `bench/language_fairness.py` measures the result on it.
     python scripts/build_thresholds.py [--data ../shared/data/multilingual] [--output stages/models/thresholds.yaml]
 """
 import argparse
-import glob
 import json
 import os
 import sys
@@ -18,39 +17,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pipeline.calibrate import main as calibrate  # noqa: E402
-
-
-def ntrex_documents(data: str):
-    """(file code, document number, text) for every NTREX-128 file, documents as DOCUMENT_IDS.tsv groups them."""
-    folder = os.path.join(data, "ntrex128")
-    with open(os.path.join(folder, "DOCUMENT_IDS.tsv"), encoding="utf-8") as fh:
-        doc_ids = [line.strip() for line in fh]
-    for path in sorted(glob.glob(os.path.join(folder, "NTREX-128", "newstest2019-*.txt"))):
-        code = os.path.basename(path).split(".", 1)[1].rsplit(".", 1)[0]
-        with open(path, encoding="utf-8") as fh:
-            lines = [line.replace("\r", "").strip() for line in fh]
-        docs: dict[str, list[str]] = {}
-        for doc_id, line in zip(doc_ids, lines):
-            docs.setdefault(doc_id, []).append(line)
-        for number, sentences in enumerate(docs.values()):
-            yield code, number, "\n".join(s for s in sentences if s)
-
-
-def lid_code(ntrex_code: str, labels: set[str]) -> str | None:
-    """The lid.176 label of an NTREX file code (ISO 639-3, maybe with a variant), or None if lid.176 has none."""
-    import icu
-
-    three = ntrex_code.split("-")[0]
-    to_two = {icu.Locale(c).getISO3Language(): c for c in icu.Locale.getISOLanguages()}
-    code = MACRO.get(three) or to_two.get(three) or three
-    return code if code in labels else None
-
-
-# NTREX codes ICU does not map to lid.176's (macrolanguage members, 639-3-only codes)
-MACRO = {"arb": "ar", "pes": "fa", "prs": "fa", "zsm": "ms", "msa": "ms", "cmn": "zh", "zho": "zh", "nob": "no",
-         "nno": "nn", "swh": "sw", "plt": "mg", "mlg": "mg", "npi": "ne", "gaz": "om", "als": "sq", "sqi": "sq",
-         "fil": "tl", "kmr": "ku", "ckb": "ckb", "yue": "yue", "uzb": "uz", "aze": "az", "mon": "mn", "lav": "lv",
-         "est": "et", "fas": "fa", "srp": "sr", "bos": "bs", "hrv": "hr", "pus": "ps", "snd": "sd", "tgk": "tg"}
+from stages.reference import lid_code, ntrex_documents  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -8,15 +8,13 @@ import yaml
 
 from pipeline.calibrate import calibrate_corpus
 from pipeline.run import run
+from stages.reference import ntrex_documents
 from tests.conftest import WarcBuilder
 
 NTREX = "../shared/data/multilingual"
 
 
 def ntrex(code):
-    sys.path.insert(0, "scripts")
-    from build_thresholds import ntrex_documents
-
     return [text for c, _, text in ntrex_documents(NTREX) if c == code]
 
 
