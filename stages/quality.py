@@ -10,7 +10,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stages.models import bundled, load_classifier, positive_probability
+from stages.models import bundled, load_classifier, load_fasttext, positive_probability
 from stages.record import Document, DropReason, ModelStage, StageResult
 from stages.settings import check
 from stages.table import StageSpec
@@ -20,17 +20,35 @@ POSITIVE, NEGATIVE = "__label__hq", "__label__lq"
 BUNDLED_MODEL = "quality.ftz"
 MAX_CHARS = 20_000  # a page's head tells its quality; long pages would only cost time
 
+GRADES = tuple(f"__label__{g}" for g in range(6))  # a graded model (0-5, FineWeb-Edu's scale)
+LINE = "¶"  # a line break, kept as a token by `normalize_page`: boilerplate is made of short lines
+
 _PUNCT = re.compile(r"([^\w\s])", re.UNICODE)
 _DIGITS = re.compile(r"\d")
 _SPACE = re.compile(r"\s+")
+_BREAKS = re.compile(r"\s*\n\s*")
+# Scripts written without spaces between words (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan): one token a
+# character, so the classifier sees character unigrams and bigrams instead of whole sentences as "words".
+_UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0eff\u1780-\u17ff\u1000-\u109f\u0f00-\u0fff"
+_PUNCT_OR_UNSPACED = re.compile(f"([^\\w\\s]|[{_UNSPACED}])", re.UNICODE)
 
 
-def normalize(text: str, max_chars: int = MAX_CHARS) -> str:
-    """NFKC, lower case, digits -> 0, punctuation split off as tokens, one line (fastText reads one line)."""
+def normalize(text: str, max_chars: int = MAX_CHARS, lines: bool = False, unspaced: bool = False) -> str:
+    """NFKC, lower case, digits -> 0, punctuation split off as tokens, one line (fastText reads one line);
+    `lines`: each line break becomes the token ¶ first; `unspaced`: one token a character in scripts written
+    without spaces."""
     text = unicodedata.normalize("NFKC", text[:max_chars]).lower()
     text = _DIGITS.sub("0", text)
-    text = _PUNCT.sub(r" \1 ", text)
+    if lines:
+        text = _BREAKS.sub(f" {LINE} ", text.strip())
+    text = (_PUNCT_OR_UNSPACED if unspaced else _PUNCT).sub(r" \1 ", text)
     return _SPACE.sub(" ", text).strip()
+
+
+def normalize_page(text: str) -> str:
+    """What the quality classifier reads, in training and scoring alike: `normalize` keeping line breaks,
+    and one token a character in scripts written without spaces."""
+    return normalize(text, lines=True, unspaced=True)
 
 
 @dataclass(frozen=True)
@@ -52,14 +70,30 @@ def bundled_model_path() -> str:
 
 
 def load_model(path: str | None):
-    """The classifier, or a clear error naming the file (missing, corrupt, or not a hq/lq classifier)."""
-    return load_classifier(path or bundled_model_path(), "quality", (POSITIVE, NEGATIVE),
-                           "Train one with `refinery train-quality` or pass quality.model")
+    """The classifier (hq/lq, or graded 0-5), or a clear error naming the file (missing, corrupt, or
+    neither kind of quality classifier)."""
+    path = path or bundled_model_path()
+    hint = "Train one with `refinery train-quality` or pass quality.model"
+    model = load_fasttext(path, "quality model", hint)
+    if set(model.get_labels()) <= set(GRADES) and len(model.get_labels()) >= 2:
+        return model
+    return load_classifier(path, "quality", (POSITIVE, NEGATIVE), hint)
+
+
+def is_graded(model) -> bool:
+    return set(model.get_labels()) <= set(GRADES)
 
 
 def predict_hq(model, texts: Sequence[str]) -> list[float]:
-    """P(high quality) for each normalized text, in one batched fastText call."""
-    return positive_probability(model, texts, POSITIVE, NEGATIVE)
+    """The quality score of each normalized text, in one batched fastText call: P(hq) of a two-label model;
+    for a graded model, its expected grade / 5 (so 0-1 as well)."""
+    if not is_graded(model):
+        return positive_probability(model, texts, POSITIVE, NEGATIVE)
+    if not texts:
+        return []
+    labels, probs = model.predict(list(texts), k=len(model.get_labels()))
+    return [min(sum(int(lab.rsplit("_", 1)[1]) * float(p) for lab, p in zip(labs, ps)) / 5.0, 1.0)
+            for labs, ps in zip(labels, probs)]
 
 
 class QualityScorer(ModelStage):
@@ -76,7 +110,7 @@ class QualityScorer(ModelStage):
     def score(self, texts: Sequence[str]) -> list[float]:
         if self._model is None:
             self.setup()
-        return predict_hq(self._model, [normalize(t) for t in texts])
+        return predict_hq(self._model, [normalize_page(t) for t in texts])
 
     def __call__(self, doc: Document) -> StageResult:
         return self.process_batch([doc])[0]

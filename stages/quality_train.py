@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 from stages.formats import read_records
 from stages.models import positive_probability
-from stages.quality import NEGATIVE, POSITIVE, normalize
+from stages.quality import GRADES, NEGATIVE, POSITIVE, normalize_page, predict_hq
 from stages.settings import check
 
 
@@ -32,9 +32,10 @@ class Labels:
     score: str = ""                  # for the model card: how a score is computed from the model
 
 
-QUALITY = Labels(POSITIVE, NEGATIVE, {POSITIVE: "high quality", NEGATIVE: "low quality"}, normalize,
-                 "stages.quality.normalize: NFKC, lower case, digits -> 0, punctuation split off, "
-                 "whitespace collapsed to one line, first 20,000 characters",
+QUALITY = Labels(POSITIVE, NEGATIVE, {POSITIVE: "high quality", NEGATIVE: "low quality"}, normalize_page,
+                 "stages.quality.normalize_page: NFKC, lower case, digits -> 0, line breaks -> ¶, punctuation "
+                 "split off, whitespace collapsed to one line, first 20,000 characters; one token a character "
+                 "in Han, kana, Thai, Lao, Khmer, Myanmar and Tibetan script",
                  f"P({POSITIVE}), stages.quality.predict_hq")
 
 
@@ -51,6 +52,8 @@ class QualityTrainConfig:
     test_fraction: float = 0.2    # held-out share, split by text hash
     seed: int = 0
     quantize: bool = True         # .ftz: a few MB instead of tens, if held-out F1 stays within 0.01
+    quantize_cutoff: int = 100_000  # words and n-grams kept when quantizing (0: all); rare scripts' features
+                                    # are the first to go
     threads: int = 1              # one thread: training is then deterministic for a given seed
 
     def __post_init__(self):
@@ -148,7 +151,8 @@ def train(positives: Sequence[str], negatives: Sequence[str], output: str, confi
         full = metrics(score(test_texts), truth)
         final = full
         if config.quantize:
-            model.quantize(input=train_file, retrain=True, cutoff=100_000, qnorm=True, thread=config.threads)
+            model.quantize(input=train_file, retrain=config.quantize_cutoff > 0, cutoff=config.quantize_cutoff,
+                           qnorm=True, thread=config.threads)
             final = metrics(score(test_texts), truth)
     model.save_model(output)
     card = {
@@ -186,3 +190,70 @@ def boilerplate_lines(html: str, main_text: str) -> list[str]:
         if len(text) >= 2 and text not in main_text:
             lines.append(text)
     return lines
+
+
+def train_graded(examples: Sequence[tuple[str, float]], output: str, config: QualityTrainConfig = QualityTrainConfig(),
+                 description: str = "") -> dict:
+    """A graded quality classifier (labels __label__0 .. __label__5, e.g. an annotator's 0-5 scores, rounded):
+    its score is the expected grade / 5 (`stages.quality.predict_hq`). Held out by text hash; the card has
+    the mean absolute error of the expected grade and the share within one grade."""
+    import fasttext
+
+    graded = [(text, min(max(int(round(float(grade))), 0), 5)) for text, grade in examples if text]
+    if len({g for _, g in graded}) < 2:
+        raise ValueError("graded labels need at least two different grades")
+    test_keys = set(split_by_hash([t for t, _ in graded], config.test_fraction, config.seed)[1])
+    train_rows = [(t, g) for t, g in graded if t not in test_keys]
+    test_rows = [(t, g) for t, g in graded if t in test_keys]
+    if not test_rows or not train_rows:
+        raise ValueError("held-out split is empty: add documents or raise --test-fraction")
+    with tempfile.TemporaryDirectory() as tmp:
+        train_file = os.path.join(tmp, "train.txt")
+        rows = [f"{GRADES[g]} {normalize_page(t)}" for t, g in train_rows]
+        random.Random(config.seed).shuffle(rows)
+        with open(train_file, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(rows) + "\n")
+        model = fasttext.train_supervised(
+            input=train_file, epoch=config.epochs, lr=config.lr, wordNgrams=config.word_ngrams, dim=config.dim,
+            minCount=config.min_count, bucket=config.bucket, seed=config.seed, thread=config.threads, verbose=0)
+        if config.quantize:
+            model.quantize(input=train_file, retrain=config.quantize_cutoff > 0, cutoff=config.quantize_cutoff,
+                           qnorm=True, thread=config.threads)
+    model.save_model(output)
+    expected = [5.0 * s for s in predict_hq(model, [normalize_page(t) for t, _ in test_rows])]
+    errors = [abs(e - g) for e, (_, g) in zip(expected, test_rows)]
+    card = {"model": os.path.basename(output), "labels": {GRADES[g]: f"grade {g}" for g in range(6)},
+            "score": "expected grade / 5 (stages.quality.predict_hq)", "normalization": QUALITY.normalization,
+            "training_data": description, "sizes": {"train": len(train_rows), "test": len(test_rows)},
+            "held_out_metrics": {"mean_absolute_error": round(sum(errors) / len(errors), 4),
+                                 "within_one_grade": round(sum(e <= 1 for e in errors) / len(errors), 4),
+                                 "n": len(test_rows)},
+            "settings": asdict(config), "model_bytes": os.path.getsize(output)}
+    with open(output + ".card.json", "w", encoding="utf-8") as fh:
+        json.dump(card, fh, indent=2, ensure_ascii=False)
+    return card
+
+
+def machine_made(text: str, key: str) -> tuple[str, str]:
+    """A negative from a reference document, chosen by hash: a listing (its words in order, cut into lines of
+    1-4 words: menus, tag clouds) or keyword stuffing (its 1-3 word phrases, repeated, joined by separators).
+    Word order inside a line is kept: shuffled words would make every unseen word pair look like junk."""
+    rng = random.Random(key)
+    words = text.split()
+    if words and len(text) / len(words) > 20:  # a script without spaces: cut into pieces of 2-5 characters
+        letters, words = "".join(words), []
+        while letters:
+            n = rng.randint(2, 5)
+            words.append(letters[:n])
+            letters = letters[n:]
+    cuts, i = [], 0
+    while i < len(words):
+        n = rng.randint(1, 4 if rng.random() < 0.5 else 3)
+        cuts.append(" ".join(words[i:i + n]))
+        i += n
+    if rng.random() < 0.5:
+        return "listing", "\n".join(cuts)
+    phrases = [c for c in cuts if len(c.split()) <= 3] or cuts
+    stuffed = [rng.choice(phrases) for _ in range(len(cuts))]
+    separator = rng.choice((", ", " | ", " - ", " · "))
+    return "keywords", "\n".join(separator.join(stuffed[i:i + 8]) for i in range(0, len(stuffed), 8))

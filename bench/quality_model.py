@@ -1,0 +1,115 @@
+"""The quality classifier on the recipe's held-out data: ROC AUC of prose vs junk, per kind of junk and per
+language, the score deciles of kept benchmark pages, and scoring speed; one model or two side by side.
+
+    python bench/quality_model.py [--old OLD.ftz --old-normalization plain] [--new stages/models/quality.ftz]
+                                  [--examples FILE.jsonl]
+
+Held-out data (scripts/build_quality_model.py): reference prose of held-out document numbers and the
+machine-made negatives made from them (listings, keyword stuffing), in every reference language; held-out sites'
+main-text snippets vs boilerplate snippets (trafilatura's evaluation), main text vs boilerplate pieces of
+the same held-out pages, and the main text of held-out benchmark pages the filters keep (deciles). The
+old bundled model read text without line breaks (`--old-normalization plain`).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+
+from stages.quality import load_model, normalize, normalize_page, predict_hq  # noqa: E402
+
+PAIRS = {  # what is told apart: (positive kinds, negative kinds)
+    "reference prose vs machine-made": (("ntrex", "flores"), ("listing", "keywords")),
+    "main-text vs boilerplate snippets (same pages)": (("with_snippets",), ("without_snippets",)),
+    "main text vs boilerplate (same pages)": (("main_text",), ("boilerplate",)),
+    "reference prose vs crawl junk": (("ntrex", "flores"), ("boilerplate", "without_snippets", "dropped_page")),
+}
+
+
+def auc(pos: list[float], neg: list[float]) -> float | None:
+    """P(a random positive scores above a random negative), ties half (Mann-Whitney)."""
+    if not pos or not neg:
+        return None
+    ranked = sorted([(s, 1) for s in pos] + [(s, 0) for s in neg])
+    rank_sum, i = 0.0, 0
+    while i < len(ranked):
+        j = i
+        while j < len(ranked) and ranked[j][0] == ranked[i][0]:
+            j += 1
+        rank_sum += sum(label for _, label in ranked[i:j]) * (i + j + 1) / 2
+        i = j
+    return (rank_sum - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg))
+
+
+def load_examples(path: str | None) -> list[dict]:
+    if path:
+        with open(path, encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh]
+    import dataclasses
+
+    from build_quality_model import collect
+    return [dataclasses.asdict(e) for e in collect()]
+
+
+def measure(model_path: str | None, normalization: str, examples: list[dict]) -> dict:
+    model = load_model(model_path)
+    norm = normalize_page if normalization == "lines" else normalize
+    held = [e for e in examples if e["held_out"]]
+    started = time.perf_counter()
+    scores = predict_hq(model, [norm(e["text"]) for e in held])
+    speed = len(held) / (time.perf_counter() - started)
+    by_kind = collections.defaultdict(list)
+    by_kind_lang = collections.defaultdict(list)
+    for e, s in zip(held, scores):
+        by_kind[e["kind"]].append(s)
+        by_kind_lang[(e["kind"], e["lang"])].append(s)
+    result = {"docs_per_s": round(speed), "auc": {}, "per_language": {}}
+    for name, (pos_kinds, neg_kinds) in PAIRS.items():
+        result["auc"][name] = round(auc([s for k in pos_kinds for s in by_kind[k]],
+                                        [s for k in neg_kinds for s in by_kind[k]]) or 0, 4)
+    langs = sorted({lang for kind, lang in by_kind_lang if kind in ("ntrex", "flores") and lang})
+    for lang in langs:
+        pos = [s for k in ("ntrex", "flores") for s in by_kind_lang[(k, lang)]]
+        neg = [s for k in ("listing", "keywords") for s in by_kind_lang[(k, lang)]]
+        page_pos, page_neg = by_kind_lang[("main_text", lang)], by_kind_lang[("boilerplate", lang)]
+        result["per_language"][lang] = {"prose_vs_machine_made": auc(pos, neg),
+                                        "main_vs_boilerplate": auc(page_pos, page_neg) if len(page_pos) >= 5
+                                        and len(page_neg) >= 5 else None}
+    kept = sorted(by_kind["main_text"])
+    result["kept_page_deciles"] = [round(kept[min(int(q / 10 * len(kept)), len(kept) - 1)], 3) for q in range(1, 10)]
+    result["mean_score"] = {k: round(sum(v) / len(v), 3) for k, v in sorted(by_kind.items())}
+    result["held_out"] = {k: len(v) for k, v in sorted(by_kind.items())}
+    return result
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--new", default=None, help="model to measure (default: the bundled one)")
+    p.add_argument("--old", help="a second model, side by side")
+    p.add_argument("--old-normalization", choices=("plain", "lines"), default="plain")
+    p.add_argument("--examples", help="the recipe's examples as JSONL (default: collect them now, ~1 min)")
+    args = p.parse_args()
+    examples = load_examples(args.examples)
+    out = {"new": measure(args.new, "lines", examples)}
+    if args.old:
+        out["old"] = measure(args.old, args.old_normalization, examples)
+    for name, r in out.items():
+        weak = sorted(k for k, v in r["per_language"].items() if (v["prose_vs_machine_made"] or 0) < 0.9)
+        print(f"{name}: {r['docs_per_s']:,} docs/s; " + "; ".join(f"{k} AUC {v}" for k, v in r["auc"].items()))
+        print(f"  kept benchmark pages, score deciles: {r['kept_page_deciles']}")
+        print(f"  {len(r['per_language'])} languages; prose vs machine-made AUC < 0.9 in: {', '.join(weak) or 'none'}")
+        pages = {k: round(v["main_vs_boilerplate"], 3) for k, v in r["per_language"].items() if v["main_vs_boilerplate"]}
+        print(f"  main text vs boilerplate AUC by page language: {pages}")
+        print(f"  mean score by kind: {r['mean_score']}")
+    print(json.dumps(out, ensure_ascii=False)[:0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
