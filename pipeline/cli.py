@@ -15,6 +15,8 @@ commands:
                  --id ID, --url TEXT, --lang L), what was kept (--kept)
   calibrate      per-language thresholds from a corpus, for `refinery run --thresholds FILE`
   train-quality  train the fastText quality classifier used for `quality_score`
+  annotate       grade a sample of a run with a model you serve (OpenAI-compatible API), then
+                 train a graded quality model on the grades (FineWeb-Edu's method; optional)
   train-toxicity train the fastText toxicity classifier used for `toxicity_score`
                  (`make toxicity-model` rebuilds the bundled one from shared/data)
   train          train a small GPT on the shards (`--nproc-per-node N` starts N ranks
@@ -68,6 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from training.report import main as report
 
         return report(rest)
+    if command == "annotate":
+        from pipeline.annotate import main as annotate
+
+        return annotate(rest)
     if command == "inspect":
         from pipeline.inspect_cli import main as inspect
 

@@ -230,6 +230,7 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
             {"documents": [math.log10(max(len(d["text"]), 1)) for d in kept]},
             f"Length of kept documents (sample of {len(kept)})", "log10 characters") + "</div>")
     parts.append("</div>")
+    parts.append(_quality_section(report, kept, scores.get("quality_score") or []))
     parts.append(_dedup_section(report, output, summary))
     parts.append(_counts_section(report, output))
     times = report.get("stage_times") or []
@@ -240,6 +241,28 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
                             [[t["stage"], t["documents"], t["cpu_s"], t["mean_ms"], t["min_ms"], t["max_ms"],
                               t["docs_per_cpu_s"]] for t in times], numeric=range(1, 7)))
     parts.append("</body></html>")
+    return "".join(parts)
+
+
+def _quality_section(report: Mapping[str, Any], kept: Sequence[Mapping[str, Any]], scores: Sequence[float]) -> str:
+    """Deciles of quality_score over the output, and what the top and bottom deciles hold (the anneal split
+    takes the top; a quality threshold cuts the bottom)."""
+    if not scores:
+        return ""
+    ordered = sorted(scores)
+    deciles = [ordered[min(int(q / 10 * len(ordered)), len(ordered) - 1)] for q in range(1, 10)]
+    scored = sorted((d for d in kept if d.get("quality_score") is not None), key=lambda d: d["quality_score"])
+    parts = ["<h2>Quality score</h2>", "<p>Deciles over the output: "
+             + " · ".join(svg.number(round(v, 3)) for v in deciles) + "</p>"]
+    anneal = report.get("config", {}).get("anneal_fraction")
+    if anneal:
+        parts.append(f"<p>The anneal split takes documents with quality_score ≥ "
+                     f"{report['config'].get('anneal_min_quality')} up to {anneal:.0%} of the tokens.</p>")
+    for title, docs in (("Top decile", scored[::-1][:3]), ("Bottom decile", scored[:3])):
+        if docs and len(scored) >= 10:
+            rows = [[_url(d.get("url")), _e(d.get("lang")), svg.number(round(d["quality_score"], 3)),
+                     _snippet(d["text"])] for d in docs]
+            parts.append(f"<h4>{title}</h4>" + _table(["url", "lang", "quality_score", "text"], rows))
     return "".join(parts)
 
 
