@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import re
 import sys
 import urllib.error
@@ -56,17 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def sample_documents(output: str, n: int, seed: int) -> list[dict[str, Any]]:
-    """A seeded reservoir sample of the output's original documents (one streaming pass)."""
-    rng, chosen, seen = random.Random(seed), [], 0
-    for batch in explore.batches(explore.dataset(output, explore.DATA), ["id", "url", "lang", "text"],
-                                 pc.field("epoch") == 0):
-        for row in batch.to_pylist():
-            seen += 1
-            if len(chosen) < n:
-                chosen.append(row)
-            elif (j := rng.randrange(seen)) < n:
-                chosen[j] = row
-    return chosen
+    """A seeded sample of the output's original documents (one streaming pass)."""
+    return explore.sample_rows(explore.dataset(output, explore.DATA), ["id", "url", "lang", "text"],
+                               pc.field("epoch") == 0, n, seed)[0]
 
 
 def grade(endpoint: str, model: str, text: str, api_key: str | None, timeout: float) -> tuple[int | None, str]:

@@ -7,6 +7,7 @@ costs a streaming pass, never the driver's memory.
 from __future__ import annotations
 
 import collections
+import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,20 @@ def rows(data: ds.Dataset | None, columns: Sequence[str], where: pc.Expression |
         if limit is not None and len(out) >= limit:
             break
     return out
+
+
+def sample_rows(data: ds.Dataset | None, columns: Sequence[str], where: pc.Expression | None, n: int,
+                seed: int) -> tuple[list[dict[str, Any]], int]:
+    """A seeded reservoir sample of `n` matching rows, and how many matched (one streaming pass)."""
+    rng, chosen, seen = random.Random(seed), [], 0
+    for batch in batches(data, columns, where):
+        for row in batch.to_pylist():
+            seen += 1
+            if len(chosen) < n:
+                chosen.append(row)
+            elif (j := rng.randrange(seen)) < n:
+                chosen[j] = row
+    return chosen, seen
 
 
 @dataclass

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import random
 import shutil
 import sys
 import textwrap
@@ -57,21 +56,6 @@ def _where(args, kept: bool) -> pc.Expression | None:
     for t in terms:
         where = t if where is None else where & t
     return where
-
-
-def _sample(data, columns: Sequence[str], where, n: int, seed: int) -> tuple[list[dict[str, Any]], int]:
-    """A seeded reservoir sample of the matching rows, and how many matched (one streaming pass)."""
-    rng, chosen, seen = random.Random(seed), [], 0
-    for batch in explore.batches(data, columns, where):
-        for row in batch.to_pylist():
-            seen += 1
-            if len(chosen) < n:
-                chosen.append(row)
-            else:
-                j = rng.randrange(seen)
-                if j < n:
-                    chosen[j] = row
-    return chosen, seen
 
 
 def _text(text: str | None, chars: int) -> str:
@@ -163,8 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (args.kept or args.reason or args.stage or args.url or args.lang):
         return _summary(args.output)
     part, columns = (explore.DATA, DOC_COLUMNS) if args.kept else (explore.LEDGER, explore.LEDGER_COLUMNS)
-    rows, matched = _sample(explore.dataset(args.output, part), columns, _where(args, args.kept),
-                            max(args.sample, 0), args.seed)
+    rows, matched = explore.sample_rows(explore.dataset(args.output, part), columns, _where(args, args.kept),
+                                        max(args.sample, 0), args.seed)
     what = "kept" if args.kept else "dropped"
     print(f"{matched:,} {what} documents match; showing {len(rows)}")
     show = _show_kept if args.kept else _show_drop
