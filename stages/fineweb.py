@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stages.gopher import duplicate_units
-from stages.record import DropReason, RuleStage
+from stages.record import DropReason, RuleStage, over, under
 from stages.settings import check_not_negative
 from stages.table import StageSpec
 from stages.text import TERMINAL_PUNCTUATION, split_words
@@ -36,19 +36,10 @@ class FineWebFilter(RuleStage):
         m = line_measures(text, lang, c.short_line_chars)
         if m is None:
             return DropReason.NO_TEXT, "no non-empty lines"
-        if c.min_line_punct is not None and m["line_punct"] < c.min_line_punct:
-            return (DropReason.FINEWEB_LINE_PUNCT, f"{m['line_punct']:.3f} < {c.min_line_punct}",
-                    m["line_punct"], c.min_line_punct)
-        if c.max_short_lines is not None and m["short_lines"] > c.max_short_lines:
-            return (DropReason.FINEWEB_SHORT_LINES, f"{m['short_lines']:.3f} > {c.max_short_lines}",
-                    m["short_lines"], c.max_short_lines)
-        if c.max_dup_line_chars is not None and m["dup_line_chars"] > c.max_dup_line_chars:
-            return (DropReason.FINEWEB_DUP_LINE_CHARS, f"{m['dup_line_chars']:.3f} > {c.max_dup_line_chars}",
-                    m["dup_line_chars"], c.max_dup_line_chars)
-        if c.max_newline_ratio is not None and m["newline_ratio"] > c.max_newline_ratio:
-            return (DropReason.FINEWEB_NEWLINE_RATIO, f"{m['newline_ratio']:.3f} > {c.max_newline_ratio}",
-                    m["newline_ratio"], c.max_newline_ratio)
-        return None
+        return (under(DropReason.FINEWEB_LINE_PUNCT, m["line_punct"], c.min_line_punct, ".3f")
+                or over(DropReason.FINEWEB_SHORT_LINES, m["short_lines"], c.max_short_lines, ".3f")
+                or over(DropReason.FINEWEB_DUP_LINE_CHARS, m["dup_line_chars"], c.max_dup_line_chars, ".3f")
+                or over(DropReason.FINEWEB_NEWLINE_RATIO, m["newline_ratio"], c.max_newline_ratio, ".3f"))
 
 
 def line_measures(text: str, lang: str | None, short_line_chars: int) -> dict[str, float] | None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stages.record import DropReason, RuleStage
+from stages.record import DropReason, RuleStage, over, under
 from stages.settings import check, check_not_negative
 from stages.table import StageSpec
 from stages.text import NO_SPACE_LANGS, is_punctuation, normalized_words, split_paragraphs, split_words, stop_words
@@ -48,33 +48,26 @@ class GopherQuality(RuleStage):
         c = self.config_for(lang)
         m = quality_measures(text, lang)
         n = m["words"]
-        if c.min_words is not None and n < c.min_words:
-            return DropReason.GOPHER_TOO_FEW_WORDS, f"{n} < {c.min_words}", n, c.min_words
-        if c.max_words is not None and n > c.max_words:
-            return DropReason.GOPHER_TOO_MANY_WORDS, f"{n} > {c.max_words}", n, c.max_words
+        verdict = under(DropReason.GOPHER_TOO_FEW_WORDS, n, c.min_words) \
+            or over(DropReason.GOPHER_TOO_MANY_WORDS, n, c.max_words)
+        if verdict:
+            return verdict
         mean = m["mean_word_length"]
         if mean is None:
             self.count(f"skip.mean_word_length.{lang}")  # words of 1-2 characters are normal there
         else:
-            if c.min_mean_word_length is not None and mean < c.min_mean_word_length:
-                return DropReason.GOPHER_MEAN_WORD_LENGTH, f"{mean:.2f} < {c.min_mean_word_length}", mean, c.min_mean_word_length
-            if c.max_mean_word_length is not None and mean > c.max_mean_word_length:
-                return DropReason.GOPHER_MEAN_WORD_LENGTH, f"{mean:.2f} > {c.max_mean_word_length}", mean, c.max_mean_word_length
-        if c.max_hash_ratio is not None and m["hash_ratio"] > c.max_hash_ratio:
-            return (DropReason.GOPHER_SYMBOL_RATIO, f"'#' per word {m['hash_ratio']:.3f} > {c.max_hash_ratio}",
-                    m["hash_ratio"], c.max_hash_ratio)
-        if c.max_ellipsis_ratio is not None and m["ellipsis_ratio"] > c.max_ellipsis_ratio:
-            return (DropReason.GOPHER_SYMBOL_RATIO, f"ellipsis per word {m['ellipsis_ratio']:.3f} > {c.max_ellipsis_ratio}",
-                    m["ellipsis_ratio"], c.max_ellipsis_ratio)
-        if c.max_bullet_lines is not None and m["bullet_lines"] > c.max_bullet_lines:
-            return (DropReason.GOPHER_BULLET_LINES, f"{m['bullet_lines']:.2f} > {c.max_bullet_lines}",
-                    m["bullet_lines"], c.max_bullet_lines)
-        if c.max_ellipsis_lines is not None and m["ellipsis_lines"] > c.max_ellipsis_lines:
-            return (DropReason.GOPHER_ELLIPSIS_LINES, f"{m['ellipsis_lines']:.2f} > {c.max_ellipsis_lines}",
-                    m["ellipsis_lines"], c.max_ellipsis_lines)
-        if c.min_alpha_words is not None and m["alpha_words"] < c.min_alpha_words:
-            return (DropReason.GOPHER_ALPHA_WORDS, f"{m['alpha_words']:.2f} < {c.min_alpha_words}",
-                    m["alpha_words"], c.min_alpha_words)
+            verdict = under(DropReason.GOPHER_MEAN_WORD_LENGTH, mean, c.min_mean_word_length, ".2f") \
+                or over(DropReason.GOPHER_MEAN_WORD_LENGTH, mean, c.max_mean_word_length, ".2f")
+            if verdict:
+                return verdict
+        verdict = (over(DropReason.GOPHER_SYMBOL_RATIO, m["hash_ratio"], c.max_hash_ratio, ".3f", "'#' per word ")
+                   or over(DropReason.GOPHER_SYMBOL_RATIO, m["ellipsis_ratio"], c.max_ellipsis_ratio, ".3f",
+                           "ellipsis per word ")
+                   or over(DropReason.GOPHER_BULLET_LINES, m["bullet_lines"], c.max_bullet_lines, ".2f")
+                   or over(DropReason.GOPHER_ELLIPSIS_LINES, m["ellipsis_lines"], c.max_ellipsis_lines, ".2f")
+                   or under(DropReason.GOPHER_ALPHA_WORDS, m["alpha_words"], c.min_alpha_words, ".2f"))
+        if verdict:
+            return verdict
         if c.min_stop_words is not None:
             found = m["stop_words"]
             if found is None:
@@ -155,22 +148,21 @@ class GopherRepetition(RuleStage):
                 continue
             dup_count, dup_chars = duplicate_units(units)
             fraction, chars = dup_count / len(units), dup_chars / max(sum(map(len, units)), 1)
-            if max_fraction is not None and fraction > max_fraction:
-                return reasons[0], f"{fraction:.2f} > {max_fraction}", fraction, max_fraction
-            if max_chars is not None and chars > max_chars:
-                return reasons[1], f"{chars:.2f} > {max_chars}", chars, max_chars
+            verdict = over(reasons[0], fraction, max_fraction, ".2f") or over(reasons[1], chars, max_chars, ".2f")
+            if verdict:
+                return verdict
         grams = NGrams(normalized_words(text, lang))
         total = grams.total
         if not total:
             return None
         for n, limit in c.max_top_ngram_chars:
-            share = grams.top_chars(n) / total
-            if share > limit:
-                return DropReason.TOP_NGRAM_CHARS, f"n={n}: {share:.3f} > {limit}", share, limit
+            verdict = over(DropReason.TOP_NGRAM_CHARS, grams.top_chars(n) / total, limit, ".3f", f"n={n}: ")
+            if verdict:
+                return verdict
         for n, limit in c.max_dup_ngram_chars:
-            share = grams.duplicated_chars(n) / total
-            if share > limit:
-                return DropReason.DUP_NGRAM_CHARS, f"n={n}: {share:.3f} > {limit}", share, limit
+            verdict = over(DropReason.DUP_NGRAM_CHARS, grams.duplicated_chars(n) / total, limit, ".3f", f"n={n}: ")
+            if verdict:
+                return verdict
         return None
 
 

@@ -231,9 +231,25 @@ class RuleStage(Stage):
         return doc.drop(self.name, reason, f"{detail} ({whose} threshold)" if whose else detail,
                         value=value, threshold=threshold)
 
-    def evaluate(self, text: str, lang: str | None) -> tuple[str, str] | None:
-        """None (keep) or (reason, detail); judge with `self.config_for(lang)`."""
+    def evaluate(self, text: str, lang: str | None) -> tuple | None:
+        """None (keep), (reason, detail) or (reason, detail, value, threshold) (`over`/`under` make those);
+        judge with `self.config_for(lang)`."""
         raise NotImplementedError
+
+
+def over(reason: str, value: float, limit: float | None, fmt: str = "", label: str = "") -> tuple | None:
+    """A rule's verdict when `value` exceeds its maximum `limit` (None: the rule is off), else None:
+    (reason, "label value > limit", value, limit), the detail and the ledger's typed columns alike."""
+    if limit is None or not value > limit:
+        return None
+    return reason, f"{label}{value:{fmt}} > {limit}", value, limit
+
+
+def under(reason: str, value: float, limit: float | None, fmt: str = "", label: str = "") -> tuple | None:
+    """A rule's verdict when `value` is below its minimum `limit` (None: the rule is off), else None."""
+    if limit is None or not value < limit:
+        return None
+    return reason, f"{label}{value:{fmt}} < {limit}", value, limit
 
 
 class ModelStage(Stage):
