@@ -10,7 +10,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stages.models import bundled, load_classifier, load_fasttext, positive_probability
+from stages.models import bundled, load_fasttext, positive_probability
 from stages.record import Document, DropReason, ModelStage, StageResult
 from stages.settings import check
 from stages.table import StageSpec
@@ -73,11 +73,12 @@ def load_model(path: str | None):
     """The classifier (hq/lq, or graded 0-5), or a clear error naming the file (missing, corrupt, or
     neither kind of quality classifier)."""
     path = path or bundled_model_path()
-    hint = "Train one with `refinery train-quality` or pass quality.model"
-    model = load_fasttext(path, "quality model", hint)
-    if set(model.get_labels()) <= set(GRADES) and len(model.get_labels()) >= 2:
+    model = load_fasttext(path, "quality model", "Train one with `refinery train-quality` or pass quality.model")
+    labels = set(model.get_labels())
+    if {POSITIVE, NEGATIVE} <= labels or (labels <= set(GRADES) and len(labels) >= 2):
         return model
-    return load_classifier(path, "quality", (POSITIVE, NEGATIVE), hint)
+    raise ValueError(f"{path!r} is not a quality classifier: labels {sorted(labels)[:5]}, expected {POSITIVE} and "
+                     f"{NEGATIVE}, or grades {GRADES[0]} ... {GRADES[-1]}")
 
 
 def is_graded(model) -> bool:
