@@ -22,6 +22,9 @@ commands:
   train          train a small GPT on the shards (`--nproc-per-node N` starts N ranks
                  through torchrun; `refinery train --help` lists every option)
   train-tokenizer  a byte-level BPE (Hugging Face tokenizers) from the shards, for `train --tokenizer`
+  tokenize       token shards (flat uint16/uint32 ids + document index) for `train --tokens`
+  sample         continuations of a prompt from a training run's latest checkpoint
+  ablate         compare mixtures or filter settings by the validation loss of small proxy models
   report         memory | parallel | numerics: what training a model of a given size costs
                  (memory per GPU by ZeRO stage, communication, pipeline bubble, number formats);
                  `--run OUT` sets a training run's measurements next to the predictions
@@ -66,6 +69,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from training.tokenizer import main as train_tokenizer
 
         return train_tokenizer(rest)
+    if command == "tokenize":
+        from training.tokens import main as tokenize
+
+        return tokenize(rest)
+    if command == "sample":
+        from training.sample import main as sample
+
+        return sample(rest)
+    if command == "ablate":
+        from training.ablate import main as ablate
+
+        return ablate(rest)
     if command == "report":
         from training.report import main as report
 

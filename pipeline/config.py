@@ -39,6 +39,8 @@ class JobConfig:
     anneal_fraction: float | None = None  # e.g. 0.1: also write anneal/ with high-quality documents,
                                           # about this share of the output's tokens
     anneal_min_quality: float = 0.8     # quality_score needed to enter the anneal split
+    holdout_fraction: float = 0.005     # share of documents written to valid/ instead of data/ (chosen by a
+                                        # hash of the id: the same documents on every rerun); 0: no valid/
     num_shards: int = 0                 # ledger files (0 lets the runner choose)
     ledger_snippet_chars: int = 300     # text kept per ledger row, to judge a drop by; 0 keeps no text (privacy)
     inject_errors: tuple[str, ...] = () # testing only: "STAGE=URL_SUBSTRING" makes STAGE raise ValueError there
@@ -49,6 +51,7 @@ class JobConfig:
 
     def __post_init__(self):
         check(self.anneal_fraction is None or 0 < self.anneal_fraction <= 1, "anneal_fraction must be in (0, 1]")
+        check(0 <= self.holdout_fraction < 1, f"holdout_fraction must be in [0, 1), got {self.holdout_fraction}")
         check(0 < self.shard_size_mb < 1e7, f"shard_size_mb must be a positive number of MB below 1e7, "
                                             f"got {self.shard_size_mb}")
         check(self.row_group_rows >= 1, f"row_group_rows must be >= 1, got {self.row_group_rows}")

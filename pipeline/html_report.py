@@ -193,7 +193,8 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
              f"<style>{STYLE}</style><script>{SCRIPT}</script></head><body>",
              "<h1>Refinery run report</h1>",
              f"<p>Status <b class='{'ok' if status == 'ok' else 'bad'}'>{_e(status)}</b> · runner {_e(report['runner'])}"
-             f" · {report['elapsed_s']} s · read {c['read']:,} = kept {c['kept']:,} + ledger {c['ledger']:,} "
+             f" · {report['elapsed_s']} s · read {c['read']:,} = kept {c['kept']:,}"
+             + (f" + held out {c['held_out']:,} (valid/)" if c.get("held_out") else "") + f" + ledger {c['ledger']:,} "
              f"(conservation {'holds' if c['holds'] else 'NOT checked' if c['holds'] is None else 'BROKEN'})</p>"]
     for problem in report.get("problems", []):
         parts.append(f"<p class='bad'>{_e(problem)}</p>")

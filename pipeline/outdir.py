@@ -25,7 +25,8 @@ OWN_PATTERNS = (
     "data/part-*.parquet", "data/.part-*.tmp", "ledger/part-*.parquet", "ledger/beam-temp-*",
     "report.json", "report.html", "manifest.json", ".manifest.json.tmp", "_shard_stats/*",
     "anneal/data/part-*.parquet", "anneal/data/.part-*.tmp", "anneal/_shard_stats/*", "anneal/manifest.json",
-    "anneal/.manifest.json.tmp", LOCK_FILE,
+    "anneal/.manifest.json.tmp", "valid/data/part-*.parquet", "valid/data/.part-*.tmp", "valid/_shard_stats/*",
+    "valid/manifest.json", "valid/.manifest.json.tmp", LOCK_FILE,
 )
 
 
@@ -137,7 +138,8 @@ def remove_partial(output: str) -> None:
     """After an interrupted or failed job: our temporary files go; finished shards stay until --overwrite."""
     try:
         _delete(_matching(output, ["ledger/beam-temp-*", "data/.part-*.tmp", "_shard_stats", ".manifest.json.tmp",
-                                   "anneal/_shard_stats", "anneal/data/.part-*.tmp"]))
+                                   "anneal/_shard_stats", "anneal/data/.part-*.tmp", "valid/_shard_stats",
+                                   "valid/data/.part-*.tmp"]))
     except Exception:  # best effort: the interrupted run's message matters more
         pass
 

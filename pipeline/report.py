@@ -99,6 +99,7 @@ def column_counts(paths: Sequence[str], columns: Sequence[str]) -> collections.C
 
 def build_report(*, stages: Sequence[str], beam_counters: Mapping[str, int] | None, shard_rows: Mapping[str, int],
                  ledger_rows: Mapping[str, int], ledger_reasons: Mapping[tuple[str, str], int],
+                 held_out: int = 0,
                  languages: Mapping[str, int], config: Mapping[str, Any], runner: str,
                  elapsed_s: float) -> dict[str, Any]:
     metrics_available = beam_counters is not None
@@ -106,7 +107,7 @@ def build_report(*, stages: Sequence[str], beam_counters: Mapping[str, int] | No
     kept, ledgered = sum(shard_rows.values()), sum(ledger_rows.values())
     # Without runner metrics the read count is only what reached storage: reported, but not a check.
     read = sum(beam_counters.get(f"{s}.in", 0) for s in stages if s in READ_STAGES) if metrics_available \
-        else kept + ledgered
+        else kept + held_out + ledgered
     funnel = []
     for stage in stages:
         dropped = {reason: n for (s, reason), n in sorted(ledger_reasons.items()) if s == stage}
@@ -128,10 +129,11 @@ def build_report(*, stages: Sequence[str], beam_counters: Mapping[str, int] | No
         "warc_records_by_type": dict(sorted(records.items())),
         "funnel": funnel,
         "kept": kept,
+        "held_out": held_out,
         "ledger": ledgered,
         "conservation": {
-            "read": read, "kept": kept, "ledger": ledgered,
-            "holds": (read == kept + ledgered and all(f["counters_agree_with_ledger"] for f in funnel))
+            "read": read, "kept": kept, "held_out": held_out, "ledger": ledgered,
+            "holds": (read == kept + held_out + ledgered and all(f["counters_agree_with_ledger"] for f in funnel))
             if metrics_available else None,
         },
         "metrics_available": metrics_available,
@@ -159,7 +161,8 @@ def format_funnel(report: Mapping[str, Any]) -> str:
             lines.append(f"{'':<18}  notes: " + ", ".join(f"{k} {v}" for k, v in f["notes"].items()))
     c = report["conservation"]
     mark = {True: "holds", False: "BROKEN", None: "not checked (runner reported no metrics)"}[c["holds"]]
-    lines.append(f"conservation {mark}: read {c['read']} = kept {c['kept']} + ledger {c['ledger']}")
+    held = f" + held out {c['held_out']} (valid/)" if c.get("held_out") else ""
+    lines.append(f"conservation {mark}: read {c['read']} = kept {c['kept']}{held} + ledger {c['ledger']}")
     d = report.get("dedup")
     if d and "rounds" in d:
         lines.append(f"dedup: {d['bands']} bands x {d['rows']} rows (P[candidate] at J=0.5: {d['s_curve']['0.5']}, "

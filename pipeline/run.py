@@ -25,11 +25,12 @@ from pipeline.beam_options import check_beam_args, loopback_only_grpc
 from pipeline.cli import version
 from pipeline.config import TABLE, ConfigError, RunConfig, load_config
 from pipeline.dedup import EXACT, NEAR, ExactDedup, NearDedup, dedup_report
+from pipeline.holdout import HoldOut
 from pipeline.ledger import ResolveKeptCopies
 from pipeline.mix import STAGE as MIX_STAGE
 from pipeline.mix import AnnealSplit, Mix
 from pipeline.outdir import OutputLock, lock_note, prepare_output, remove_partial
-from pipeline.output import STATS_DIR, WriteShards, collect_shards, write_manifest
+from pipeline.output import MANIFEST, STATS_DIR, WriteShards, collect_shards, write_manifest
 from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
 from pipeline.transforms import SOURCE_RECORDS, ApplyStage, Decontaminate, ReadFileFn, ReadSource
 from stages.decontam import DecontaminationIndex, read_benchmarks
@@ -43,7 +44,7 @@ from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, WRITE, StageSpec
 EXTRACT_STAGE = next(spec.name for spec in TABLE if spec.runs == EXTRACT)
 
 DEFAULT_RUNNER = "FnApiRunner"  # in-process; DirectRunner first tries to download Prism
-DATA_DIR, LEDGER_DIR, REPORT_FILE, ANNEAL_DIR = "data", "ledger", "report.json", "anneal"
+DATA_DIR, LEDGER_DIR, REPORT_FILE, ANNEAL_DIR, VALID_DIR = "data", "ledger", "report.json", "anneal", "valid"
 HTML_REPORT_FILE = "report.html"
 
 # Short names kept from before the flags were generated (README examples, users' scripts).
@@ -239,6 +240,11 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "", facts: d
         documents, drops = documents | f"Stage_{name}" >> step
         ledgers.append(drops)
         names.append(name)
+    if config.holdout_fraction:
+        documents, valid = documents | "HoldOut" >> HoldOut(config.holdout_fraction)
+        _ = valid | "WriteValid" >> WriteShards(
+            FileSystems.join(config.output, VALID_DIR, DATA_DIR), FileSystems.join(config.output, VALID_DIR, STATS_DIR, "stats"),
+            config.shard_size_mb, config.seed, config.row_group_rows)
     _ = documents | "WriteShards" >> WriteShards(
         FileSystems.join(config.output, DATA_DIR), FileSystems.join(config.output, STATS_DIR, "stats"),
         config.shard_size_mb, config.seed, config.row_group_rows)
@@ -350,9 +356,11 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
         names = [n for n in names if n not in reporting.READ_STAGES or counters.get(f"{n}.in", 0)]
         if not counters.get(f"{WARC_STAGE}.in", 0):
             names = [n for n in names if n != Extractor.name]  # text sources alone: nothing to extract
+    valid_dir = FileSystems.join(config.output, VALID_DIR)
+    valid_shards = collect_shards(valid_dir, DATA_DIR) if config.holdout_fraction else []
     report = reporting.build_report(
         stages=names, beam_counters=counters,
-        shard_rows={"all": originals.get((0,), 0)},
+        shard_rows={"all": originals.get((0,), 0)}, held_out=sum(s["rows"] for s in valid_shards),
         ledger_rows=reporting.parquet_row_counts(ledger_files),
         ledger_reasons=reporting.column_counts(ledger_files, ["stage", "reason"]),
         languages={lang: n for (lang,), n in reporting.column_counts(shard_paths, ["lang"]).items()},
@@ -371,14 +379,7 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
             entry["tokens"] += s["tokens_by_source"].get(k, 0)
     report["output"] = {"rows": rows, "repeats": rows - report["kept"], "tokens": tokens,
                         "sources": dict(sorted(by_source.items()))}
-    if config.mix:
-        report["mix"] = {"requested": parse_weights(config.mix),
-                         "achieved": {k: round(v["tokens"] / max(tokens, 1), 4) for k, v in sorted(by_source.items())},
-                         "max_epochs": config.mix_max_epochs,
-                         "capped_sources": sorted(k.split(".", 3)[3] for k, v in (counters or {}).items()
-                                                  if k.startswith(f"{MIX_STAGE}.note.capped.") and v)}
-    if config.dedup.exact or config.dedup.near:
-        report["dedup"] = dedup_report(config.dedup, counters or {})
+    _add_sections(config, report, counters, by_source, valid_shards)
     note = lock_note(config.output)
     if note:
         report["lock"] = note
@@ -400,6 +401,9 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
         raise RunFailed(f"run failed its checks, no manifest written ({REPORT_FILE} has details): " + "; ".join(problems))
 
     extra = {"config": config.to_dict(), "refinery_version": version(), "extraction": trafilatura_speedups.versions()}
+    if config.holdout_fraction:
+        write_manifest(valid_dir, valid_shards, dict(extra, split=VALID_DIR))
+        extra[VALID_DIR] = {k: report["valid"][k] for k in ("manifest", "rows", "tokens", "fraction")}
     if config.anneal_fraction:
         anneal = FileSystems.join(config.output, ANNEAL_DIR)
         anneal_manifest = write_manifest(anneal, collect_shards(anneal, DATA_DIR), extra)
@@ -416,6 +420,24 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
               f"ledger: {FileSystems.join(config.output, LEDGER_DIR)}; "
               f"report: {FileSystems.join(config.output, REPORT_FILE)}; {elapsed:.1f} s")
     return report
+
+
+def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str, int] | None,
+                  by_source: dict[str, dict[str, int]], valid_shards: list[dict[str, Any]]) -> None:
+    """The report's mix, valid split and dedup sections, for runs that have them."""
+    tokens = report["output"]["tokens"]
+    if config.mix:
+        report["mix"] = {"requested": parse_weights(config.mix),
+                         "achieved": {k: round(v["tokens"] / max(tokens, 1), 4) for k, v in sorted(by_source.items())},
+                         "max_epochs": config.mix_max_epochs,
+                         "capped_sources": sorted(k.split(".", 3)[3] for k, v in (counters or {}).items()
+                                                  if k.startswith(f"{MIX_STAGE}.note.capped.") and v)}
+    if config.holdout_fraction:
+        report["valid"] = {"manifest": f"{VALID_DIR}/{MANIFEST}", "rows": report["held_out"],
+                           "tokens": sum(s["tokens"] for s in valid_shards), "fraction": config.holdout_fraction,
+                           "counted": None if counters is None else counters.get("holdout.valid", 0)}
+    if config.dedup.exact or config.dedup.near:
+        report["dedup"] = dedup_report(config.dedup, counters or {})
 
 
 def _write_html_report(config: RunConfig, report: dict[str, Any]) -> None:
@@ -436,13 +458,17 @@ def _checks(config: RunConfig, report: dict[str, Any], counters: dict[str, int] 
     if report.get("dedup", {}).get("converged") is False:
         problems.append(f"near-duplicate clustering did not converge in {config.dedup.max_rounds} rounds: "
                         "raise dedup.max_rounds")
+    valid = report.get("valid")
+    if valid and valid["counted"] is not None and valid["counted"] != valid["rows"]:
+        problems.append(f"the holdout counted {valid['counted']} validation documents but valid/ holds {valid['rows']}")
     conservation = report["conservation"]
     if conservation["holds"] is None:
         print("[refinery] warning: this runner reported no metrics, so conservation could not be checked "
               "against an independent count", file=sys.stderr)
     elif not conservation["holds"]:
         problems.append(f"documents lost or double-counted: read {conservation['read']} != kept "
-                        f"{conservation['kept']} + ledger {conservation['ledger']} (or counters disagree with the ledger)")
+                        f"{conservation['kept']} + held out {conservation['held_out']} + ledger {conservation['ledger']} "
+                        "(or counters disagree with the ledger)")
     if counters is not None:
         for name, _ in source_groups(config):
             if not counters.get(f"{SOURCE_RECORDS}{name}", 0):

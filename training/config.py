@@ -18,12 +18,13 @@ from training.model import MODEL_SIZES, ModelConfig
 from training.spikes import SpikeConfig
 from training.step import PRECISIONS
 
-MODES, DEVICES = ("packed", "padded"), ("auto", "cpu", "cuda")
+MODES, DEVICES, SCHEDULES = ("packed", "padded"), ("auto", "cpu", "cuda"), ("cosine", "wsd")
 
 
 @dataclasses.dataclass
 class TrainConfig:
-    data: str = ""                 # output folder of `refinery run` (has manifest.json); required
+    data: str = ""                 # output folder of `refinery run` (has manifest.json); this or `tokens` is required
+    tokens: str = ""               # instead of `data`: token shards of `refinery tokenize` (no tokenizing while training)
     out: str = ""                  # run folder: checkpoints/, metrics.jsonl, train_config.json; required
     tokenizer: str = "bytes"       # 'bytes' (UTF-8 bytes) or a BPE tokenizer.json (`refinery train-tokenizer`)
     mode: str = "packed"           # packed (documents joined, EOS between) or padded (one document per row)
@@ -39,8 +40,11 @@ class TrainConfig:
     dropout: float = 0.0
     # AdamW and schedule: nanoGPT/GPT-3 small-model values (betas 0.9/0.95, wd 0.1, clip 1.0)
     lr: float = 1e-3
-    min_lr_ratio: float = 0.1      # cosine decay to lr x this
+    min_lr_ratio: float = 0.1      # the schedule ends at lr x this
     warmup: int = 10               # linear warm-up steps
+    schedule: str = "cosine"       # cosine (decay over all steps) or wsd (warm-up, stable, then linear decay)
+    decay_fraction: float | None = None  # wsd: share of the steps the decay takes (default: anneal_fraction
+                                         # when annealing, else 0.2)
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.95
@@ -52,6 +56,12 @@ class TrainConfig:
     seed: int = 0
     workers: int = 0               # DataLoader worker processes per rank
     verify_checksums: bool = True  # check each shard against the manifest's SHA-256 before reading it
+    eval_every: int = 50           # steps between validation losses (and at the last step); 0: none
+    eval_tokens: int = 65536       # tokens of each evaluation set (its first documents, in manifest order)
+    eval_data: tuple[str, ...] = ()  # more evaluation sets besides DATA/valid: DIR or NAME=DIR (a run's output
+                                     # or token folder), e.g. a clean reference corpus
+    anneal_data: str = ""          # a run's anneal/ folder (or its token shards): drawn from in the last steps
+    anneal_fraction: float = 0.1   # with anneal_data: the share of the steps (the last ones) that draw from it
     checkpoint_every: int = 50
     keep_checkpoints: int = 2
     resume: bool = False           # continue from OUT/checkpoints (error if none)
@@ -67,7 +77,12 @@ class TrainConfig:
         small = [k for k in ("seq_len", "micro_batch", "grad_accum", "steps", "checkpoint_every", "log_every")
                  if getattr(self, k) < 1]
         check(not small, "; ".join(f"--{k.replace('_', '-')} must be >= 1" for k in small))
-        for key, choices in (("mode", MODES), ("strategy", STRATEGIES), ("precision", PRECISIONS),
+        check(self.eval_every >= 0 and self.eval_tokens >= 1, "--eval-every must be >= 0 and --eval-tokens >= 1")
+        check(0 < self.anneal_fraction < 1, f"--anneal-fraction must be in (0, 1), not {self.anneal_fraction}")
+        check(self.decay_fraction is None or 0 < self.decay_fraction <= 1,
+              f"--decay-fraction must be in (0, 1], not {self.decay_fraction}")
+        check(not (self.data and self.tokens), "--data and --tokens exclude each other: give one")
+        for key, choices in (("schedule", SCHEDULES), ("mode", MODES), ("strategy", STRATEGIES), ("precision", PRECISIONS),
                              ("device", DEVICES), ("size", tuple(MODEL_SIZES))):
             check(getattr(self, key) in choices,
                   f"--{key} must be one of {', '.join(choices)}, not {getattr(self, key)!r}")
@@ -80,6 +95,14 @@ class TrainConfig:
             if getattr(self, key) is not None:
                 shape[key] = getattr(self, key)
         return ModelConfig(vocab_size=vocab_size, seq_len=self.seq_len, dropout=self.dropout, **shape)
+
+    def anneal_start(self) -> int | None:
+        """Steps after this one draw from anneal_data (None: no anneal phase)."""
+        return self.steps - max(1, round(self.steps * self.anneal_fraction)) if self.anneal_data else None
+
+    def decay_steps(self) -> int:
+        fraction = self.decay_fraction or (self.anneal_fraction if self.anneal_data else 0.2)
+        return max(1, round(self.steps * fraction))
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True)
@@ -97,7 +120,7 @@ def _faults(spec: str) -> tuple[tuple[int, str], ...]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="refinery train", usage="refinery train --data OUT --out RUN [--config YAML] [options]",
+        prog="refinery train", usage="refinery train --data OUT|--tokens TOK --out RUN [--config YAML] [options]",
         description="Train a small GPT on refinery shards. Several ranks: `refinery train --nproc-per-node 2 ...`, "
                     "or torchrun --standalone --nproc_per_node=2 -m training.train --data OUT --out RUN")
     p.add_argument("--config", metavar="FILE.yaml", help="options as YAML (TrainConfig field names, e.g. a run's "
@@ -122,7 +145,7 @@ def parse(argv: Sequence[str] | None = None) -> TrainConfig:
     if args.inject_fault is not None:
         overrides["inject"] = _faults(args.inject_fault)
     cfg = load(TrainConfig, args.config, overrides)
-    missing = [f"--{k}" for k in ("data", "out") if not getattr(cfg, k)]
+    missing = ([] if cfg.data or cfg.tokens else ["--data (or --tokens)"]) + ([] if cfg.out else ["--out"])
     if missing:
         raise ConfigError(f"{' and '.join(missing)} required (on the command line or in --config)")
     return cfg

@@ -26,7 +26,7 @@ def read_log(path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], lis
                 record = json.loads(line)
             except ValueError:
                 continue
-            if "event" in record:
+            if "event" in record or "eval" in record:
                 events.append(record)
             elif "step" in record and "loss" in record:
                 steps[record["step"]] = record
@@ -49,6 +49,7 @@ def plot(metrics_path: str, png_path: str, title: str = "") -> str | None:
         return None
     x = [s["step"] for s in steps]
     rollbacks = [e["step"] for e in events if e.get("event") == "rolled back"]
+    evals = [e for e in events if "eval" in e]
     fig, axes = plt.subplots(2, 2, figsize=(11, 6.5), sharex=True)
     panels = [("loss", "training loss (measured, nats/token)", False),
               ("grad_norm", "gradient norm before clipping (measured)", True),
@@ -60,6 +61,15 @@ def plot(metrics_path: str, png_path: str, title: str = "") -> str | None:
             ax.scatter([s["step"] for s in skipped], [s.get(key) for s in skipped], color="#d9534f", marker="x",
                        zorder=3, label=f"skipped update ({len(skipped)})")
             ax.legend(loc="upper right", fontsize=8)
+        if key == "loss":
+            for name in sorted({n for e in evals for n in e["eval"]}):
+                points = [(e["step"], e["eval"][name]["loss"]) for e in evals if name in e["eval"]]
+                ax.plot(*zip(*points), marker="o", ms=4, lw=1.2, label=f"validation: {name}")
+            anneal = [s["step"] for s in steps if s.get("phase") == "anneal"]
+            if anneal:
+                ax.axvspan(anneal[0] - 0.5, anneal[-1] + 0.5, color="#f0ad4e", alpha=0.15, label="anneal phase")
+            if evals or anneal:
+                ax.legend(loc="upper right", fontsize=8)
         for r in rollbacks:
             ax.axvline(r, color="#d9534f", ls="--", lw=1)
         if log and all((s.get(key) or 0) > 0 for s in steps):
@@ -112,4 +122,6 @@ def summary(metrics_path: str) -> dict[str, Any]:
             "grad_norm_median": norms[len(norms) // 2] if norms else None, "grad_norm_max": norms[-1] if norms else None,
             "skipped_steps": [s["step"] for s in skipped],
             "rollbacks": [e["step"] for e in events if e.get("event") == "rolled back"],
+            "validation": {name: [[e["step"], e["eval"][name]["loss"]] for e in events if name in e.get("eval", {})]
+                           for name in sorted({n for e in events for n in e.get("eval", {})})},
             "tokens_per_s_median": sorted(rates)[len(rates) // 2]}

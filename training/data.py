@@ -54,8 +54,8 @@ def read_manifest(data_dir: str) -> dict[str, Any]:
     return manifest
 
 
-def list_units(data_dir: str, manifest: dict[str, Any], min_units: int) -> list[Unit]:
-    """Row groups of all shards (in manifest order), split evenly when fewer than `min_units`."""
+def parquet_groups(data_dir: str, manifest: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(shard path, row group, rows) of every non-empty row group, in manifest order."""
     groups: list[tuple[str, int, int]] = []
     for shard in manifest["shards"]:
         path = os.path.join(data_dir, shard["path"])
@@ -65,9 +65,14 @@ def list_units(data_dir: str, manifest: dict[str, Any], min_units: int) -> list[
             raise DataError(f"shard {path} cannot be read: {exc}") from exc
         groups += [(path, g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)
                    if meta.row_group(g).num_rows > 0]
+    return groups
+
+
+def split_units(groups: list[tuple[str, int, int]], min_units: int, where: str) -> list[Unit]:
+    """Row groups as units, each split evenly when there are fewer than `min_units`."""
     rows = sum(n for _, _, n in groups)
     if rows == 0:
-        raise DataError(f"{data_dir}: the shards hold no documents")
+        raise DataError(f"{where}: the shards hold no documents")
     pieces = 1
     while len(groups) * pieces < min_units and pieces < max(n for _, _, n in groups):
         pieces += 1
@@ -76,9 +81,14 @@ def list_units(data_dir: str, manifest: dict[str, Any], min_units: int) -> list[
         bounds = np.linspace(0, n, min(pieces, n) + 1).astype(int)
         units += [Unit(path, g, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
     if len(units) < min_units:
-        raise DataError(f"{data_dir}: {rows} documents cannot give each of {min_units} readers "
+        raise DataError(f"{where}: {rows} documents cannot give each of {min_units} readers "
                         "(ranks x workers) its own rows; use fewer ranks or workers")
     return units
+
+
+def list_units(data_dir: str, manifest: dict[str, Any], min_units: int) -> list[Unit]:
+    """Row groups of all shards (in manifest order), split evenly when fewer than `min_units`."""
+    return split_units(parquet_groups(data_dir, manifest), min_units, data_dir)
 
 
 def file_sha256(path: str) -> str:
@@ -108,12 +118,30 @@ class ShardStream(IterableDataset):
         if cfg.mode not in ("packed", "padded"):
             raise ValueError(f"unknown data mode {cfg.mode!r} (packed | padded)")
         self.cfg, self.tokenizer, self.rank, self.world_size = cfg, tokenizer, rank, world_size
-        self.manifest = read_manifest(cfg.data_dir)
         self.workers = max(1, cfg.num_workers)
-        self.units = list_units(cfg.data_dir, self.manifest, world_size * self.workers)
+        self.manifest = self.read_manifest()
+        self.units = split_units(self.groups(), world_size * self.workers, cfg.data_dir)
         self.checksums = {os.path.join(cfg.data_dir, s["path"]): s.get("sha256") for s in self.manifest["shards"]}
         self.start_positions: dict[int, dict[str, int]] = {}
         self.worker_shift = 0
+
+    # -- what a subclass for another storage format replaces (training/tokens.py) ----------------
+    def read_manifest(self) -> dict[str, Any]:
+        return read_manifest(self.cfg.data_dir)
+
+    def groups(self) -> list[tuple[str, int, int]]:
+        return parquet_groups(self.cfg.data_dir, self.manifest)
+
+    def load_group(self, unit: Unit) -> list[Any]:
+        """The rows of a unit's row group, as `token_ids` takes them (here: texts)."""
+        try:
+            table = pq.ParquetFile(unit.shard).read_row_group(unit.row_group, columns=[self.cfg.text_field])
+        except (OSError, ValueError, KeyError) as exc:
+            raise DataError(f"shard {unit.shard} row group {unit.row_group} cannot be read: {exc}") from exc
+        return table.column(0).to_pylist()
+
+    def token_ids(self, row: Any) -> np.ndarray | list[int]:
+        return self.tokenizer.encode(row or "")
 
     def fingerprint(self) -> dict[str, Any]:
         """What must match for a saved position to mean the same tokens."""
@@ -128,7 +156,7 @@ class ShardStream(IterableDataset):
         return [self.units[i] for i in order[reader::readers]]
 
     # -- reading -------------------------------------------------------------------------------
-    def _rows(self, unit: Unit, cache: dict[str, Any]) -> list[str]:
+    def _rows(self, unit: Unit, cache: dict[str, Any]) -> list[Any]:
         if cache.get("key") != (unit.shard, unit.row_group):
             if self.cfg.verify_checksums and unit.shard not in cache.setdefault("verified", set()):
                 expected = self.checksums.get(unit.shard)
@@ -136,12 +164,8 @@ class ShardStream(IterableDataset):
                     raise DataError(f"shard {unit.shard} does not match the sha256 in {MANIFEST} "
                                     "(changed or corrupted after the pipeline wrote it)")
                 cache["verified"].add(unit.shard)
-            try:
-                table = pq.ParquetFile(unit.shard).read_row_group(unit.row_group, columns=[self.cfg.text_field])
-            except (OSError, ValueError, KeyError) as exc:
-                raise DataError(f"shard {unit.shard} row group {unit.row_group} cannot be read: {exc}") from exc
-            cache["key"], cache["texts"] = (unit.shard, unit.row_group), table.column(0).to_pylist()
-        return cache["texts"][unit.start:unit.stop]
+            cache["key"], cache["rows"] = (unit.shard, unit.row_group), self.load_group(unit)
+        return cache["rows"][unit.start:unit.stop]
 
     def _documents(self, reader: int, pos: dict[str, int]) -> Iterator[tuple[dict[str, int], np.ndarray]]:
         """(position of the first token, tokens) from `pos` on; each document ends with EOS."""
@@ -151,10 +175,9 @@ class ShardStream(IterableDataset):
         while True:
             units = self.reader_units(reader, epoch)
             while unit_i < len(units):
-                texts = self._rows(units[unit_i], cache)
-                while row < len(texts):
-                    ids = self.tokenizer.encode(texts[row] or "")
-                    tokens = np.asarray(ids + [eos], dtype=np.int64)[offset:]
+                rows = self._rows(units[unit_i], cache)
+                while row < len(rows):
+                    tokens = np.append(np.asarray(self.token_ids(rows[row]), dtype=np.int64), eos)[offset:]
                     yield {"epoch": epoch, "unit": unit_i, "row": row, "offset": offset}, tokens
                     row, offset = row + 1, 0
                 unit_i, row = unit_i + 1, 0
@@ -272,3 +295,37 @@ class StreamState:
             epoch = min((p["epoch"] for p in state["positions"].values()), default=0)
             self.positions = {w: {"epoch": epoch, "unit": 0, "row": 0, "offset": 0} for w in range(self.stream.workers)}
             self.next_worker = 0
+
+
+class PhasedStream:
+    """The main stream, then (from step `switch_after` + 1 on) the anneal stream: the last phase of
+    training draws from high-quality data while the learning rate decays. Each stream keeps its own
+    position, so a checkpoint on either side of the switch resumes exactly."""
+
+    def __init__(self, main: StreamState, anneal: StreamState | None = None, switch_after: int | None = None) -> None:
+        self.main, self.anneal, self.switch_after = main, anneal, switch_after
+        self.stream = main.stream  # what the run reports (units, fingerprint)
+
+    def phase(self, step: int) -> str:
+        """The phase of the update that follows `step` completed updates."""
+        return "anneal" if self.anneal is not None and step >= self.switch_after else "main"
+
+    def next(self, step: int) -> dict[str, Any]:
+        return next(self.anneal if self.phase(step) == "anneal" else self.main)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = self.main.state_dict()  # the main stream's keys at the top: older checkpoints read alike
+        if self.anneal is not None:
+            state["anneal"] = self.anneal.state_dict()
+            state["switch_after"] = self.switch_after
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.main.load_state_dict(state)
+        if self.anneal is not None and "anneal" in state:
+            if state.get("switch_after") != self.switch_after:
+                raise DataError(f"checkpoint switched to the anneal data after step {state.get('switch_after')}, "
+                                f"this run after step {self.switch_after} (same --steps and --anneal-fraction to resume)")
+            self.anneal.load_state_dict(state["anneal"])
+        elif self.anneal is not None or "anneal" in state:
+            raise DataError("checkpoint and this run disagree on the anneal phase: resume with the same --anneal-data")

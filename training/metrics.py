@@ -34,7 +34,10 @@ class Metrics:
         self.fh.flush()
         if self.board is not None:
             _to_board(self.board, record)
-        if "event" in record:
+        if "eval" in record:
+            print(f"[train] validation loss at step {record['step']}: " + ", ".join(
+                f"{name} {r['loss']:.4f}" for name, r in record["eval"].items()), flush=True)
+        elif "event" in record:
             print(f"[train] {record['event']}: " + ", ".join(f"{k}={v}" for k, v in record.items() if k != "event"),
                   flush=True)
         elif show:
@@ -64,6 +67,10 @@ def _board(folder: str):
 
 def _to_board(board, record: dict[str, Any]) -> None:
     step = record.get("step", 0)
+    if "eval" in record:
+        for name, result in record["eval"].items():
+            board.add_scalar(f"eval/{name}", result["loss"], step)
+        return
     if "event" in record:
         board.add_text("events", f"{record['event']}: {json.dumps(record)}", step)
         if record["event"] == "rolled back":
@@ -114,6 +121,10 @@ def summarize(trainer: Trainer, history: list[dict[str, Any]]) -> dict[str, Any]
             "achieved_tflops": flops / 1e12, "peak_tflops_per_device": peak,
             "mfu": flops / (peak * 1e12 * env.world_size) if peak else None, "memory_per_rank": per_rank,
             "model_config": dict(vars(trainer.model_cfg)), "micro_batch": trainer.cfg.micro_batch,
+            "eval": {name: dict(result, step=trainer.evals[-1]["step"])
+                     for name, result in (trainer.evals[-1]["eval"].items() if trainer.evals else [])},
+            "eval_history": trainer.evals,
+            "phases": {phase: sum(1 for h in history if h.get("phase") == phase) for phase in ("main", "anneal")},
             "measured_vs_predicted": compare(trainer, measured)}
 
 

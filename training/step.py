@@ -84,10 +84,15 @@ def clip_gradients(model: torch.nn.Module, max_norm: float) -> float:
     return float(norm)
 
 
-def lr_at(step: int, base_lr: float, warmup: int, total: int, min_ratio: float = 0.1) -> float:
-    """Linear warmup to base_lr, then cosine decay to min_ratio * base_lr at `total` steps."""
+def lr_at(step: int, base_lr: float, warmup: int, total: int, min_ratio: float = 0.1,
+          schedule: str = "cosine", decay_steps: int = 0) -> float:
+    """Linear warmup to base_lr, then either cosine decay to min_ratio * base_lr at `total` steps, or
+    (wsd: warmup-stable-decay) base_lr until the last `decay_steps`, which decay linearly to the minimum."""
     if warmup and step < warmup:
         return base_lr * (step + 1) / warmup
+    if schedule == "wsd":
+        start = max(warmup, total - decay_steps)
+        progress = min(1.0, max(0, step + 1 - start) / max(1, total - start))
+        return base_lr * (1 - (1 - min_ratio) * progress)
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
     return base_lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
-

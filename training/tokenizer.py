@@ -24,6 +24,9 @@ class ByteTokenizer:
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
 
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [list(t.encode("utf-8")) for t in texts]
+
     def decode(self, ids: Iterable[int]) -> str:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
@@ -54,8 +57,11 @@ class BPETokenizer:
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text, add_special_tokens=False).ids
 
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self._tok.encode_batch(texts, add_special_tokens=False)]
+
     def decode(self, ids: Iterable[int]) -> str:
-        return self._tok.decode(list(ids))
+        return self._tok.decode([int(i) for i in ids])
 
     def describe(self) -> dict:
         return {"kind": self.kind, "vocab_size": self.vocab_size, "path": os.path.abspath(self.path)}

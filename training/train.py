@@ -18,14 +18,16 @@ import torch
 from stages.settings import ConfigError
 from training import checkpoint
 from training.config import TrainConfig, parse
-from training.data import DataConfig, DataError, ShardStream, StreamState
+from training.data import DataConfig, DataError, PhasedStream, ShardStream, StreamState
 from training.distributed import Dist, barrier, full_state, gather_to_main, init, load_full_state, parallelize, shutdown
+from training.evaluate import eval_sets, evaluate
 from training.measure import CommCounter, state_bytes
 from training.metrics import Metrics, summarize
 from training.model import GPT, flops_per_token
 from training.spikes import SpikeGuard, TrainingDiverged
 from training.step import accumulation_step, clip_gradients, lr_at, make_scaler
 from training.tokenizer import load_tokenizer
+from training.tokens import TokenStream, is_token_dir, token_tokenizer
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -63,7 +65,7 @@ class FaultInjector:
 class Trainer:
     def __init__(self, cfg: TrainConfig, env: Dist) -> None:
         self.cfg, self.env = cfg, env
-        self.tokenizer = load_tokenizer(cfg.tokenizer)
+        self.tokenizer = token_tokenizer(cfg.tokens) if cfg.tokens else load_tokenizer(cfg.tokenizer)
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
         self.model_cfg = cfg.model_config(self.tokenizer.vocab_size)
         core = GPT(self.model_cfg)
@@ -75,13 +77,15 @@ class Trainer:
         self.comm = CommCounter().attach(self.model, cfg.strategy) if env.active else None
         self.measured: dict[str, Any] | None = None
         self.optimizer = build_optimizer(self.model, cfg)
+        decay = cfg.decay_steps()
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: lr_at(s, 1.0, cfg.warmup, cfg.steps, cfg.min_lr_ratio))
+            self.optimizer, lambda s: lr_at(s, 1.0, cfg.warmup, cfg.steps, cfg.min_lr_ratio, cfg.schedule, decay))
         self.scaler = make_scaler(cfg.precision, env.device)
-        data_cfg = DataConfig(cfg.data, cfg.seq_len, cfg.micro_batch, seed=cfg.seed, mode=cfg.mode,
-                              text_field=cfg.text_field, num_workers=cfg.workers,
-                              verify_checksums=cfg.verify_checksums)
-        self.loader = StreamState(ShardStream(data_cfg, self.tokenizer, env.rank, env.world_size))
+        self.loader = PhasedStream(self._stream(cfg.tokens or cfg.data),
+                                   self._stream(cfg.anneal_data) if cfg.anneal_data else None, cfg.anneal_start())
+        self.eval_sets = eval_sets(cfg.tokens or cfg.data, cfg.eval_data, self.tokenizer, cfg.seq_len,
+                                   cfg.eval_tokens, cfg.text_field) if cfg.eval_every else []
+        self.evals: list[dict[str, Any]] = []
         self.guard = SpikeGuard(cfg.spike, warmup=cfg.warmup, clip=cfg.clip)
         self.last_applied = 0   # last step whose update was applied
         self.last_saved = 0     # step of the last checkpoint written (or resumed from)
@@ -91,6 +95,23 @@ class Trainer:
         random.seed(cfg.seed + env.rank)
         np.random.seed(cfg.seed + env.rank)
         torch.manual_seed(cfg.seed + 1 + env.rank)
+
+    def _stream(self, folder: str) -> StreamState:
+        cfg = self.cfg
+        data_cfg = DataConfig(folder, cfg.seq_len, cfg.micro_batch, seed=cfg.seed, mode=cfg.mode,
+                              text_field=cfg.text_field, num_workers=cfg.workers,
+                              verify_checksums=cfg.verify_checksums)
+        kind = TokenStream if is_token_dir(folder) else ShardStream
+        return StreamState(kind(data_cfg, self.tokenizer, self.env.rank, self.env.world_size))
+
+    def evaluate(self, metrics: Metrics) -> None:
+        """Validation losses of every evaluation set at this step (all ranks take part)."""
+        results = {s.name: evaluate(self.model, s, self.cfg.micro_batch, self.env.rank, self.env.world_size,
+                                    self.cfg.precision, self.env.device, self.tokenizer.pad_id)
+                   for s in self.eval_sets}
+        record = {"step": self.step, "eval": results}
+        self.evals.append(record)
+        metrics.write(record)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def save(self) -> None:
@@ -142,6 +163,8 @@ class Trainer:
             metrics.write(record, show=self.step % cfg.log_every == 0 or self.step == cfg.steps or record["skipped"])
             if record["skipped"] and self.guard.skipped(self.step) and self._roll_back(metrics):
                 continue  # back at a saved step: nothing new to save
+            if self.eval_sets and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
+                self.evaluate(metrics)
             self._checkpoint_if_due(metrics)
             if stop_after is not None and self.step >= stop_after:
                 metrics.write({"event": "stopped", "step": self.step, "why": "--stop-after"})
@@ -163,6 +186,16 @@ class Trainer:
         if env.main:
             print(f"[train] {self.n_params:,} parameters, {env.world_size} rank(s) {cfg.strategy} on "
                   f"{env.device.type}, {cfg.precision}, {len(self.loader.stream.units)} data units", flush=True)
+            if self.loader.anneal is not None:
+                print(f"[train] anneal phase: steps {self.loader.switch_after + 1}-{cfg.steps} draw from "
+                      f"{cfg.anneal_data} ({len(self.loader.anneal.stream.units)} units); LR schedule {cfg.schedule}",
+                      flush=True)
+            if self.eval_sets:
+                print(f"[train] validation loss every {cfg.eval_every} steps on " + ", ".join(
+                    f"{s.name} ({s.tokens:,} tokens)" for s in self.eval_sets), flush=True)
+            elif cfg.eval_every:
+                print(f"[train] no validation loss: {cfg.tokens or cfg.data} has no valid/ split with text "
+                      "(`refinery run --holdout-fraction F` writes one) and no --eval-data was given", flush=True)
 
     def train_step(self, faults: FaultInjector, attempt: int) -> dict[str, Any]:
         """One update attempt: accumulate, clip, apply unless the spike guard objects, advance."""
@@ -170,7 +203,8 @@ class Trainer:
         started = time.perf_counter()
         if self.comm and self.measured is None:
             self.comm.reset()
-        batches = [next(self.loader) for _ in range(cfg.grad_accum)]
+        phase = self.loader.phase(self.step)
+        batches = [self.loader.next(self.step) for _ in range(cfg.grad_accum)]
         with faults.armed(self.model, attempt):
             result = accumulation_step(self.model, batches, env.world_size, cfg.precision, env.device, self.scaler)
         if self.scaler:
@@ -195,7 +229,7 @@ class Trainer:
         elapsed = time.perf_counter() - started
         record = {"step": self.step, "loss": result.loss, "grad_norm": grad_norm, "lr": lr,
                   "tokens": result.tokens, "tokens_per_s": result.tokens / elapsed, "seconds": elapsed,
-                  "skipped": reason is not None}
+                  "skipped": reason is not None, "phase": phase}
         if reason:
             record["skip_reason"] = reason
         return record

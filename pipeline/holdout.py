@@ -1,0 +1,54 @@
+"""The validation split: a fixed share of the finished documents, chosen by a hash of the document's
+id, goes to OUTPUT/valid/ instead of the training shards.
+
+Chosen after every filter, dedup, PII and decontamination stage (so it is cleaned like the rest and no
+near-duplicate of it stays in training) and keyed by the id alone (not the run's seed or mix), so reruns
+and runs with other mixtures or seeds over the same input hold out the same documents: their validation
+losses are measured on the same text. Repeats made by the mix (`id#eN`) of a held-out document are left
+out of training too, and never enter valid/ twice.
+"""
+from __future__ import annotations
+
+import apache_beam as beam
+
+from pipeline.transforms import count
+from stages.mix import approx_tokens, unit_hash
+from stages.record import Document
+
+STAGE = "holdout"
+VALID = "valid"
+
+
+def base_id(doc_id: str) -> str:
+    """The id of the original document a mix repeat (`id#eN`) was copied from."""
+    head, sep, tail = doc_id.rpartition("#e")
+    return head if sep and tail.isdigit() else doc_id
+
+
+def held_out(doc_id: str, fraction: float) -> bool:
+    """Whether this document belongs to the validation split (stable: depends on the id alone)."""
+    return fraction > 0 and unit_hash(0, STAGE, base_id(doc_id)) < fraction
+
+
+def _split(doc: Document, fraction: float):
+    if not held_out(doc.id, fraction):
+        yield doc
+        return
+    if doc.epoch:
+        count(f"{STAGE}.note.repeats_left_out")  # a copy, not a document read: no conservation entry
+        return
+    count(f"{STAGE}.{VALID}")
+    count(f"{STAGE}.{VALID}_tokens", approx_tokens(doc.text))
+    yield beam.pvalue.TaggedOutput(VALID, doc)
+
+
+class HoldOut(beam.PTransform):
+    """documents -> (training documents, validation documents)."""
+
+    def __init__(self, fraction: float):
+        super().__init__()
+        self._fraction = fraction
+
+    def expand(self, documents):
+        parts = documents | "Split" >> beam.FlatMap(_split, self._fraction).with_outputs(VALID, main="train")
+        return parts["train"], parts[VALID]

@@ -1,0 +1,217 @@
+"""Token shards: the pipeline's Parquet shards tokenized once, for training that does not tokenize.
+
+    refinery tokenize --data OUT --tokenizer bytes|tokenizer.json --out TOK
+
+Layout (what nanoGPT, datatrove and nanotron users know: a flat binary of token ids per shard plus an
+index of document boundaries):
+
+    TOK/manifest.json            format refinery-tokens/1, tokenizer, dtype, shards with checksums
+    TOK/tokenizer.json           a copy of the BPE tokenizer (none for bytes): TOK is self-contained
+    TOK/data/part-*.bin          token ids of every document, one after the other (no EOS stored)
+    TOK/data/part-*.idx          uint64 little-endian: where each document starts, then the total
+    TOK/valid/..., TOK/anneal/...  the run's other splits, when it has them (each with its manifest)
+
+uint16 ids when the vocabulary fits (< 65,536), else uint32. One token shard per Parquet shard, with the
+Parquet row groups' document counts kept in the manifest, so `refinery train --tokens TOK` reads the very
+units (and so the very batches, in the very order) that `--data OUT` would: the same rank-disjoint,
+exactly resumable loader (`TokenStream` replaces only how a row group is read).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from training.data import MANIFEST, DataError, ShardStream, Unit, file_sha256, read_manifest
+from training.tokenizer import load_tokenizer
+
+FORMAT = "refinery-tokens/1"
+SPLITS = ("valid", "anneal")  # besides the main data: folders of a run that hold their own manifest
+TOKENIZER_FILE = "tokenizer.json"
+
+
+def dtype_for(vocab_size: int) -> np.dtype:
+    return np.dtype("<u2") if vocab_size <= 2**16 else np.dtype("<u4")
+
+
+def is_token_dir(path: str) -> bool:
+    try:
+        with open(os.path.join(path, MANIFEST), encoding="utf-8") as fh:
+            return json.load(fh).get("format") == FORMAT
+    except (OSError, ValueError):
+        return False
+
+
+def read_token_manifest(path: str) -> dict[str, Any]:
+    file = os.path.join(path, MANIFEST)
+    if not os.path.isfile(file):
+        raise DataError(f"{file} not found: point --tokens at the output folder of `refinery tokenize`")
+    with open(file, encoding="utf-8") as fh:
+        manifest = json.load(fh)
+    if manifest.get("format") != FORMAT:
+        raise DataError(f"{file} is not a token shard manifest ({FORMAT})")
+    return manifest
+
+
+def token_tokenizer(path: str):
+    """The tokenizer a token folder was written with (bytes, or its own copy of tokenizer.json)."""
+    manifest = read_token_manifest(path)
+    kind = manifest["tokenizer"]["kind"]
+    root = manifest.get("root", ".")
+    return load_tokenizer("bytes" if kind == "bytes" else os.path.join(path, root, TOKENIZER_FILE))
+
+
+def _tokenize_split(data_dir: str, out_dir: str, tokenizer, text_field: str, dtype: np.dtype,
+                    batch_rows: int = 256) -> dict[str, Any]:
+    manifest = read_manifest(data_dir)
+    shards = []
+    for shard in manifest["shards"]:
+        source = os.path.join(data_dir, shard["path"])
+        stem = os.path.splitext(shard["path"])[0]
+        bin_path, idx_path = os.path.join(out_dir, stem + ".bin"), os.path.join(out_dir, stem + ".idx")
+        os.makedirs(os.path.dirname(bin_path), exist_ok=True)
+        parquet = pq.ParquetFile(source)
+        if text_field not in parquet.schema_arrow.names:
+            raise DataError(f"--text-field {text_field!r}: {source} has no such column")
+        digest, starts, groups, total = hashlib.sha256(), [0], [], 0
+        with open(bin_path + ".tmp", "wb") as fh:
+            for g in range(parquet.metadata.num_row_groups):
+                texts = parquet.read_row_group(g, columns=[text_field]).column(0).to_pylist()
+                if texts:
+                    groups.append(len(texts))
+                for i in range(0, len(texts), batch_rows):
+                    for ids in tokenizer.encode_batch([t or "" for t in texts[i:i + batch_rows]]):
+                        data = np.asarray(ids, dtype=dtype).tobytes()
+                        fh.write(data)
+                        digest.update(data)
+                        total += len(ids)
+                        starts.append(total)
+        index = np.asarray(starts, dtype="<u8").tobytes()
+        with open(idx_path + ".tmp", "wb") as fh:
+            fh.write(index)
+        os.replace(bin_path + ".tmp", bin_path)
+        os.replace(idx_path + ".tmp", idx_path)
+        shards.append({"path": stem + ".bin", "index": stem + ".idx", "from": shard["path"],
+                       "from_sha256": shard.get("sha256"), "documents": len(starts) - 1, "tokens": total,
+                       "row_groups": groups, "sha256": digest.hexdigest(),
+                       "index_sha256": hashlib.sha256(index).hexdigest()})
+    return {"shards": shards, "documents": sum(s["documents"] for s in shards),
+            "tokens": sum(s["tokens"] for s in shards)}
+
+
+def write_manifest(out_dir: str, payload: dict[str, Any]) -> None:
+    temp = os.path.join(out_dir, "." + MANIFEST + ".tmp")
+    with open(temp, "w", encoding="utf-8") as fh:
+        json.dump(payload, fh, indent=1)
+    os.replace(temp, os.path.join(out_dir, MANIFEST))  # last: a manifest means every shard is complete
+
+
+def tokenize(data_dir: str, tokenizer_spec: str, out_dir: str, text_field: str = "text") -> dict[str, Any]:
+    """Token shards of a run's data/ and its valid/ and anneal/ splits; returns the main manifest."""
+    tokenizer = load_tokenizer(tokenizer_spec)
+    dtype = dtype_for(tokenizer.vocab_size)
+    os.makedirs(out_dir, exist_ok=True)
+    described = {"kind": tokenizer.kind, "vocab_size": tokenizer.vocab_size,
+                 "eos_id": tokenizer.eos_id, "pad_id": tokenizer.pad_id}
+    if tokenizer.kind != "bytes":
+        shutil.copyfile(tokenizer.path, os.path.join(out_dir, TOKENIZER_FILE))
+        described["sha256"] = file_sha256(os.path.join(out_dir, TOKENIZER_FILE))
+    splits = [(None, data_dir, out_dir)] + [(name, os.path.join(data_dir, name), os.path.join(out_dir, name))
+                                            for name in SPLITS if os.path.isfile(os.path.join(data_dir, name, MANIFEST))]
+    main: dict[str, Any] = {}
+    for name, source, target in reversed(splits):  # the main manifest last
+        os.makedirs(target, exist_ok=True)
+        body = _tokenize_split(source, target, tokenizer, text_field, dtype)
+        payload = {"format": FORMAT, "dtype": dtype.name, "tokenizer": described, "text_field": text_field,
+                   "root": "." if name is None else "..",
+                   "source": {"data": os.path.abspath(source),
+                              "manifest_sha256": file_sha256(os.path.join(source, MANIFEST))},
+                   **body}
+        if name is None:
+            payload["splits"] = {n: f"{n}/{MANIFEST}" for n, _, _ in splits if n}
+            main = payload
+        write_manifest(target, payload)
+    return main
+
+
+class TokenStream(ShardStream):
+    """ShardStream over token shards: the same units, order, positions and resume; no tokenizing."""
+
+    def read_manifest(self) -> dict[str, Any]:
+        manifest = read_token_manifest(self.cfg.data_dir)
+        wanted = self.tokenizer.describe()
+        have = manifest["tokenizer"]
+        if (have["kind"], have["vocab_size"]) != (wanted["kind"], wanted["vocab_size"]):
+            raise DataError(f"{self.cfg.data_dir} was tokenized with {have['kind']} ({have['vocab_size']} ids), "
+                            f"not this run's {wanted['kind']} ({wanted['vocab_size']} ids)")
+        self._dtype = np.dtype(manifest["dtype"]).newbyteorder("<")
+        self._index: dict[str, np.ndarray] = {}
+        self._first_row = {}
+        for shard in manifest["shards"]:
+            path = os.path.join(self.cfg.data_dir, shard["path"])
+            self._first_row[path] = np.cumsum([0] + shard["row_groups"]).tolist()
+        return manifest
+
+    def groups(self) -> list[tuple[str, int, int]]:
+        return [(os.path.join(self.cfg.data_dir, s["path"]), g, n)
+                for s in self.manifest["shards"] for g, n in enumerate(s["row_groups"]) if n > 0]
+
+    def load_group(self, unit: Unit) -> list[np.ndarray]:
+        shard = next(s for s in self.manifest["shards"] if os.path.join(self.cfg.data_dir, s["path"]) == unit.shard)
+        if unit.shard not in self._index:
+            idx_path = os.path.join(self.cfg.data_dir, shard["index"])
+            try:
+                with open(idx_path, "rb") as fh:
+                    raw = fh.read()
+            except OSError as exc:
+                raise DataError(f"token index {idx_path} cannot be read: {exc}") from exc
+            if self.cfg.verify_checksums and hashlib.sha256(raw).hexdigest() != shard["index_sha256"]:
+                raise DataError(f"token index {idx_path} does not match the sha256 in {MANIFEST}")
+            self._index[unit.shard] = np.frombuffer(raw, dtype="<u8")
+            if len(self._index[unit.shard]) != shard["documents"] + 1:
+                raise DataError(f"{idx_path} does not match {MANIFEST} ({len(self._index[unit.shard]) - 1} documents, "
+                                f"expected {shard['documents']})")
+        tokens = np.memmap(unit.shard, dtype=self._dtype, mode="r")
+        starts = self._index[unit.shard]
+        first, last = self._first_row[unit.shard][unit.row_group], self._first_row[unit.shard][unit.row_group + 1]
+        return [tokens[starts[i]:starts[i + 1]] for i in range(first, last)]
+
+    def token_ids(self, row: np.ndarray) -> np.ndarray:
+        return row
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="refinery tokenize", description=(
+        "Tokenize a run's shards once into token shards (flat uint16/uint32 ids + document index + manifest) "
+        "for `refinery train --tokens`."))
+    p.add_argument("--data", required=True, help="output folder of `refinery run` (has manifest.json)")
+    p.add_argument("--out", required=True, help="folder for the token shards (a new or empty folder, or "
+                   "an earlier `refinery tokenize` output, which is replaced)")
+    p.add_argument("--tokenizer", default="bytes", help="'bytes' (UTF-8 bytes) or a BPE tokenizer.json "
+                   "(`refinery train-tokenizer`) (default: %(default)s)")
+    p.add_argument("--text-field", default="text", help="the column to tokenize (default: %(default)s)")
+    a = p.parse_args(argv)
+    if os.path.isdir(a.out) and os.listdir(a.out) and not is_token_dir(a.out):
+        print(f"refinery tokenize: error: --out {a.out} is a folder holding other files; choose a new one",
+              file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    try:
+        manifest = tokenize(a.data, a.tokenizer, a.out, a.text_field)
+    except (DataError, OSError, ValueError) as exc:
+        print(f"refinery tokenize: error: {exc}", file=sys.stderr)
+        return 2
+    splits = "".join(f", {n}/ too" for n in manifest.get("splits", {}))
+    print(f"wrote {a.out}: {manifest['tokens']:,} tokens ({manifest['dtype']}) in {manifest['documents']:,} "
+          f"documents, {len(manifest['shards'])} shard(s){splits}; {time.monotonic() - started:.1f} s; "
+          f"train with --tokens {a.out}")
+    return 0
