@@ -139,5 +139,7 @@ def write_manifest(output: str, shards: list[dict[str, Any]], extra: dict[str, A
     with FileSystems.create(temp) as fh:
         fh.write(json.dumps(manifest, indent=2, ensure_ascii=False, default=str).encode("utf-8"))
     FileSystems.rename([temp], [final])
-    FileSystems.delete([FileSystems.join(output, STATS_DIR)])
+    stats = FileSystems.join(output, STATS_DIR)
+    if FileSystems.exists(stats):  # absent when the shards were not written by WriteShards (refinery ablate)
+        FileSystems.delete([stats])
     return manifest
