@@ -13,17 +13,19 @@ from tests.conftest import REPO, WARC_DIR
 
 # Small enough for 2 cores: ~125k parameters, 128-token sequences.
 TINY = ["--size", "tiny", "--seq-len", "128", "--micro-batch", "4", "--log-every", "5"]
+SPLITS = ["--holdout-fraction", "0.1", "--anneal-fraction", "0.3"]
 
 
 @pytest.fixture(scope="session")
 def shards(tmp_path_factory):
     """The pipeline's demo run on the bundled WARCs, written with small row groups so that two ranks
-    and their DataLoader workers get several units each."""
+    and their DataLoader workers get several units each, with a valid/ split (10 % held out) and an
+    anneal/ split (high-quality documents, 30 % of the tokens)."""
     from pipeline.run import run
 
     out = tmp_path_factory.mktemp("shards")
     run(["--input", str(WARC_DIR / "*.warc.gz"), "--output", str(out), "--quiet", "--overwrite",
-         "--row-group-rows", "8"])
+         "--row-group-rows", "8", *SPLITS])
     return out
 
 
