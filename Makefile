@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_OUT ?= out/demo
 
-.PHONY: install demo test browser report-screenshot clean quality-model toxicity-model badword-exclusions thresholds cluster-demo
+.PHONY: install demo test browser report-screenshot clean quality-model toxicity-model badword-exclusions thresholds cluster-demo ablate-demo
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,22 +17,37 @@ $(STAMP): setup.py
 install: $(STAMP)
 
 demo: install
-	$(BIN)/refinery run --input 'data/warc/*.warc.gz' --output $(DEMO_OUT) --overwrite --row-group-rows 16
+	# 5 % of the documents held out as valid/ (validation loss while training)
+	$(BIN)/refinery run --input 'data/warc/*.warc.gz' --output $(DEMO_OUT) --overwrite --row-group-rows 16 \
+		--holdout-fraction 0.05
 	# a short 2-rank DDP run (gloo on CPU, NCCL on a GPU) on the shards just written
 	$(BIN)/refinery train --nproc-per-node 2 --data $(DEMO_OUT) --out $(DEMO_OUT)-train --overwrite \
-		--size tiny --seq-len 128 --micro-batch 8 --steps 60 --log-every 10
+		--size tiny --seq-len 128 --micro-batch 8 --steps 60 --log-every 10 --eval-every 20
 	# what that run held in memory and sent between ranks, measured next to the calculators
 	$(BIN)/refinery report memory --run $(DEMO_OUT)-train --out $(DEMO_OUT)-train/reports
 	$(BIN)/refinery report parallel --run $(DEMO_OUT)-train --out $(DEMO_OUT)-train/reports
 	@echo "Read the shards: $(BIN)/python -c \"import pyarrow.parquet as pq; print(pq.read_table('$(DEMO_OUT)/data'))\""
 	@echo "See the run: $(DEMO_OUT)/report.html (any browser), $(DEMO_OUT)-train/curves.png; in the terminal:"
 	@echo "  $(BIN)/refinery inspect $(DEMO_OUT) --reason gopher_too_few_words --sample 3"
+	@echo "  $(BIN)/refinery sample --run $(DEMO_OUT)-train --prompt 'The '   (a first look at what the model learned)"
 
 # The same job through Beam's portable Job API: a real job service and SDK worker pool, started inside
 # a network namespace with only loopback (needs root or user namespaces), torn down afterwards.
 cluster-demo: install
 	$(BIN)/python -m pipeline.local_cluster --environment external --timeout 900 -- \
 		--input 'data/warc/*.warc.gz' --output out/cluster-demo --overwrite
+
+# From data to model (README "Comparing data by the model it trains"): the bundled WARCs as two sources (the
+# Wayback captures and the rest), 10 % held out for validation, an anneal split; then two mixtures, a quality
+# threshold and an anneal phase compared by the validation loss of a tiny proxy, 3 seeds each (~5 min, 2 cores).
+ablate-demo: install
+	$(BIN)/refinery run --input 'data/warc/[!c]*.warc.gz' --input data/warc/cc_whirlwind_CC-MAIN-2024-22.warc.gz \
+		--source 'wayback=data/warc/copycat_*.warc.gz' --output out/pool --overwrite --row-group-rows 16 \
+		--holdout-fraction 0.1 --anneal-fraction 0.3 --quiet
+	$(BIN)/refinery ablate --pool out/pool --out out/ablate --tokens 400000 --seeds 3 \
+		--set schedule=wsd --set decay_fraction=0.2 \
+		--variant natural= --variant 'web-heavy=--mix web=0.6,wayback=0.4' \
+		--variant 'quality-0.5=--min-quality 0.5' --variant 'anneal-0.2=--anneal-fraction 0.2'
 
 test: install browser
 	$(BIN)/ruff check .

@@ -47,6 +47,8 @@ def variant_parser() -> argparse.ArgumentParser:
     p.add_argument("--languages", help="keep these languages (comma-separated lid.176 codes)")
     p.add_argument("--min-lang-score", type=float, help="keep documents whose language score is >= X")
     p.add_argument("--mix-max-epochs", type=int, default=4, help="at most this many copies of a document")
+    p.add_argument("--anneal-fraction", type=float, help="train the last X of the steps on the pool's anneal/ "
+                   "split (its high-quality documents), as `refinery train --anneal-data` does")
     return p
 
 
@@ -58,7 +60,8 @@ def parse_variant(spec: str) -> tuple[str, argparse.Namespace]:
         args, unknown = variant_parser().parse_known_args(shlex.split(options))
         if unknown:
             raise DataError(f"--variant {name}: unknown option(s) {' '.join(unknown)} "
-                            f"(known: --mix, --min-quality, --max-toxicity, --languages, --min-lang-score)")
+                            "(known: --mix, --mix-max-epochs, --min-quality, --max-toxicity, --languages, "
+                            "--min-lang-score, --anneal-fraction)")
         if args.mix:
             parse_weights(args.mix)
     except (argparse.ArgumentError, ValueError) as exc:
@@ -113,14 +116,13 @@ def mix(table: pa.Table, spec: str | None, seed: int, max_epochs: int) -> tuple[
 
 
 def write_variant(folder: str, table: pa.Table, extra: dict[str, Any], row_group_rows: int = 16) -> dict[str, Any]:
-    """One shard + manifest.json (the layout `refinery train --data` reads)."""
-    from pipeline.output import shard_name, write_manifest
-
+    """One shard + manifest.json (the layout `refinery train --data` reads; pipeline/output.py writes the
+    pipeline's, which needs Beam: training does not import it)."""
     os.makedirs(os.path.join(folder, "data"), exist_ok=True)
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd", row_group_size=row_group_rows)
     data = buffer.getvalue()
-    path = f"data/{shard_name(0, 1)}"
+    path = "data/part-00000-of-00001.parquet"
     with open(os.path.join(folder, path), "wb") as fh:
         fh.write(data)
     tokens: dict[str, int] = {}
@@ -132,16 +134,24 @@ def write_variant(folder: str, table: pa.Table, extra: dict[str, Any], row_group
              "row_groups": pq.ParquetFile(io.BytesIO(data)).metadata.num_row_groups, "tokens_by_source": tokens,
              "rows_by_source": counts, "originals": int(pc.sum(pc.equal(table["epoch"], 0)).as_py() or 0),
              "tokens": sum(tokens.values())}
-    return write_manifest(folder, [shard], extra)
+    manifest = {"format": "refinery-shards/1", "schema": (table.schema.metadata or {}).get(b"refinery.schema", b"").decode(),
+                "token_estimate": "UTF-8 bytes / 4", "shards": [shard], "rows": shard["rows"], "tokens": shard["tokens"],
+                "sources": {k: {"rows": counts[k], "tokens": tokens[k]} for k in sorted(tokens)}, **extra}
+    temp = os.path.join(folder, "." + MANIFEST + ".tmp")
+    with open(temp, "w", encoding="utf-8") as fh:
+        json.dump(manifest, fh, indent=1)
+    os.replace(temp, os.path.join(folder, MANIFEST))
+    return manifest
 
 
-def train_proxy(data: str, out: str, seed: int, steps: int, eval_data: list[str], base: list[str]) -> dict[str, Any]:
+def train_proxy(data: str, out: str, seed: int, steps: int, eval_data: list[str], base: list[str],
+                extra: Sequence[str] = ()) -> dict[str, Any]:
     """One proxy run in this process (one rank; CUDA when there is a GPU); its summary.json."""
     from training.train import main as train
 
     argv = ["--data", data, "--out", out, "--overwrite", "--seed", str(seed), "--steps", str(steps),
             "--eval-every", str(steps), "--log-every", str(steps), "--checkpoint-every", str(steps),
-            "--keep-checkpoints", "1", "--no-tensorboard", *base]
+            "--keep-checkpoints", "1", "--no-tensorboard", *base, *extra]
     for spec in eval_data:
         argv += ["--eval-data", spec]
     if train(argv) != 0:
@@ -236,7 +246,7 @@ def proxy_args(args: argparse.Namespace) -> tuple[list[str], int]:
              "--grad-accum", str(cfg.grad_accum), "--lr", str(cfg.lr), "--warmup", str(cfg.warmup),
              "--schedule", cfg.schedule, "--precision", cfg.precision, "--tokenizer", cfg.tokenizer,
              "--eval-tokens", str(args.eval_tokens), "--device", cfg.device]
-    for key in ("n_layer", "n_head", "n_embd"):
+    for key in ("n_layer", "n_head", "n_embd", "decay_fraction"):
         if getattr(cfg, key) is not None:
             flags += [f"--{key.replace('_', '-')}", str(getattr(cfg, key))]
     return flags, cfg.seq_len * cfg.micro_batch * cfg.grad_accum
@@ -267,11 +277,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         write_variant(folder, table, {"ablation": {"pool": os.path.abspath(args.pool), "variant": vars(options),
                                                    "rates": rates, "seed": args.seed}})
         data_tokens = sum(len(ids) + 1 for ids in tokenizer.encode_batch(table["text"].to_pylist()))
+        extra = []
+        if options.anneal_fraction:
+            anneal = os.path.join(args.pool, "anneal")
+            if not os.path.isfile(os.path.join(anneal, MANIFEST)):
+                raise DataError(f"--variant {name}: --pool {args.pool} has no anneal/ split "
+                                "(`refinery run --anneal-fraction F` writes one)")
+            extra = ["--anneal-data", anneal, "--anneal-fraction", str(options.anneal_fraction)]
         runs = []
         for seed in range(args.seeds):
             print(f"[ablate] {name}: seed {seed}, {steps} steps x {per_step} tokens", flush=True)
             runs.append(train_proxy(folder, os.path.join(args.out, "runs", f"{name}-seed{seed}"), seed, steps,
-                                    eval_data, base))
+                                    eval_data, base, extra))
         sets = sorted(runs[0]["eval"])
         results.append({"variant": name, "options": {k: v for k, v in vars(options).items() if v is not None},
                         "documents": table.num_rows, "data_tokens": data_tokens,

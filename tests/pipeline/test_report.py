@@ -8,16 +8,20 @@ COUNTERS = {"warc.in": 10, "warc.kept": 9, "warc.drop.non_html": 1, "extract.in"
 LEDGER = {("warc", "non_html"): 1, ("extract", "no_text"): 1, ("langid", "lang_below_threshold"): 1}
 
 
-def report(counters=COUNTERS, kept=7, ledger=LEDGER):
-    return build_report(stages=STAGES, beam_counters=counters, shard_rows={"s0": kept},
+def report(counters=COUNTERS, kept=7, ledger=LEDGER, held_out=0):
+    return build_report(stages=STAGES, beam_counters=counters, shard_rows={"s0": kept}, held_out=held_out,
                         ledger_rows={"l0": sum(ledger.values())}, ledger_reasons=ledger, languages={"en": kept},
                         config={}, runner="FnApiRunner", elapsed_s=1.0)
 
 
 def test_consistent_run_holds():
     r = report()
-    assert r["conservation"] == {"read": 10, "kept": 7, "ledger": 3, "holds": True}
+    assert r["conservation"] == {"read": 10, "kept": 7, "held_out": 0, "ledger": 3, "holds": True}
     assert "conservation holds: read 10 = kept 7 + ledger 3" in format_funnel(r)
+    # documents held out for validation (valid/) are neither kept for training nor dropped
+    split = report(kept=5, held_out=2)
+    assert split["conservation"]["holds"] and "read 10 = kept 5 + held out 2 (valid/) + ledger 3" in format_funnel(split)
+    assert report(kept=5, held_out=1)["conservation"]["holds"] is False
     assert r["warc_records_by_type"] == {"request": 10, "response": 10}
 
 

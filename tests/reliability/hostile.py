@@ -99,8 +99,9 @@ def brotli_bomb(decoded_bytes: int) -> bytes:
 
 
 def read_output(out: pathlib.Path) -> tuple:
-    """(shard rows, ledger rows) read straight from the Parquet files, not from the run's report."""
-    shards = sorted((out / "data").glob("part-*.parquet"))
+    """(shard rows, ledger rows) read straight from the Parquet files, not from the run's report; shard rows
+    are the training shards' and the validation split's (valid/: held out, not dropped)."""
+    shards = sorted((out / "data").glob("part-*.parquet")) + sorted((out / "valid" / "data").glob("part-*.parquet"))
     ledger = sorted((out / "ledger").glob("part-*.parquet"))
     rows = [r for f in shards for r in pq.read_table(f).to_pylist()]
     drops = [r for f in ledger for r in pq.read_table(f).to_pylist()]
