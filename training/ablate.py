@@ -167,16 +167,30 @@ def _spread(values: list[float]) -> float | None:
 def table_lines(results: list[dict[str, Any]], sets: list[str]) -> list[str]:
     head = ["variant", "documents", "data tokens", "passes"] + [f"{s} loss (mean ± sd)" for s in sets] + ["per seed"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    best = {s: min(r["eval"][s]["mean"] for r in results) for s in sets}
     for r in results:
         cells = [r["variant"], f"{r['documents']:,}", f"{r['data_tokens']:,}", f"{r['passes']:.2f}"]
         for s in sets:
             e = r["eval"][s]
-            sd = f" ± {e['sd']:.4f}" if e["sd"] is not None else ""
-            cells.append(("**" if e["mean"] == best[s] else "") + f"{e['mean']:.4f}{sd}" + ("**" if e["mean"] == best[s] else ""))
+            cells.append(f"{e['mean']:.4f}" + (f" ± {e['sd']:.4f}" if e["sd"] is not None else ""))
         cells.append("; ".join(", ".join(f"{v:.4f}" for v in r["eval"][s]["per_seed"]) for s in sets))
         lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    return lines + [""] + [verdict(results, s) for s in sets]
+
+
+def verdict(results: list[dict[str, Any]], name: str) -> str:
+    """Which variant is best on `name`, only when no other variant's range (mean ± sd) overlaps it."""
+    ranked = sorted(results, key=lambda r: r["eval"][name]["mean"])
+    best, rest = ranked[0], ranked[1:]
+    if not rest:
+        return f"{name}: one variant only"
+    if best["eval"][name]["sd"] is None:
+        return f"{name}: lowest mean {best['variant']} (one seed: no spread to judge the difference by)"
+    top = best["eval"][name]["mean"] + best["eval"][name]["sd"]
+    if all(r["eval"][name]["mean"] - (r["eval"][name]["sd"] or 0) > top for r in rest):
+        return f"{name}: {best['variant']} is lowest beyond the spread across seeds (mean ± sd ranges do not overlap)"
+    return (f"{name}: lowest mean {best['variant']}, but within the spread across seeds of "
+            + ", ".join(r["variant"] for r in rest if r["eval"][name]["mean"] - (r["eval"][name]["sd"] or 0) <= top)
+            + ": not distinguishable at this token budget")
 
 
 def plot(results: list[dict[str, Any]], sets: list[str], path: str, title: str) -> str | None:
