@@ -31,9 +31,13 @@ def test_every_option_of_every_command_has_help_and_shows_its_default():
     from pipeline.run import build_parser as run
     from pipeline.train_quality_cli import build_parser as train_quality
     from training import report
+    from training.ablate import parser as ablate
     from training.config import parser as train
+    from training.sample import parser as sample
+    from training.tokens import parser as tokenize
 
     parsers = [run(), inspect(), calibrate(), train_quality(), train_quality("train-toxicity"), train(),
+               tokenize(), sample(), ablate(),
                report.memory_parser(), report.parallel_parser(), report.numerics_parser(), report.training_parser()]
     for parser in parsers:
         shows_defaults = parser.formatter_class is argparse.ArgumentDefaultsHelpFormatter

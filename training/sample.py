@@ -59,7 +59,7 @@ def generate(model: GPT, prompt_ids: list[int], new_tokens: int, temperature: fl
     return ids[0, len(prompt_ids):].tolist()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refinery sample", description="Continuations of a prompt from a "
                                 "training run's latest checkpoint.")
     p.add_argument("--run", required=True, help="the --out folder of `refinery train` (has checkpoints/)")
@@ -70,8 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--top-k", type=int, default=50, help="sample among the k likeliest tokens; 0: all "
                    "(default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="the same seed gives the same text (default: %(default)s)")
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="(default: %(default)s)")
-    a = p.parse_args(argv)
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where to run the model "
+                   "(default: %(default)s)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     try:
         model, tokenizer, step = load_model(a.run, torch.device(a.device))
     except (checkpoint.CheckpointError, OSError, ValueError, KeyError) as exc:

@@ -189,7 +189,7 @@ class TokenStream(ShardStream):
         return row
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refinery tokenize", description=(
         "Tokenize a run's shards once into token shards (flat uint16/uint32 ids + document index + manifest) "
         "for `refinery train --tokens`."))
@@ -199,7 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tokenizer", default="bytes", help="'bytes' (UTF-8 bytes) or a BPE tokenizer.json "
                    "(`refinery train-tokenizer`) (default: %(default)s)")
     p.add_argument("--text-field", default="text", help="the column to tokenize (default: %(default)s)")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     if os.path.isdir(a.out) and os.listdir(a.out) and not is_token_dir(a.out):
         print(f"refinery tokenize: error: --out {a.out} is a folder holding other files; choose a new one",
               file=sys.stderr)
