@@ -152,8 +152,8 @@ def train_proxy(data: str, out: str, seed: int, steps: int, eval_data: list[str]
     argv = ["--data", data, "--out", out, "--overwrite", "--seed", str(seed), "--steps", str(steps),
             "--eval-every", str(steps), "--log-every", str(steps), "--checkpoint-every", str(steps),
             "--keep-checkpoints", "1", "--no-tensorboard", *base, *extra]
-    for spec in eval_data:
-        argv += ["--eval-data", spec]
+    if eval_data:
+        argv += ["--eval-data", *eval_data]  # one flag, several values (a repeated flag keeps its last)
     if train(argv) != 0:
         raise DataError(f"proxy training failed: refinery train {' '.join(argv)}")
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as fh:

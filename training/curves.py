@@ -62,9 +62,9 @@ def plot(metrics_path: str, png_path: str, title: str = "") -> str | None:
                        zorder=3, label=f"skipped update ({len(skipped)})")
             ax.legend(loc="upper right", fontsize=8)
         if key == "loss":
-            for name in sorted({n for e in evals for n in e["eval"]}):
-                points = [(e["step"], e["eval"][name]["loss"]) for e in evals if name in e["eval"]]
-                ax.plot(*zip(*points), marker="o", ms=4, lw=1.2, label=f"validation: {name}")
+            for eval_name in sorted({n for e in evals for n in e["eval"]}):
+                points = [(e["step"], e["eval"][eval_name]["loss"]) for e in evals if eval_name in e["eval"]]
+                ax.plot(*zip(*points), marker="o", ms=4, lw=1.2, label=f"validation: {eval_name}")
             anneal = [s["step"] for s in steps if s.get("phase") == "anneal"]
             if anneal:
                 ax.axvspan(anneal[0] - 0.5, anneal[-1] + 0.5, color="#f0ad4e", alpha=0.15, label="anneal phase")

@@ -115,6 +115,11 @@ def test_anneal_phase_switches_at_its_step_and_resume_across_it_is_bit_exact(sha
     summary = json.load(open(whole / "summary.json"))
     assert summary["phases"] == {"main": 9, "anneal": 3}
     assert [e["step"] for e in summary["eval_history"]] == [6, 12]
+    from training.curves import summary as curve_summary
+
+    drawn = curve_summary(str(whole / "metrics.jsonl"))["validation"]["valid"]  # what curves.png marks
+    assert drawn == [[e["step"], e["eval"]["valid"]["loss"]] for e in summary["eval_history"]]
+    assert (whole / "curves.png").stat().st_size > 10000
 
     # the 2-rank validation loss is the token-weighted mean a single process computes on the final weights
     model = GPT(ModelConfig(**state["model_config"]))
