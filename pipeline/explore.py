@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-DATA, LEDGER = "data", "ledger"
+DATA, LEDGER, VALID = "data", "ledger", "valid/data"
 LEDGER_COLUMNS = ["id", "source", "url", "stage", "reason", "detail", "value", "threshold", "kept_id", "lang",
                   "file", "offset", "line", "snippet"]
 

@@ -92,7 +92,7 @@ def _show_drop(row: dict[str, Any], chars: int) -> str:
     return "\n".join(out)
 
 
-def _show_kept(row: dict[str, Any], chars: int) -> str:
+def _show_kept(row: dict[str, Any], chars: int, kept: str = "in the output") -> str:
     m = row.get("metadata") or {}
     where = m.get("warc_filename") or m.get("source_file") or ""
     where += f" @ byte {m['warc_offset']}" if m.get("warc_offset") is not None else (
@@ -100,7 +100,7 @@ def _show_kept(row: dict[str, Any], chars: int) -> str:
     scores = ", ".join(f"{k} {_number(row[k])}" for k in ("lang_score", "quality_score", "toxicity_score")
                        if row.get(k) is not None)
     return "\n".join([f"id:       {row['id']}", f"url:      {row.get('url') or ''}",
-                      f"from:     {where} (source {row['source']})", "kept:     in the output",
+                      f"from:     {where} (source {row['source']})", f"kept:     {kept}",
                       f"language: {row.get('lang')}" + (f"  ({scores})" if scores else ""),
                       f"chars:    {len(row['text']):,}", "text:\n" + _text(row["text"], chars)])
 
@@ -109,12 +109,15 @@ def _by_id(args) -> int:
     where = pc.field("id") == args.doc_id
     drops = explore.rows(explore.dataset(args.output, explore.LEDGER), explore.LEDGER_COLUMNS, where, 1)
     kept = explore.rows(explore.dataset(args.output, explore.DATA), DOC_COLUMNS, where & (pc.field("epoch") == 0), 1)
-    if not drops and not kept:
-        print(f"refinery inspect: no document {args.doc_id!r} in {args.output} (neither output nor ledger)",
+    valid = explore.rows(explore.dataset(args.output, explore.VALID), DOC_COLUMNS, where, 1)
+    if not drops and not kept and not valid:
+        print(f"refinery inspect: no document {args.doc_id!r} in {args.output} (neither output, valid/ nor ledger)",
               file=sys.stderr)
         return 1
     if kept:
         print(_show_kept(kept[0], args.chars))
+    if valid:
+        print(_show_kept(valid[0], args.chars, "held out for validation (valid/), not in the training shards"))
     for row in drops:
         print(_show_drop(row, args.chars))
         if row.get("kept_id"):
@@ -129,7 +132,9 @@ def _summary(output: str) -> int:
     for batch in explore.batches(explore.dataset(output, explore.LEDGER), ["stage", "reason"]):
         counts.update(zip(batch.column("stage").to_pylist(), batch.column("reason").to_pylist()))
     kept = sum(f.count_rows(filter=pc.field("epoch") == 0) for f in [explore.dataset(output, explore.DATA)] if f)
-    print(f"{output}: {kept:,} documents kept, {sum(counts.values()):,} dropped")
+    held = sum(f.count_rows() for f in [explore.dataset(output, explore.VALID)] if f)
+    print(f"{output}: {kept:,} documents kept" + (f", {held:,} held out for validation (valid/)" if held else "")
+          + f", {sum(counts.values()):,} dropped")
     for (stage, reason), n in counts.most_common():
         print(f"  {n:>8,}  {stage:<18} {reason}")
     print("Show some: refinery inspect OUT --reason REASON --sample 3 (or --id, --url, --lang, --kept)")

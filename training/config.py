@@ -82,6 +82,8 @@ class TrainConfig:
         check(self.decay_fraction is None or 0 < self.decay_fraction <= 1,
               f"--decay-fraction must be in (0, 1], not {self.decay_fraction}")
         check(not (self.data and self.tokens), "--data and --tokens exclude each other: give one")
+        check(not (self.tokens and self.tokenizer not in ("", "bytes")),
+              "--tokens: token shards carry their own tokenizer (`refinery tokenize --tokenizer`); drop --tokenizer")
         for key, choices in (("schedule", SCHEDULES), ("mode", MODES), ("strategy", STRATEGIES), ("precision", PRECISIONS),
                              ("device", DEVICES), ("size", tuple(MODEL_SIZES))):
             check(getattr(self, key) in choices,

@@ -50,6 +50,9 @@ def test_valid_split_is_disjoint_from_training_and_the_same_on_a_rerun(shards, t
     assert c["read"] == c["kept"] + c["held_out"] + c["ledger"]
     assert json.load(open(shards / "valid" / "manifest.json"))["rows"] == len(valid_ids)
     assert all(held_out(i, 0.1) for i in valid_ids) and not any(held_out(i, 0.1) for i in train_ids)
+    shown = ok(refinery("inspect", str(shards), "--id", valid_ids[0]))
+    assert "held out for validation (valid/)" in shown.stdout
+    assert f"{len(valid_ids)} held out for validation" in ok(refinery("inspect", str(shards))).stdout
     # another seed and row-group size: the same documents held out (the choice depends on the id alone),
     # and a smaller fraction holds out a subset of them
     from pipeline.run import run
