@@ -43,8 +43,8 @@ class TrainConfig:
     min_lr_ratio: float = 0.1      # the schedule ends at lr x this
     warmup: int = 10               # linear warm-up steps
     schedule: str = "cosine"       # cosine (decay over all steps) or wsd (warm-up, stable, then linear decay)
-    decay_fraction: float | None = None  # wsd: share of the steps the decay takes (default: anneal_fraction
-                                         # when annealing, else 0.2)
+    decay_fraction: float | None = None  # wsd: share of the steps the decay takes; none: anneal_fraction
+                                         # when annealing, else 0.2
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.95
