@@ -31,6 +31,12 @@ commands:
 """
 
 
+# command -> the module whose main(argv) runs it
+COMMANDS = {"calibrate": "pipeline.calibrate", "train": "training.launch", "train-tokenizer": "training.tokenizer",
+            "tokenize": "training.tokens", "sample": "training.sample", "ablate": "training.ablate",
+            "report": "training.report", "annotate": "pipeline.annotate", "inspect": "pipeline.inspect_cli"}
+
+
 def version() -> str:
     """The installed distribution's version (setup.py), as every command reports it."""
     from importlib.metadata import PackageNotFoundError
@@ -53,46 +59,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command == "run":
         return _run(rest)
-    if command == "calibrate":
-        from pipeline.calibrate import main as calibrate
-
-        return calibrate(rest)
     if command in ("train-quality", "train-toxicity"):
         from pipeline.train_quality_cli import main as train_classifier
 
         return train_classifier(rest, command)
-    if command == "train":
-        from training.launch import main as train
+    if command in COMMANDS:  # imported only when asked for: `refinery train` must not load Beam
+        import importlib
 
-        return train(rest)
-    if command == "train-tokenizer":
-        from training.tokenizer import main as train_tokenizer
-
-        return train_tokenizer(rest)
-    if command == "tokenize":
-        from training.tokens import main as tokenize
-
-        return tokenize(rest)
-    if command == "sample":
-        from training.sample import main as sample
-
-        return sample(rest)
-    if command == "ablate":
-        from training.ablate import main as ablate
-
-        return ablate(rest)
-    if command == "report":
-        from training.report import main as report
-
-        return report(rest)
-    if command == "annotate":
-        from pipeline.annotate import main as annotate
-
-        return annotate(rest)
-    if command == "inspect":
-        from pipeline.inspect_cli import main as inspect
-
-        return inspect(rest)
+        return importlib.import_module(COMMANDS[command]).main(rest)
     print(f"refinery: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 
