@@ -358,9 +358,10 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
             names = [n for n in names if n != Extractor.name]  # text sources alone: nothing to extract
     valid_dir = FileSystems.join(config.output, VALID_DIR)
     valid_shards = collect_shards(valid_dir, DATA_DIR) if config.holdout_fraction else []
+    held_out = reporting.parquet_row_counts([FileSystems.join(valid_dir, s["path"]) for s in valid_shards])
     report = reporting.build_report(
         stages=names, beam_counters=counters,
-        shard_rows={"all": originals.get((0,), 0)}, held_out=sum(s["rows"] for s in valid_shards),
+        shard_rows={"all": originals.get((0,), 0)}, held_out=sum(held_out.values()),  # from the files too
         ledger_rows=reporting.parquet_row_counts(ledger_files),
         ledger_reasons=reporting.column_counts(ledger_files, ["stage", "reason"]),
         languages={lang: n for (lang,), n in reporting.column_counts(shard_paths, ["lang"]).items()},
@@ -435,7 +436,8 @@ def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str,
     if config.holdout_fraction:
         report["valid"] = {"manifest": f"{VALID_DIR}/{MANIFEST}", "rows": report["held_out"],
                            "tokens": sum(s["tokens"] for s in valid_shards), "fraction": config.holdout_fraction,
-                           "counted": None if counters is None else counters.get("holdout.valid", 0)}
+                           "counted": None if counters is None else counters.get("holdout.valid", 0),
+                           "written": sum(s["rows"] for s in valid_shards)}
     if config.dedup.exact or config.dedup.near:
         report["dedup"] = dedup_report(config.dedup, counters or {})
 
@@ -461,6 +463,8 @@ def _checks(config: RunConfig, report: dict[str, Any], counters: dict[str, int] 
     valid = report.get("valid")
     if valid and valid["counted"] is not None and valid["counted"] != valid["rows"]:
         problems.append(f"the holdout counted {valid['counted']} validation documents but valid/ holds {valid['rows']}")
+    if valid and valid["written"] != valid["rows"]:
+        problems.append(f"valid/ shard writers reported {valid['written']} rows but the files hold {valid['rows']}")
     conservation = report["conservation"]
     if conservation["holds"] is None:
         print("[refinery] warning: this runner reported no metrics, so conservation could not be checked "
