@@ -12,22 +12,16 @@ from __future__ import annotations
 import apache_beam as beam
 
 from pipeline.transforms import count
-from stages.mix import approx_tokens, unit_hash
+from stages.mix import approx_tokens, original_id, unit_hash
 from stages.record import Document
 
 STAGE = "holdout"
 VALID = "valid"
 
 
-def base_id(doc_id: str) -> str:
-    """The id of the original document a mix repeat (`id#eN`) was copied from."""
-    head, sep, tail = doc_id.rpartition("#e")
-    return head if sep and tail.isdigit() else doc_id
-
-
 def held_out(doc_id: str, fraction: float) -> bool:
     """Whether this document belongs to the validation split (stable: depends on the id alone)."""
-    return fraction > 0 and unit_hash(0, STAGE, base_id(doc_id)) < fraction
+    return fraction > 0 and unit_hash(0, STAGE, original_id(doc_id)) < fraction
 
 
 def _split(doc: Document, fraction: float):

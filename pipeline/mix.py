@@ -5,7 +5,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from pipeline.transforms import DOCUMENTS, LEDGER, count, count_kept
-from stages.mix import approx_tokens, copies, mix_rates, unit_hash
+from stages.mix import approx_tokens, copies, mix_rates, repeat_id, unit_hash
 from stages.record import Document, DropReason
 
 STAGE = "mix"
@@ -26,7 +26,7 @@ def _draw(doc: Document, rates: dict[str, float], seed: int, max_epochs: int):
     yield doc
     for epoch in range(1, n):  # repeats of a source smaller than its share: own id, own epoch
         count(f"{STAGE}.note.repeats")
-        yield doc.replace(id=f"{doc.id}#e{epoch}", epoch=epoch)
+        yield doc.replace(id=repeat_id(doc.id, epoch), epoch=epoch)
 
 
 class Mix(beam.PTransform):

@@ -20,13 +20,14 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.config import ConfigError
 
 LOCK_FILE = ".refinery.lock"
+SPLITS = ("anneal", "valid")  # folders beside data/ with the same layout (pipeline/run.py writes them)
 # Everything a run (or an interrupted one) writes, relative to the output folder.
 OWN_PATTERNS = (
     "data/part-*.parquet", "data/.part-*.tmp", "ledger/part-*.parquet", "ledger/beam-temp-*",
     "report.json", "report.html", "manifest.json", ".manifest.json.tmp", "_shard_stats/*",
-    "anneal/data/part-*.parquet", "anneal/data/.part-*.tmp", "anneal/_shard_stats/*", "anneal/manifest.json",
-    "anneal/.manifest.json.tmp", "valid/data/part-*.parquet", "valid/data/.part-*.tmp", "valid/_shard_stats/*",
-    "valid/manifest.json", "valid/.manifest.json.tmp", LOCK_FILE,
+    LOCK_FILE,
+    *(f"{split}/{pattern}" for split in SPLITS for pattern in ("data/part-*.parquet", "data/.part-*.tmp",
+                                                                "_shard_stats/*", "manifest.json", ".manifest.json.tmp")),
 )
 
 
@@ -138,8 +139,7 @@ def remove_partial(output: str) -> None:
     """After an interrupted or failed job: our temporary files go; finished shards stay until --overwrite."""
     try:
         _delete(_matching(output, ["ledger/beam-temp-*", "data/.part-*.tmp", "_shard_stats", ".manifest.json.tmp",
-                                   "anneal/_shard_stats", "anneal/data/.part-*.tmp", "valid/_shard_stats",
-                                   "valid/data/.part-*.tmp"]))
+                                   *(f"{split}/{p}" for split in SPLITS for p in ("_shard_stats", "data/.part-*.tmp"))]))
     except Exception:  # best effort: the interrupted run's message matters more
         pass
 

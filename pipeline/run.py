@@ -242,18 +242,12 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "", facts: d
         names.append(name)
     if config.holdout_fraction:
         documents, valid = documents | "HoldOut" >> HoldOut(config.holdout_fraction)
-        _ = valid | "WriteValid" >> WriteShards(
-            FileSystems.join(config.output, VALID_DIR, DATA_DIR), FileSystems.join(config.output, VALID_DIR, STATS_DIR, "stats"),
-            config.shard_size_mb, config.seed, config.row_group_rows)
-    _ = documents | "WriteShards" >> WriteShards(
-        FileSystems.join(config.output, DATA_DIR), FileSystems.join(config.output, STATS_DIR, "stats"),
-        config.shard_size_mb, config.seed, config.row_group_rows)
+        _ = valid | "WriteValid" >> _shards_to(config, VALID_DIR)
+    _ = documents | "WriteShards" >> _shards_to(config, "")
     if config.anneal_fraction:
-        anneal = FileSystems.join(config.output, ANNEAL_DIR)
         _ = (documents
              | "Anneal" >> AnnealSplit(config.anneal_fraction, config.anneal_min_quality, config.seed)
-             | "WriteAnneal" >> WriteShards(FileSystems.join(anneal, DATA_DIR), FileSystems.join(anneal, STATS_DIR, "stats"),
-                                            config.shard_size_mb, config.seed, config.row_group_rows))
+             | "WriteAnneal" >> _shards_to(config, ANNEAL_DIR))
     dedup_stages = sum(1 for name in names if name in (EXACT, NEAR))
     _ = (ledgers
          | "MergeLedger" >> beam.Flatten()
@@ -263,6 +257,13 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "", facts: d
              FileSystems.join(config.output, LEDGER_DIR, "part"), LEDGER_SCHEMA, codec="zstd",
              file_name_suffix=".parquet", num_shards=config.num_shards))
     return names
+
+
+def _shards_to(config: RunConfig, split: str) -> WriteShards:
+    """The shard writer of the output ("") or of one of its splits (valid/, anneal/: the same layout)."""
+    folder = FileSystems.join(config.output, split) if split else config.output
+    return WriteShards(FileSystems.join(folder, DATA_DIR), FileSystems.join(folder, STATS_DIR, "stats"),
+                       config.shard_size_mb, config.seed, config.row_group_rows)
 
 
 class RunFailed(RuntimeError):

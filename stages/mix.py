@@ -27,6 +27,17 @@ def unit_hash(seed: int, *parts: str) -> float:
     return int.from_bytes(h.digest(), "big") / 2**64
 
 
+def repeat_id(doc_id: str, epoch: int) -> str:
+    """The id of the `epoch`-th repeat the mix makes of a document (epoch 0: the document itself)."""
+    return f"{doc_id}#e{epoch}" if epoch else doc_id
+
+
+def original_id(doc_id: str) -> str:
+    """The id of the document a repeat (`repeat_id`) was copied from."""
+    head, sep, tail = doc_id.rpartition("#e")
+    return head if sep and tail.isdigit() else doc_id
+
+
 def parse_weights(spec: str) -> dict[str, float]:
     """"web=0.7,code=0.2,books=0.1" -> weights normalized to sum 1."""
     weights = {}

@@ -16,6 +16,7 @@ a bigger proxy (`--base-config` or `--set size=base`).
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
 import io
 import json
@@ -32,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from stages.mix import approx_tokens, copies, mix_rates, parse_weights, unit_hash
+from stages.mix import approx_tokens, copies, mix_rates, parse_weights, repeat_id, unit_hash
 from training.data import MANIFEST, DataError, read_manifest
 
 VALID = "valid"
@@ -109,7 +110,7 @@ def mix(table: pa.Table, spec: str | None, seed: int, max_epochs: int) -> tuple[
         mixed = []
         for row in rows:
             for epoch in range(copies(row["id"], rates.get(row["source"], 1.0), seed, max_epochs)):
-                mixed.append(row if epoch == 0 else dict(row, id=f"{row['id']}#e{epoch}", epoch=epoch))
+                mixed.append(row if epoch == 0 else dict(row, id=repeat_id(row["id"], epoch), epoch=epoch))
         rows = mixed
     rows.sort(key=lambda r: unit_hash(seed, "ablate-order", r["id"]))
     return pa.Table.from_pylist(rows, schema=table.schema), rates
@@ -125,13 +126,12 @@ def write_variant(folder: str, table: pa.Table, extra: dict[str, Any], row_group
     path = "data/part-00000-of-00001.parquet"
     with open(os.path.join(folder, path), "wb") as fh:
         fh.write(data)
-    tokens: dict[str, int] = {}
-    counts: dict[str, int] = {}
+    tokens: collections.Counter = collections.Counter()
     for source, text in zip(table["source"].to_pylist(), table["text"].to_pylist()):
-        tokens[source] = tokens.get(source, 0) + approx_tokens(text)
-        counts[source] = counts.get(source, 0) + 1
+        tokens[source] += approx_tokens(text)
+    counts = _counts(table["source"])
     shard = {"path": path, "rows": table.num_rows, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-             "row_groups": pq.ParquetFile(io.BytesIO(data)).metadata.num_row_groups, "tokens_by_source": tokens,
+             "row_groups": pq.ParquetFile(io.BytesIO(data)).metadata.num_row_groups, "tokens_by_source": dict(tokens),
              "rows_by_source": counts, "originals": int(pc.sum(pc.equal(table["epoch"], 0)).as_py() or 0),
              "tokens": sum(tokens.values())}
     manifest = {"format": "refinery-shards/1", "schema": (table.schema.metadata or {}).get(b"refinery.schema", b"").decode(),
@@ -317,10 +317,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _counts(column: pa.ChunkedArray) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for value in column.to_pylist():
-        counts[value] = counts.get(value, 0) + 1
-    return dict(sorted(counts.items()))
+    return dict(sorted(collections.Counter(column.to_pylist()).items()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

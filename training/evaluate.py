@@ -35,15 +35,11 @@ class EvalSet:
 
 
 def _documents(path: str, tokenizer, text_field: str) -> Iterator[np.ndarray]:
-    from training.tokens import is_token_dir, read_token_manifest
+    from training.tokens import documents, is_token_dir
 
     if is_token_dir(path):
-        manifest = read_token_manifest(path)
-        for shard in manifest["shards"]:
-            tokens = np.memmap(os.path.join(path, shard["path"]), dtype=np.dtype(manifest["dtype"]), mode="r")
-            starts = np.fromfile(os.path.join(path, shard["index"]), dtype="<u8")
-            for a, b in zip(starts[:-1], starts[1:]):
-                yield np.asarray(tokens[a:b], dtype=np.int64)
+        for ids in documents(path):
+            yield np.asarray(ids, dtype=np.int64)
         return
     manifest = read_manifest(path)
     for shard in manifest["shards"]:

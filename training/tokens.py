@@ -25,7 +25,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -68,6 +68,32 @@ def token_tokenizer(path: str):
     kind = manifest["tokenizer"]["kind"]
     root = manifest.get("root", ".")
     return load_tokenizer("bytes" if kind == "bytes" else os.path.join(path, root, TOKENIZER_FILE))
+
+
+def read_index(folder: str, shard: dict[str, Any], verify: bool = True) -> np.ndarray:
+    """A token shard's document starts (its .idx), checked against the manifest."""
+    path = os.path.join(folder, shard["index"])
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise DataError(f"token index {path} cannot be read: {exc}") from exc
+    if verify and hashlib.sha256(raw).hexdigest() != shard["index_sha256"]:
+        raise DataError(f"token index {path} does not match the sha256 in {MANIFEST}")
+    starts = np.frombuffer(raw, dtype="<u8")
+    if len(starts) != shard["documents"] + 1:
+        raise DataError(f"{path} does not match {MANIFEST} ({len(starts) - 1} documents, expected {shard['documents']})")
+    return starts
+
+
+def documents(folder: str) -> Iterator[np.ndarray]:
+    """Every document's ids of a token folder, in manifest order."""
+    manifest = read_token_manifest(folder)
+    for shard in manifest["shards"]:
+        tokens = np.memmap(os.path.join(folder, shard["path"]), dtype=np.dtype(manifest["dtype"]), mode="r")
+        starts = read_index(folder, shard)
+        for a, b in zip(starts[:-1], starts[1:]):
+            yield tokens[a:b]
 
 
 def _tokenize_split(data_dir: str, out_dir: str, tokenizer, text_field: str, dtype: np.dtype,
@@ -155,10 +181,8 @@ class TokenStream(ShardStream):
                             f"not this run's {wanted['kind']} ({wanted['vocab_size']} ids)")
         self._dtype = np.dtype(manifest["dtype"]).newbyteorder("<")
         self._index: dict[str, np.ndarray] = {}
-        self._first_row = {}
-        for shard in manifest["shards"]:
-            path = os.path.join(self.cfg.data_dir, shard["path"])
-            self._first_row[path] = np.cumsum([0] + shard["row_groups"]).tolist()
+        self._shards = {os.path.join(self.cfg.data_dir, s["path"]): s for s in manifest["shards"]}
+        self._first_row = {path: np.cumsum([0] + s["row_groups"]).tolist() for path, s in self._shards.items()}
         return manifest
 
     def groups(self) -> list[tuple[str, int, int]]:
@@ -166,20 +190,8 @@ class TokenStream(ShardStream):
                 for s in self.manifest["shards"] for g, n in enumerate(s["row_groups"]) if n > 0]
 
     def load_group(self, unit: Unit) -> list[np.ndarray]:
-        shard = next(s for s in self.manifest["shards"] if os.path.join(self.cfg.data_dir, s["path"]) == unit.shard)
         if unit.shard not in self._index:
-            idx_path = os.path.join(self.cfg.data_dir, shard["index"])
-            try:
-                with open(idx_path, "rb") as fh:
-                    raw = fh.read()
-            except OSError as exc:
-                raise DataError(f"token index {idx_path} cannot be read: {exc}") from exc
-            if self.cfg.verify_checksums and hashlib.sha256(raw).hexdigest() != shard["index_sha256"]:
-                raise DataError(f"token index {idx_path} does not match the sha256 in {MANIFEST}")
-            self._index[unit.shard] = np.frombuffer(raw, dtype="<u8")
-            if len(self._index[unit.shard]) != shard["documents"] + 1:
-                raise DataError(f"{idx_path} does not match {MANIFEST} ({len(self._index[unit.shard]) - 1} documents, "
-                                f"expected {shard['documents']})")
+            self._index[unit.shard] = read_index(self.cfg.data_dir, self._shards[unit.shard], self.cfg.verify_checksums)
         tokens = np.memmap(unit.shard, dtype=self._dtype, mode="r")
         starts = self._index[unit.shard]
         first, last = self._first_row[unit.shard][unit.row_group], self._first_row[unit.shard][unit.row_group + 1]
