@@ -1,6 +1,9 @@
 """Refinery: WARC -> clean pretraining text (Apache Beam) -> small-GPT training (torchrun)."""
 from setuptools import find_packages, setup
 
+# A real distributed engine for `refinery run` (pipeline/dask_runner.py); workers need the same versions.
+DASK = ["dask>=2025.1,<2027", "distributed>=2025.1,<2027"]
+
 setup(
     name="refinery",
     version="0.1.0",
@@ -12,7 +15,7 @@ setup(
                   "stages.harmful": ["lists/SOURCES.md", "lists/*/*", "lists/*/*/*", "lists/*/*/*/*"]},
     include_package_data=True,
     install_requires=[
-        "apache-beam>=2.77,<3",
+        "apache-beam==2.77.*",        # pipeline/dask_runner.py uses Beam internals checked against 2.77 (a test checks the pin)
         "pyarrow>=15,<26",            # Beam 2.77 caps pyarrow below 26
         "trafilatura>=2.3,<2.4",      # the speedups are verified per version (stages/extraction/trafilatura_speedups.py)
         "lxml_html_clean>=0.4",       # trafilatura needs lxml.html.clean, split out of lxml 5.2+
@@ -34,7 +37,9 @@ setup(
     extras_require={
         "test": ["pytest>=8", "pytest-timeout>=2.3", "duckdb>=1.0", "datasets>=3.0", "matplotlib>=3.8",
                  "ruff>=0.16,<0.17", "pytest-xdist>=3.6,<4",
-                 "tensorboard>=2.16,<3"],       # the training run's optional TensorBoard log is tested
+                 "tensorboard>=2.16,<3",        # the training run's optional TensorBoard log is tested
+                 *DASK],                        # the Dask runner runs on a real scheduler and workers in CI
+        "dask": DASK,                         # --runner=pipeline.dask_runner.RefineryDaskRunner (README "Running on a cluster")
         "plots": ["matplotlib>=3.8"],         # PNGs of `refinery report`, training curves
         "tensorboard": ["tensorboard>=2.16,<3"],  # `refinery train` also logs to OUT/tensorboard
     },

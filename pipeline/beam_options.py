@@ -26,8 +26,27 @@ def _beam_parser() -> argparse.ArgumentParser:
     return parser
 
 
+STOCK_DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+
+
+def _dask_options(beam_args: Sequence[str]) -> None:
+    """Beam registers the --dask_* options only once its Dask runner module is imported; refuse Beam's own
+    DaskRunner, which runs this job silently wrong (pipeline/dask_runner.py lists how)."""
+    runner = next((a.split("=", 1)[1] for a in beam_args if a.startswith("--runner=")), "")
+    if runner in ("DaskRunner", STOCK_DASK_RUNNER):
+        raise ConfigError("Beam's DaskRunner loses tagged outputs, sinks, finish_bundle output and metrics in this "
+                          "job: use --runner=pipeline.dask_runner.RefineryDaskRunner (same --dask_* options)")
+    if "dask" in runner.lower() or any(a.startswith("--dask_") for a in beam_args):
+        try:
+            import apache_beam.runners.dask.dask_runner  # noqa: F401  (registers DaskOptions)
+            import distributed  # noqa: F401
+        except ImportError as exc:
+            raise ConfigError(f"the Dask runner needs the dask extra: pip install 'refinery[dask]' ({exc})") from exc
+
+
 def check_beam_args(beam_args: Sequence[str], ours: argparse.ArgumentParser) -> None:
     """Raise ConfigError naming each flag that neither `ours` nor Beam knows."""
+    _dask_options(beam_args)
     beam = _beam_parser()
     _, unknown = beam.parse_known_args(list(beam_args))
     bad = [arg for arg in unknown if arg.startswith("-")]

@@ -1,20 +1,28 @@
-"""Submit `refinery run` to a real Beam job service through the portable Job API, on this machine.
+"""Run `refinery run` on a real multi-process engine on this machine, its servers on loopback only.
 
-    python -m pipeline.local_cluster [--environment external|loopback] [--timeout S] -- RUN ARGS...
+    python -m pipeline.local_cluster [--engine beam|dask] [--environment external|loopback] [--timeout S]
+                                     [--same-as DIR] -- RUN ARGS...
 
-This is the path Flink, Spark and other portable runners take: the job is translated to a runner
-API proto, staged as artifacts and sent to a job service, which hands bundles to SDK workers over
-gRPC. Here the job service is Beam's own (`local_job_service_main`) and the workers come from an
-external worker pool (`worker_pool_main`, EXTERNAL) or from the submitting process (LOOPBACK).
+--engine beam (default): Beam's portable Job API, the path Flink, Spark and other portable runners take:
+the job is translated to a runner API proto, staged as artifacts and sent to a job service
+(`local_job_service_main`), which hands bundles to SDK workers over gRPC: an external worker pool
+(`worker_pool_main`, EXTERNAL) or the submitting process (LOOPBACK).
 
-Both servers listen on all interfaces, so they only start inside a fresh network namespace holding
-nothing but loopback (`unshare -n`, needs root or user namespaces): the process re-executes itself
-there. Every wait has a timeout (a crashed worker makes a portable job hang), and both servers are
-killed by PID on the way out.
+--engine dask: a Dask scheduler and 2 worker processes (`dask scheduler`, `dask worker`), the job run
+on them by pipeline.dask_runner; afterwards the tasks each worker ran are printed and written to
+LOG_DIR/dask_tasks.json. Workers run with daemon off (the extraction stage starts a child process).
+
+The servers would listen on every interface, so they only start inside a fresh network namespace
+holding nothing but loopback (`unshare -n`, needs root or user namespaces): the process re-executes
+itself there, and binds 127.0.0.1 besides. Every wait has a timeout (a crashed worker makes a job
+hang), and every process started is killed by process group on every way out, SIGTERM included.
+--same-as DIR compares the output with an earlier run's (e.g. the local runner's) and fails if the
+shards are not byte-identical or the ledger or funnel differ.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -26,6 +34,8 @@ from collections.abc import Sequence
 
 INSIDE = "REFINERY_LOCAL_CLUSTER_NETNS"
 JOB_PORT, WORKER_PORT = 8099, 50000  # a private namespace: fixed ports cannot collide
+DASK_PORT, DASK_DASHBOARD = 8786, 8787
+DASK_WORKERS = 2
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float, name: str) -> None:
@@ -92,37 +102,105 @@ def _inside(args: argparse.Namespace, run_args: Sequence[str]) -> int:
     env = dict(os.environ)
     # the worker pool starts SDK workers with the first `python` on PATH: make it this interpreter's
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    logs = args.log_dir
-    os.makedirs(logs, exist_ok=True)
-    job = pool = submit = None
+    os.makedirs(args.log_dir, exist_ok=True)
+    started: list[subprocess.Popen] = []
     try:
-        job = _start([sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
-                      "--port", str(JOB_PORT)], env, os.path.join(logs, "job_service.log"))
-        _wait_for_port(JOB_PORT, job, 60, "job service")
-        beam_args = ["--runner=PortableRunner", f"--job_endpoint=localhost:{JOB_PORT}"]
-        if args.environment == "external":
-            pool = _start([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-                           "--service_port", str(WORKER_PORT)], env, os.path.join(logs, "worker_pool.log"))
-            _wait_for_port(WORKER_PORT, pool, 60, "worker pool")
-            beam_args += ["--environment_type=EXTERNAL", f"--environment_config=localhost:{WORKER_PORT}"]
-        else:
-            beam_args += ["--environment_type=LOOPBACK"]
+        beam_args = (_start_dask if args.engine == "dask" else _start_job_service)(args, env, started)
         cmd = [sys.executable, "-m", "pipeline.cli", "run", *run_args, *beam_args]
         print(f"[local-cluster] {' '.join(cmd)}", file=sys.stderr, flush=True)
         submit = subprocess.Popen(cmd, env=env, start_new_session=True)
+        started.insert(0, submit)
         try:
-            return submit.wait(timeout=args.timeout)
+            code = submit.wait(timeout=args.timeout)
         except subprocess.TimeoutExpired:
-            print(f"[local-cluster] the job did not finish within {args.timeout} s (a dead SDK worker makes "
-                  f"portable jobs hang); logs in {logs}", file=sys.stderr)
+            print(f"[local-cluster] the job did not finish within {args.timeout} s (a dead worker makes "
+                  f"jobs hang); logs in {args.log_dir}", file=sys.stderr)
             return 124
+        if code == 0 and args.engine == "dask":
+            _report_dask_tasks(args.log_dir)
+        if code == 0 and args.same_as:
+            code = _compare(args.same_as, _output_of(run_args))
+        return code
     except (_Terminated, KeyboardInterrupt) as exc:
-        print(f"[local-cluster] stopped ({exc or 'interrupted'}): job, worker pool and submission killed", file=sys.stderr)
+        print(f"[local-cluster] stopped ({exc or 'interrupted'}): servers, workers and submission killed",
+              file=sys.stderr)
         return 143
-    finally:  # every exit path: the submission (and its extraction child), worker pool, job service
-        _kill(submit)
-        _kill(pool)
-        _kill(job)
+    finally:  # every exit path: the submission (and its extraction child), then the servers and workers
+        for proc in started:
+            _kill(proc)
+
+
+def _start_job_service(args: argparse.Namespace, env: dict, started: list) -> list[str]:
+    logs = args.log_dir
+    job = _start([sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
+                  "--port", str(JOB_PORT)], env, os.path.join(logs, "job_service.log"))
+    started.append(job)
+    _wait_for_port(JOB_PORT, job, 60, "job service")
+    beam_args = ["--runner=PortableRunner", f"--job_endpoint=localhost:{JOB_PORT}"]
+    if args.environment == "external":
+        pool = _start([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+                       "--service_port", str(WORKER_PORT)], env, os.path.join(logs, "worker_pool.log"))
+        started.append(pool)
+        _wait_for_port(WORKER_PORT, pool, 60, "worker pool")
+        return [*beam_args, "--environment_type=EXTERNAL", f"--environment_config=localhost:{WORKER_PORT}"]
+    return [*beam_args, "--environment_type=LOOPBACK"]
+
+
+def _start_dask(args: argparse.Namespace, env: dict, started: list) -> list[str]:
+    dask = [sys.executable, "-m", "dask"]
+    address = f"tcp://127.0.0.1:{DASK_PORT}"
+    scheduler = _start([*dask, "scheduler", "--host", "127.0.0.1", "--port", str(DASK_PORT),
+                        "--dashboard-address", f"127.0.0.1:{DASK_DASHBOARD}"],
+                       env, os.path.join(args.log_dir, "dask_scheduler.log"))
+    started.append(scheduler)
+    _wait_for_port(DASK_PORT, scheduler, 60, "dask scheduler")
+    # daemon off: a daemonic worker process may not start children (the extraction stage does);
+    # one thread per worker process, dashboards on explicit loopback ports (or they bind every interface)
+    worker_env = dict(env, DASK_DISTRIBUTED__WORKER__DAEMON="False")
+    for i in range(DASK_WORKERS):
+        started.append(_start([*dask, "worker", address, "--host", "127.0.0.1", "--name", f"worker-{i}",
+                               "--nthreads", "1", "--nworkers", "1",
+                               "--dashboard-address", f"127.0.0.1:{DASK_DASHBOARD + 1 + i}"],
+                              worker_env, os.path.join(args.log_dir, f"dask_worker_{i}.log")))
+    from distributed import Client
+
+    with Client(address, timeout=60) as client:
+        client.wait_for_workers(DASK_WORKERS, timeout=120)
+    return ["--runner=pipeline.dask_runner.RefineryDaskRunner", f"--dask_client_address={address}"]
+
+
+def _report_dask_tasks(log_dir: str) -> None:
+    """Tasks each worker ran, asked of the workers through the scheduler (shows the job was spread)."""
+    from distributed import Client
+
+    with Client(f"tcp://127.0.0.1:{DASK_PORT}", timeout=60) as client:
+        executed = client.run(lambda dask_worker: dask_worker.state.executed_count)
+        names = {address: str(info.get("name", address)) for address, info in client.scheduler_info()["workers"].items()}
+    tasks = {names.get(address, address): count for address, count in sorted(executed.items())}
+    with open(os.path.join(log_dir, "dask_tasks.json"), "w", encoding="utf-8") as fh:
+        json.dump(tasks, fh, indent=1)
+    print("[local-cluster] tasks per worker: " + ", ".join(f"{name} {n:,}" for name, n in tasks.items()),
+          file=sys.stderr)
+
+
+def _output_of(run_args: Sequence[str]) -> str:
+    for i, arg in enumerate(run_args):
+        if arg == "--output":
+            return run_args[i + 1]
+        if arg.startswith("--output="):
+            return arg.split("=", 1)[1]
+    raise SystemExit("local_cluster: --same-as needs the run's --output")
+
+
+def _compare(expected: str, found: str) -> int:
+    from pipeline.outdir import compare_outputs
+
+    differences = compare_outputs(expected, found)
+    if differences:
+        print(f"[local-cluster] output differs from {expected}:\n  " + "\n  ".join(differences), file=sys.stderr)
+        return 1
+    print(f"[local-cluster] {found}: shards byte-identical to the local runner's ({expected}); same ledger and funnel")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -133,7 +211,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, run_args = argv[:split], argv[split + 1:]
     p = argparse.ArgumentParser(prog="python -m pipeline.local_cluster", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--environment", choices=("external", "loopback"), default="external")
+    p.add_argument("--engine", choices=("beam", "dask"), default="beam",
+                   help="beam: Beam's job service and SDK workers (the portable Job API); dask: a Dask scheduler and "
+                        f"{DASK_WORKERS} workers")
+    p.add_argument("--environment", choices=("external", "loopback"), default="external",
+                   help="with --engine beam: an external worker pool, or workers in the submitting process")
+    p.add_argument("--same-as", metavar="DIR", help="an earlier run's output the shards must equal byte for byte")
     p.add_argument("--timeout", type=float, default=900, help="seconds before the submission is abandoned")
     p.add_argument("--log-dir", default=os.path.join("out", "local-cluster-logs"))
     args = p.parse_args(argv)

@@ -160,3 +160,39 @@ def _delete(paths: list[str]) -> None:
             os.remove(path)
         else:
             FileSystems.delete([path])
+
+
+def compare_outputs(expected: str, found: str) -> list[str]:
+    """What differs between two runs' local outputs: shard files byte for byte (data/ and the splits), ledger
+    rows in any order (bundle order decides the ledger files' row order), and the report's funnel, kept,
+    held-out and dedup figures. [] when they match."""
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    def digests(folder: str) -> dict[str, str]:
+        return {os.path.basename(p): hashlib.sha256(open(p, "rb").read()).hexdigest()
+                for p in sorted(glob.glob(os.path.join(folder, "part-*.parquet")))}
+
+    def ledger_rows(out: str) -> list:
+        paths = sorted(glob.glob(os.path.join(out, "ledger", "part-*.parquet")))
+        return sorted(repr(sorted(row.items())) for p in paths for row in pq.read_table(p).to_pylist())
+
+    def figures(out: str) -> dict:
+        with open(os.path.join(out, "report.json"), encoding="utf-8") as fh:
+            report = json.load(fh)
+        return {"funnel": [{k: f[k] for k in ("stage", "in", "kept", "dropped_by_reason", "notes") if k in f}
+                           for f in report["funnel"]],
+                **{k: report.get(k) for k in ("kept", "held_out", "ledger", "dedup")}}
+
+    differences = []
+    for folder in ("data", *(f"{split}/data" for split in SPLITS)):
+        a, b = digests(os.path.join(expected, folder)), digests(os.path.join(found, folder))
+        if a != b:
+            differing = sorted(name for name in a.keys() | b.keys() if a.get(name) != b.get(name))
+            differences.append(f"{folder}/: {len(a)} vs {len(b)} shard files; differing: {', '.join(differing[:5])}")
+    if ledger_rows(expected) != ledger_rows(found):
+        differences.append("ledger rows differ")
+    a, b = figures(expected), figures(found)
+    differences += [f"report.json {key} differs" for key in a if a[key] != b[key]]
+    return differences
