@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_OUT ?= out/demo
 
-.PHONY: install demo test browser report-screenshot clean quality-model toxicity-model badword-exclusions thresholds cluster-demo ablate-demo
+.PHONY: install demo test browser report-screenshot clean quality-model toxicity-model badword-exclusions thresholds cluster-demo dask-demo ablate-demo
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ demo: install
 cluster-demo: install
 	$(BIN)/python -m pipeline.local_cluster --environment external --timeout 900 -- \
 		--input 'data/warc/*.warc.gz' --output out/cluster-demo --overwrite
+
+# The job on a real distributed engine (README "Running on a cluster"): a Dask scheduler and 2 worker processes
+# on 127.0.0.1 inside a loopback-only network namespace; the shards must equal the local runner's byte for byte.
+dask-demo: install
+	$(BIN)/refinery run --input 'data/warc/*.warc.gz' --output out/dask-demo-local --overwrite --quiet
+	$(BIN)/python -m pipeline.local_cluster --engine dask --timeout 900 --same-as out/dask-demo-local -- \
+		--input 'data/warc/*.warc.gz' --output out/dask-demo --overwrite
 
 # From data to model (README "Comparing data by the model it trains"): the bundled WARCs as two sources (the
 # Wayback captures and the rest), 10 % held out for validation, an anneal split; then two mixtures, a quality

@@ -1,6 +1,7 @@
-"""The same job submitted through Beam's portable Job API (a real job service, and a real external
-SDK worker pool or LOOPBACK workers) writes what the in-process FnApiRunner writes, including the
-ledger entries of documents on which a stage raised."""
+"""The same job on real multi-process engines writes what the in-process FnApiRunner writes, including
+the ledger entries of documents on which a stage raised: submitted through Beam's portable Job API (a
+real job service, and a real external SDK worker pool or LOOPBACK workers), and run on a Dask scheduler
+with 2 worker processes (pipeline.dask_runner)."""
 from __future__ import annotations
 
 import json
@@ -45,9 +46,9 @@ def reference(tmp_path_factory):
     return out, report
 
 
-def submit(out, environment):
+def submit(out, environment, *cluster_args):
     cmd = [sys.executable, "-m", "pipeline.local_cluster", "--environment", environment, "--timeout", "600",
-           "--log-dir", str(out.parent / f"logs-{environment}"), "--", *RUN_ARGS, "--output", str(out)]
+           "--log-dir", str(out.parent / f"logs-{environment}"), *cluster_args, "--", *RUN_ARGS, "--output", str(out)]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
 
 
@@ -75,3 +76,25 @@ def test_portable_runner_output_equals_fnapi_output(reference, tmp_path, environ
     assert {f["stage"]: (f["in"], f["kept"]) for f in report["funnel"]} == \
         {f["stage"]: (f["in"], f["kept"]) for f in expected_report["funnel"]}
 
+
+
+def test_dask_cluster_output_is_byte_identical_to_fnapi_output(reference, tmp_path):
+    import hashlib
+
+    expected_dir, expected_report = reference
+    out = tmp_path / "dask"
+    proc = submit(out, "external", "--engine", "dask", "--same-as", str(expected_dir))
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    assert "byte-identical to the local runner" in proc.stdout
+
+    def digests(folder):
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("part-*.parquet"))}
+
+    assert digests(out / "data") == digests(expected_dir / "data") != {}
+    assert contents(out) == contents(expected_dir)  # the ledger too, stage errors included
+    report = json.loads((out / "report.json").read_text())
+    assert report["runner"] == "pipeline.dask_runner.RefineryDaskRunner"
+    assert report["conservation"]["holds"] is True  # checked from the metrics the Dask workers collected
+    assert report["funnel"] == expected_report["funnel"]
+    tasks = json.loads((tmp_path / "logs-external" / "dask_tasks.json").read_text())
+    assert len(tasks) == 2 and min(tasks.values()) >= 0.1 * sum(tasks.values()), tasks  # both workers did work

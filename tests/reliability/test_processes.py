@@ -65,19 +65,21 @@ def test_namespace_flag_is_refused_outside_a_loopback_only_namespace(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare as root")
-def test_sigterm_to_local_cluster_leaves_nothing_running(tmp_path):
+@pytest.mark.parametrize("engine, last_log, server", [("beam", "worker_pool.log", "worker_pool_main"),
+                                                      ("dask", "dask_worker_1.log", "dask worker")])
+def test_sigterm_to_local_cluster_leaves_nothing_running(tmp_path, engine, last_log, server):
     marker = str(tmp_path / "marker-out")
     logs = tmp_path / "logs"
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.local_cluster", "--log-dir", str(logs), "--",
-                             "--input", str(CC_EXCERPT), "--output", marker], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.local_cluster", "--engine", engine, "--log-dir", str(logs),
+                             "--", "--input", str(CC_EXCERPT), "--output", marker], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (logs / "worker_pool.log").exists():
-        time.sleep(0.2)
-    time.sleep(4)  # the submission has started
-    assert processes_with(marker), "the job should be running"
-    started = descendants(proc.pid)  # this cluster's job service, worker pool, submitter (other tests may run theirs)
-    assert any("worker_pool_main" in command for command in started.values()), started
+    while time.monotonic() < deadline and not [p for p in processes_with(marker) if "pipeline.cli" in cmdline(p)]:
+        time.sleep(0.2)  # until the servers and workers are up and the job is submitted
+    time.sleep(4)
+    assert (logs / last_log).exists() and processes_with(marker), "the job should be running"
+    started = descendants(proc.pid)  # this cluster's servers, workers, submitter (other tests may run theirs)
+    assert any(server in command for command in started.values()), started
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     time.sleep(2)
