@@ -6,7 +6,8 @@ GroupByKey / CoGroupByKey / CombinePerKey on a document, bucket or component key
 Near duplicates: signature -> 14 band keys per document -> GroupByKey per band key ->
 star edges (member -> smallest id of the bucket) -> [exact-Jaccard verification] ->
 connected components by alternating large-star / small-star rounds, unrolled in the graph
-with a change counter per round -> per component, the best document survives.
+with a change counter per round, finished components leaving the loop -> per component, the best
+document survives.
 """
 from __future__ import annotations
 
@@ -22,15 +23,16 @@ from stages.dedup import (
     both_directions,
     exact_key,
     jaccard,
-    large_star,
+    large_star_settling,
     shingle_hash,
     shingles,
-    small_star,
+    small_star_noting,
     survivor_rank,
 )
 from stages.record import Document, DropReason
 
 EXACT, NEAR = "exact_dedup", "near_dedup"
+SETTLED, NOTES = "settled", "notes"  # tagged outputs of the star steps
 CLUSTER_BUCKETS = ((2, "2"), (5, "3-5"), (10, "6-10"), (100, "11-100"), (float("inf"), ">100"))
 
 
@@ -118,31 +120,44 @@ def _bucket_edges(bucket: tuple[object, Iterable[str]]) -> list[tuple[str, str]]
     return [(m, centre) for m in members if m != centre]
 
 
-class _StarStep(beam.PTransform):
-    def __init__(self, step, name: str):
-        super().__init__()
-        self._step, self._name = step, name
+def _entering(edge: tuple[str, str], round_name: str) -> list[tuple[str, str]]:
+    count(f"{NEAR}.cc.{round_name}.edges")  # edges still in the loop: what this round shuffles (twice)
+    return both_directions(edge)
 
-    def expand(self, edges):
-        def run(node_neighbours):
-            node, neighbours = node_neighbours
-            out, changed = self._step(node, neighbours)
-            if changed:
-                count(f"{NEAR}.cc.{self._name}")
-            return out
 
-        return (edges
-                | "Symmetric" >> beam.FlatMap(both_directions)
-                | "Group" >> beam.GroupByKey()
-                | "Step" >> beam.FlatMap(run))
+def _large_star(node_values, round_name: str):
+    edges, settled, changed = large_star_settling(*node_values)
+    if changed:
+        count(f"{NEAR}.cc.{round_name}.large")
+    if settled:
+        count(f"{NEAR}.cc.{round_name}.settled", len(settled))
+    yield from edges
+    for pair in settled:
+        yield beam.pvalue.TaggedOutput(SETTLED, pair)
+
+
+def _small_star(node_neighbours, round_name: str):
+    edges, notes, changed = small_star_noting(*node_neighbours)
+    if changed:
+        count(f"{NEAR}.cc.{round_name}.small")
+    yield from edges
+    for note in notes:
+        yield beam.pvalue.TaggedOutput(NOTES, note)
+
+
+def _both_ends(edge: tuple[str, str]):
+    return [(edge[0], edge[1]), (edge[1], edge[1])]
 
 
 class ConnectedComponents(beam.PTransform):
     """Edges -> (node, component id = smallest node id), for every node that has an edge.
 
-    Beam graphs have no loops, so `max_rounds` rounds are unrolled; each round counts its
-    changes (`near_dedup.cc.round<i>.large/small`). A round with none means convergence; the
-    job checks the last round and fails loudly if it still changed something.
+    Beam graphs have no loops, so `max_rounds` rounds of large-star + small-star are unrolled; each
+    counts its changes (`near_dedup.cc.round<i>.large/small`) and the edges it took in
+    (`...edges`). A round with no change means convergence; the job checks the last round and fails
+    loudly if it still changed something. Components that have become finished stars leave the loop
+    (stages/dedup.py, `large_star_settling`): later rounds carry only what can still change, and the
+    rounds after convergence take in nothing.
     """
 
     def __init__(self, max_rounds: int):
@@ -150,12 +165,22 @@ class ConnectedComponents(beam.PTransform):
         self._max_rounds = max_rounds
 
     def expand(self, edges):
+        notes = edges.pipeline | "NoNotes" >> beam.Create([])
+        settled = []
         for i in range(self._max_rounds):
-            edges = (edges
-                     | f"LargeStar{i}" >> _StarStep(large_star, f"round{i}.large")
-                     | f"SmallStar{i}" >> _StarStep(small_star, f"round{i}.small"))
-        return (edges
-                | "BothEnds" >> beam.FlatMap(lambda e: [(e[0], e[1]), (e[1], e[1])])
+            name = f"round{i}"
+            large = ((edges | f"Enter{i}" >> beam.FlatMap(_entering, name), notes)
+                     | f"WithNotes{i}" >> beam.Flatten()
+                     | f"LargeGroup{i}" >> beam.GroupByKey()
+                     | f"LargeStar{i}" >> beam.FlatMap(_large_star, name).with_outputs(SETTLED, main="edges"))
+            settled.append(large[SETTLED])
+            small = (large["edges"]
+                     | f"SmallSymmetric{i}" >> beam.FlatMap(both_directions)
+                     | f"SmallGroup{i}" >> beam.GroupByKey()
+                     | f"SmallStar{i}" >> beam.FlatMap(_small_star, name).with_outputs(NOTES, main="edges"))
+            edges, notes = small["edges"], small[NOTES]
+        return ((edges | "BothEnds" >> beam.FlatMap(_both_ends), *settled)
+                | "AllNodes" >> beam.Flatten()
                 | "Component" >> beam.CombinePerKey(min))
 
 

@@ -165,6 +165,88 @@ def small_star(node: str, neighbours: Iterable[str]) -> tuple[list[tuple[str, st
     return [(v, smallest) for v in smaller | {node} if v != smallest], len(smaller) > 1
 
 
+# ---- rounds that shrink: finished stars leave the loop --------------------------------------------
+# After a small-star step, a node with no larger neighbour has exactly one edge in the next graph, the
+# one it emits itself (node, m): any other edge touching it would come from a larger neighbour. It sends
+# m a leaf note. In the next large-star step, a node below all its neighbours, each of which sent it a
+# note, is the centre of a whole component that is already a star on its smallest id: its nodes are
+# settled and leave the loop, so rounds after convergence process nothing (the idea of the Cracker and
+# two-phase algorithms: settled nodes stop travelling).
+
+LEAF_NOTE = "leaf"
+
+
+def large_star_settling(node: str, values: Iterable) -> tuple[list[tuple[str, str]], list[tuple[str, str]], bool]:
+    """large_star over the neighbour ids among `values`, or, for the centre of a finished star (every
+    neighbour larger and every neighbour's leaf note among `values`), no edges and the settled
+    (node, component) pairs of the whole star. Returns (edges, settled, changed)."""
+    neighbours, leaves = set(), set()
+    for value in values:
+        if isinstance(value, tuple):
+            leaves.add(value[1])
+        else:
+            neighbours.add(value)
+    if neighbours and leaves == neighbours and node < min(neighbours):
+        return [], [(v, node) for v in sorted(neighbours)] + [(node, node)], False
+    edges, changed = large_star(node, neighbours)
+    return edges, [], changed
+
+
+def small_star_noting(node: str, neighbours: Iterable[str]) -> tuple[list[tuple[str, str]], list, bool]:
+    """small_star, plus the leaf note (m, ("leaf", node)) of a node with no larger neighbour, whose only
+    edge in the next graph is then (node, m). Returns (edges, notes, changed)."""
+    neighbours = set(neighbours)
+    edges, changed = small_star(node, neighbours)
+    if neighbours and max(neighbours) < node:
+        return edges, [(min(neighbours), (LEAF_NOTE, node))], changed
+    return edges, [], changed
+
+
+def components_in_memory(edges: Iterable[tuple[str, str]], max_rounds: int, shrink: bool = True,
+                         size=None) -> tuple[dict[str, str], list[dict[str, int]]]:
+    """The rounds of pipeline.dedup.ConnectedComponents on one machine (tests, bench/cc_rounds.py):
+    the same steps in the same order, groupings as dicts. `shrink=False` runs the rounds as they were
+    before settled stars left the loop. Returns ({node: component}, per round {"edges": edges taken in,
+    "shuffled": elements grouped, "bytes": their encoded size by `size(key, value)`, "changed": 0/1})."""
+    from collections import defaultdict
+
+    def group(pairs, stats) -> dict[str, list]:
+        groups = defaultdict(list)
+        for key, value in pairs:
+            groups[key].append(value)
+            stats["shuffled"] += 1
+            stats["bytes"] += size(key, value) if size else 0
+        return groups
+
+    edges, notes, settled, rounds = list(edges), [], {}, []
+    for _ in range(max_rounds):
+        stats = {"edges": len(edges), "shuffled": 0, "bytes": 0, "changed": 0}
+        large_edges = []
+        for node, values in group([p for e in edges for p in both_directions(e)] + notes, stats).items():
+            if shrink:
+                out, done, changed = large_star_settling(node, values)
+                settled.update(done)
+            else:
+                out, changed = large_star(node, values)
+            large_edges += out
+            stats["changed"] |= changed
+        edges, notes = [], []
+        for node, neighbours in group([p for e in large_edges for p in both_directions(e)], stats).items():
+            if shrink:
+                out, note, changed = small_star_noting(node, neighbours)
+                notes += note
+            else:
+                out, changed = small_star(node, neighbours)
+            edges += out
+            stats["changed"] |= changed
+        rounds.append(stats)
+    components = dict(settled)
+    for u, v in edges:
+        for node in (u, v):
+            components[node] = min(components.get(node, v), v)
+    return components, rounds
+
+
 def both_directions(edge: tuple[str, str]) -> list[tuple[str, str]]:
     """An undirected edge as the two (node, neighbour) pairs a grouping step needs."""
     u, v = edge

@@ -9,10 +9,11 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.dedup import ConnectedComponents, rounds_to_converge
 from pipeline.transforms import NAMESPACE
+from stages.dedup import components_in_memory
 from tests.union_find import union_find_components
 
 
-def beam_components(edges, expected=None, max_rounds=30):
+def beam_components(edges, expected=None, max_rounds=30, counters_out=None):
     """Runs the transform; asserts (inside the pipeline) that its output equals `expected`."""
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         found = p | beam.Create(edges) | ConnectedComponents(max_rounds)
@@ -20,6 +21,8 @@ def beam_components(edges, expected=None, max_rounds=30):
             assert_that(found, equal_to(sorted(expected.items())))
     counters = {c.key.metric.name: c.committed for c in
                 p.result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]}
+    if counters_out is not None:
+        counters_out.update(counters)
     return rounds_to_converge(counters, max_rounds)
 
 
@@ -41,8 +44,15 @@ GRAPHS = {
 @pytest.mark.parametrize("name", sorted(GRAPHS))
 def test_components_equal_union_find(name):
     edges = GRAPHS[name]()
-    rounds, converged = beam_components(edges, union_find_components(edges))
+    counters = {}
+    rounds, converged = beam_components(edges, union_find_components(edges), counters_out=counters)
     assert converged and rounds <= 30
+    # the Beam rounds carry exactly the edges of the in-memory reference, round by round: settled
+    # components leave, and the rounds after convergence take in nothing
+    _, reference = components_in_memory(edges, 30)
+    carried = [counters.get(f"near_dedup.cc.round{i}.edges", 0) for i in range(30)]
+    assert carried == [r["edges"] for r in reference]
+    assert carried[rounds + 1:] == [0] * (30 - rounds - 1)
 
 
 def test_isolated_documents_never_enter_the_graph():

@@ -1,4 +1,6 @@
 """Dedup building blocks: datasketch-equal signatures, shingles, exact keys, S-curve, survivor order, star steps."""
+import random
+
 import numpy as np
 import pytest
 from datasketch import MinHash
@@ -8,13 +10,16 @@ from stages.dedup import (
     DedupConfig,
     MinHasher,
     band_keys,
+    components_in_memory,
     exact_key,
     jaccard,
     large_star,
+    large_star_settling,
     optimal_bands,
     s_curve,
     shingles,
     small_star,
+    small_star_noting,
     survivor_rank,
 )
 from tests.conftest import SENTENCES_DIR
@@ -99,3 +104,54 @@ def test_star_steps():
     assert sorted(small_star("c", ["a", "b", "d"])[0]) == [("b", "a"), ("c", "a")]
     assert small_star("b", ["a"]) == ([("b", "a")], False)
     assert small_star("a", ["b"]) == ([], False)
+
+
+def test_a_finished_star_settles_and_leaves_the_loop():
+    # "a" below all its neighbours, each of which noted it hangs on "a" alone: the whole component is settled
+    values = ["b", "c", ("leaf", "b"), ("leaf", "c")]
+    assert large_star_settling("a", values) == ([], [("b", "a"), ("c", "a"), ("a", "a")], False)
+    # a neighbour without a note may have other edges: not settled, a plain large-star step
+    assert large_star_settling("a", ["b", "c", ("leaf", "b")]) == (large_star("a", ["b", "c"])[0], [], False)
+    # not the smallest of its neighbourhood: not a centre
+    assert large_star_settling("b", ["a", "c", ("leaf", "a"), ("leaf", "c")])[1] == []
+
+
+def test_only_a_node_without_larger_neighbours_notes_its_one_edge():
+    assert small_star_noting("c", ["a", "b"]) == (small_star("c", ["a", "b"])[0], [("a", ("leaf", "c"))], True)
+    assert small_star_noting("b", ["a", "c"])[1] == []  # "c" may link "b" to something else next round
+    assert small_star_noting("a", ["b"]) == ([], [], False)
+
+
+def _random_graph(seed: int):
+    rng = random.Random(seed)
+    nodes = [f"n{rng.randrange(10**6):06d}" for _ in range(rng.choice([5, 40, 300]))]
+    shape = seed % 3
+    if shape == 0:  # chains
+        return list(zip(nodes, nodes[1:]))
+    if shape == 1:  # random sparse
+        return [(rng.choice(nodes), rng.choice(nodes)) for _ in range(len(nodes))]
+    return [(nodes[0], n) for n in nodes[1:]] + [(nodes[i], nodes[i + 2]) for i in range(0, len(nodes) - 2, 7)]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_rounds_that_shrink_find_the_same_components_as_union_find(seed):
+    from tests.union_find import union_find_components
+
+    edges = [(u, v) for u, v in _random_graph(seed) if u != v]
+    expected = union_find_components(edges)
+    for shrink in (True, False):
+        found, rounds = components_in_memory(edges, 30, shrink=shrink)
+        assert found == expected
+        assert not rounds[-1]["changed"]
+
+
+def test_rounds_after_convergence_take_in_nothing():
+    nodes = [f"d{i:05d}" for i in range(2000)]
+    random.Random(1).shuffle(nodes)
+    edges = list(zip(nodes, nodes[1:]))  # a shuffled chain needs several rounds
+    _, before = components_in_memory(edges, 30, shrink=False)
+    _, after = components_in_memory(edges, 30, shrink=True)
+    converged = max(i for i, r in enumerate(before) if r["changed"]) + 1
+    assert all(r["edges"] >= 1999 for r in before)  # every round carried the whole edge set
+    assert all(r["edges"] == 0 for r in after[converged + 2:])  # settled one round after converging, then nothing
+    assert sum(r["shuffled"] for r in after) < sum(r["shuffled"] for r in before) / 2
