@@ -71,16 +71,33 @@ class _Step:
         return self.job, self.label
 
 
-_SET_UP: dict[tuple[str, str, int], Any] = {}
+_SET_UP: dict[tuple[str, str, int], Any] = {}  # (job, step, thread) -> its DoFn, set up; one job at a time
 
 
 def _dofn(step: _Step):
     key = (step.job, step.label, threading.get_ident())
     if key not in _SET_UP:
+        for other in [k for k in _SET_UP if k[0] != step.job]:  # an earlier job's models and child processes go
+            try:
+                _SET_UP.pop(other).teardown()
+            except Exception:  # noqa: BLE001 (a failing teardown of a finished job must not fail this one)
+                pass
         fn = pickler.loads(step.fn)
         fn.setup()
         _SET_UP[key] = fn
     return _SET_UP[key]
+
+
+def _tear_down(job: str) -> int:
+    """Run on every worker when a job ends: its DoFns' teardown (models, child processes)."""
+    done = 0
+    for key in [k for k in _SET_UP if k[0] == job]:
+        try:
+            _SET_UP.pop(key).teardown()
+            done += 1
+        except Exception:  # noqa: BLE001 (the job's result is already decided)
+            pass
+    return done
 
 
 class _TaggedList(Receiver):
@@ -278,11 +295,11 @@ class _GraphBuilder(PipelineVisitor):
 class RefineryDaskResult(DaskRunnerResult):
     """Waits for every leaf and metric bag; `metrics()` holds the committed counters once the job is done."""
 
-    def __init__(self, client, futures, n_leaves: int):
+    def __init__(self, client, futures, n_leaves: int, job: str):
         super().__init__(client, futures)
         from apache_beam.runners.direct.direct_metrics import DirectMetrics
 
-        self._n_leaves = n_leaves
+        self._n_leaves, self._job = n_leaves, job
         self._metrics = DirectMetrics()
 
     def wait_until_finish(self, duration=None) -> str:
@@ -299,7 +316,10 @@ class RefineryDaskResult(DaskRunnerResult):
             self._state = PipelineState.FAILED
             raise
         finally:
-            self.client.close()
+            try:
+                self.client.run(_tear_down, self._job)
+            finally:
+                self.client.close()
         return self._state
 
     def metrics(self):
@@ -320,9 +340,10 @@ class RefineryDaskRunner(DaskRunner):
             raise DaskRunnerError("give the scheduler: --dask_client_address=tcp://HOST:8786 or --dask_scheduler_file "
                                   "(`python -m pipeline.local_cluster --engine dask` starts one on 127.0.0.1)")
         pipeline.replace_all(_overrides())
-        builder = _GraphBuilder(uuid.uuid4().hex[:12], bag_kwargs.get("npartitions"))
+        job = uuid.uuid4().hex[:12]
+        builder = _GraphBuilder(job, bag_kwargs.get("npartitions"))
         pipeline.visit(builder)
         leaves = builder.leaves()
         client = ddist.Client(**dask_options)
         futures = client.compute(leaves + builder.metric_bags, optimize_graph=False)
-        return RefineryDaskResult(client, futures, len(leaves))
+        return RefineryDaskResult(client, futures, len(leaves), job)

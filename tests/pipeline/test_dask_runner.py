@@ -129,6 +129,40 @@ def test_metrics_are_collected(scheduler, tmp_path):
         stock.metrics()
 
 
+class _Lifecycle(beam.DoFn):
+    def __init__(self, log):
+        self._log = log
+
+    def _note(self, what):
+        import os
+
+        with open(self._log, "a") as fh:
+            fh.write(f"{what} {os.getpid()}\n")
+
+    def setup(self):
+        self._note("setup")
+
+    def process(self, x):
+        yield x
+
+    def teardown(self):
+        self._note("teardown")
+
+
+@pytest.mark.timeout(300)
+def test_dofns_are_set_up_once_per_worker_and_torn_down_when_the_job_ends(scheduler, tmp_path):
+    log = tmp_path / "lifecycle.log"
+    p = beam.Pipeline(runner=RefineryDaskRunner(), options=PipelineOptions([f"--dask_client_address={scheduler}",
+                                                                            "--dask_npartitions=16"]))
+    _ = p | beam.Create(range(400)) | beam.Reshuffle() | beam.ParDo(_Lifecycle(str(log)))
+    p.run().wait_until_finish()
+    events = log.read_text().split("\n")[:-1]
+    setups = sorted(e.split()[1] for e in events if e.startswith("setup"))
+    teardowns = sorted(e.split()[1] for e in events if e.startswith("teardown"))
+    assert 1 <= len(setups) <= 2 and len(set(setups)) == len(setups)  # 16 bundles, one set-up per worker process
+    assert teardowns == setups
+
+
 def test_a_run_without_a_scheduler_address_is_refused(tmp_path):
     # a bare Client() would start a LocalCluster whose dashboard listens on every interface
     p = beam.Pipeline(runner=RefineryDaskRunner(), options=PipelineOptions([]))
