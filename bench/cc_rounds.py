@@ -32,11 +32,11 @@ def doc_id(i: int) -> str:
     return hashlib.blake2b(str(i).encode(), digest_size=8).hexdigest()
 
 
-def candidate_edges(n: int, seed: int = 0) -> list[tuple[str, str]]:
+def candidate_edges(n: int, copy_share: float = COPY_SHARE, seed: int = 0) -> list[tuple[str, str]]:
     rng = random.Random(seed)
     source: dict[int, int] = {}  # copy -> the document it was copied from
     for i in range(1, n):
-        if rng.random() < COPY_SHARE:
+        if rng.random() < copy_share:
             source[i] = rng.randrange(i)
     band_value: dict[tuple[int, int], int] = {}
     buckets: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -101,16 +101,17 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sizes", nargs="*", type=int, default=[10_000, 100_000, 1_000_000])
     p.add_argument("--beam-check", type=int, default=0, metavar="N")
+    p.add_argument("--copy-share", type=float, default=COPY_SHARE, help="share of documents that are near copies")
     args = p.parse_args()
     summary = []
     for n in args.sizes:
-        edges = candidate_edges(n)
+        edges = candidate_edges(n, args.copy_share)
         before, after = measure(edges, shrink=False), measure(edges, shrink=True)
         assert before["components"] == after["components"], "the two versions disagree"
         changed = [i for i, r in enumerate(before["rounds"]) if r["changed"]]
         converged = (max(changed) + 1) if changed else 0
         shown = min(MAX_ROUNDS, converged + 3)
-        print(f"\n{n:,} documents: {len(edges):,} candidate edges, {len(after['components']):,} nodes in "
+        print(f"\n{n:,} documents ({args.copy_share:.0%} near copies): {len(edges):,} candidate edges, {len(after['components']):,} nodes in "
               f"{len(set(after['components'].values())):,} components; converged after {converged} rounds")
         print("| round | edges in, before | edges in, after | MB shuffled, before | MB shuffled, after |")
         print("|---|---|---|---|---|")

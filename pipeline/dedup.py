@@ -303,8 +303,11 @@ def dedup_report(config: DedupConfig, counters: dict[str, int]) -> dict:
     if config.near:
         rounds, converged = rounds_to_converge(counters, config.max_rounds)
         prefix = f"{NEAR}.note.cluster_size."
+        carried = [counters.get(f"{NEAR}.cc.round{i}.edges", 0) for i in range(config.max_rounds)]
+        while carried and not carried[-1]:
+            carried.pop()  # settled components left the loop: the later rounds carried nothing
         report.update({
-            "rounds": rounds, "max_rounds": config.max_rounds, "converged": converged,
+            "rounds": rounds, "max_rounds": config.max_rounds, "converged": converged, "edges_per_round": carried,
             "cluster_sizes": {label: counters.get(prefix + label, 0) for _, label in CLUSTER_BUCKETS},
         })
     return report

@@ -175,6 +175,8 @@ def test_natural_duplicates_in_real_warcs_are_found(demo_run):
     d = report["dedup"]
     assert d["converged"] and (d["bands"], d["rows"]) == (14, 8) and d["s_curve"]["0.8"] == 0.924
     assert sum(d["cluster_sizes"].values()) >= 1
+    # settled components leave the loop: no edge is carried past the round after convergence
+    assert d["edges_per_round"] and len(d["edges_per_round"]) <= d["rounds"] + 1 < d["max_rounds"]
 
 
 def test_outputs_do_not_depend_on_where_the_inputs_lie(demo_run, tmp_path):
