@@ -39,7 +39,7 @@ from apache_beam.transforms.window import GlobalWindow, GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 BEAM_SERIES = "2.77."  # the internals used here are checked against this release series
-GROUP_PARTITIONS = 8   # partitions of a shuffle (--dask_npartitions): more adds tasks faster than it adds speed
+SHUFFLE_PARTITIONS_PER_THREAD = 2  # default partitions of a shuffle, per worker thread (--dask_npartitions sets them)
 _METRICS = "\0metrics"  # the tag of the metric updates that close every bundle's output
 _GLOBAL = (GlobalWindow(),)
 
@@ -168,7 +168,7 @@ def _values(group) -> tuple:
 
 
 def _stable_hash(element) -> int:
-    # Python's hash() of str differs between worker processes; a shuffle key must not
+    # the same in every worker process (Python's hash() of a str is not)
     return int.from_bytes(hashlib.blake2b(pickle.dumps(element, protocol=5), digest_size=8).digest(), "big")
 
 
@@ -221,8 +221,8 @@ def _overrides() -> list[PTransformOverride]:
 class _GraphBuilder(PipelineVisitor):
     """Beam primitives -> Dask bags, one per PCollection; remembers the leaves and the metric bags."""
 
-    def __init__(self, job: str, partitions: int | None):
-        self.job, self._partitions, self._create_partitions = job, partitions or GROUP_PARTITIONS, partitions
+    def __init__(self, job: str, partitions: int, create_partitions: int | None = None):
+        self.job, self._partitions, self._create_partitions = job, partitions, create_partitions
         self.bags: dict[pvalue.PCollection, Any] = {}
         self.consumed: set[pvalue.PCollection] = set()
         self.metric_bags: list = []
@@ -258,11 +258,14 @@ class _GraphBuilder(PipelineVisitor):
             self.bags[pcoll] = bag
 
     def _shuffle(self, bag, key):
-        """Every element to the partition its key hashes to (tokenize: stable across processes); a task
-        shuffle keeps the partition count, so set it first."""
+        """Every element to the partition its key's pickle hashes to (Dask's default hash tokenizes the key,
+        which for objects it does not know may differ between processes); groups by key equality there.
+        A task shuffle keeps the partition count, so set it first."""
+        from dask.bag.core import groupby_tasks
+
         if bag.npartitions != self._partitions:
             bag = bag.repartition(self._partitions)
-        return bag.groupby(key, shuffle="tasks")
+        return groupby_tasks(bag, key, hash=_stable_hash)
 
     def _par_do(self, node, bag) -> None:
         from apache_beam.transforms.userstate import is_stateful_dofn
@@ -339,12 +342,20 @@ class RefineryDaskRunner(DaskRunner):
             # a Client() without an address starts a LocalCluster whose dashboard listens on every interface
             raise DaskRunnerError("give the scheduler: --dask_client_address=tcp://HOST:8786 or --dask_scheduler_file "
                                   "(`python -m pipeline.local_cluster --engine dask` starts one on 127.0.0.1)")
-        pipeline.replace_all(_overrides())
-        job = uuid.uuid4().hex[:12]
-        builder = _GraphBuilder(job, bag_kwargs.get("npartitions"))
-        pipeline.visit(builder)
-        leaves = builder.leaves()
         client = ddist.Client(**dask_options)
-        # unoptimized: Dask's fusing made this job twice as slow (81 s vs 43 s on the bundled WARCs)
-        futures = client.compute(leaves + builder.metric_bags, optimize_graph=False)
+        try:
+            # each task holds its partition in memory and every task costs scheduling (~16k tasks at 8
+            # partitions on the bundled WARCs, 62 s; 3.4k at 2, 31 s): a few partitions per worker thread
+            threads = sum(client.nthreads().values())
+            partitions = bag_kwargs.get("npartitions") or max(2, SHUFFLE_PARTITIONS_PER_THREAD * threads)
+            pipeline.replace_all(_overrides())
+            job = uuid.uuid4().hex[:12]
+            builder = _GraphBuilder(job, partitions, bag_kwargs.get("npartitions"))
+            pipeline.visit(builder)
+            leaves = builder.leaves()
+            # unoptimized: Dask's fusing made this job twice as slow (81 s vs 43 s on the bundled WARCs)
+            futures = client.compute(leaves + builder.metric_bags, optimize_graph=False)
+        except BaseException:
+            client.close()
+            raise
         return RefineryDaskResult(client, futures, len(leaves), job)
