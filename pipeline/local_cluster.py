@@ -116,10 +116,14 @@ def _inside(args: argparse.Namespace, run_args: Sequence[str]) -> int:
             print(f"[local-cluster] the job did not finish within {args.timeout} s (a dead worker makes "
                   f"jobs hang); logs in {args.log_dir}", file=sys.stderr)
             return 124
-        if code == 0 and args.engine == "dask":
-            _report_dask_tasks(args.log_dir)
-        if code == 0 and args.same_as:
-            code = _compare(args.same_as, _output_of(run_args))
+        try:
+            if code == 0 and args.engine == "dask":
+                _report_dask_tasks(args.log_dir)
+            if code == 0 and args.same_as:
+                code = _compare(args.same_as, _output_of(run_args))
+        except (OSError, ValueError, KeyError) as exc:  # a missing or unreadable earlier run, a gone scheduler
+            print(f"[local-cluster] the job finished, but checking it failed: {exc!r}", file=sys.stderr)
+            return 1
         return code
     except (_Terminated, KeyboardInterrupt) as exc:
         print(f"[local-cluster] stopped ({exc or 'interrupted'}): servers, workers and submission killed",

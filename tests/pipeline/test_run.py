@@ -195,3 +195,28 @@ def test_outputs_do_not_depend_on_where_the_inputs_lie(demo_run, tmp_path):
         return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((folder / "data").glob("*.parquet"))}
 
     assert digests(tmp_path / "o") == digests(out)
+
+
+def test_compare_outputs_finds_a_changed_shard_a_lost_ledger_row_and_a_changed_funnel(demo_run, tmp_path):
+    """What `local_cluster --same-as` checks a cluster run against."""
+    import json
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from pipeline.outdir import compare_outputs
+
+    out, _ = demo_run
+    assert compare_outputs(str(out), str(out)) == []
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shard = next((copy / "data").glob("part-*.parquet"))
+    table = pq.read_table(shard)
+    pq.write_table(table.slice(1), shard)  # one document fewer
+    ledger = next((copy / "ledger").glob("part-*.parquet"))
+    pq.write_table(pq.read_table(ledger).slice(1), ledger)
+    report = json.loads((copy / "report.json").read_text())
+    report["funnel"][0]["kept"] += 1
+    (copy / "report.json").write_text(json.dumps(report))
+    found = compare_outputs(str(out), str(copy))
+    assert [d.split(":")[0] for d in found] == ["data/", "ledger rows differ", "report.json funnel differs"], found
