@@ -181,13 +181,14 @@ def test_beam_version_pin():
     assert pins == ["apache-beam==2.77.*"], pins
 
 
-@pytest.mark.parametrize("runner", ["DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"])
+@pytest.mark.parametrize("runner", [["--runner=DaskRunner"], ["--runner=apache_beam.runners.dask.dask_runner.DaskRunner"],
+                                    ["--runner", "apache_beam.runners.dask.dask_runner.DaskRunner"]])
 def test_beams_own_dask_runner_is_refused_before_anything_runs(runner, tmp_path):
     from pipeline.config import ConfigError
     from pipeline.run import run as refinery_run
     from tests.conftest import WARCIO_EXAMPLE
 
     with pytest.raises(ConfigError, match="RefineryDaskRunner"):
-        refinery_run(["--input", str(WARCIO_EXAMPLE), "--output", str(tmp_path / "out"), f"--runner={runner}",
+        refinery_run(["--input", str(WARCIO_EXAMPLE), "--output", str(tmp_path / "out"), *runner,
                       "--dask_client_address=tcp://127.0.0.1:1"])
     assert not (tmp_path / "out").exists()
