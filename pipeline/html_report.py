@@ -161,9 +161,15 @@ def _dedup_section(report: Mapping[str, Any], output: str, summary: explore.Ledg
     points = [(s / 100, 1 - (1 - (s / 100) ** r) ** b) for s in range(0, 101)]
     parts = ["<h2>Near-duplicates</h2><div class='grid'><div class='card'>",
              svg.curve(points, f"P(candidate pair) for {b} bands x {r} rows", "Jaccard similarity", "P",
-                       marks=[config.get("threshold") or (1 / b) ** (1 / r)]),  # where P = 1/2, roughly "</div><div class='card'>",
+                       marks=[config.get("threshold") or (1 / b) ** (1 / r)]),  # where P = 1/2, roughly
+             "</div><div class='card'>",
              svg.bars([(k, [v]) for k, v in d.get("cluster_sizes", {}).items()], ["clusters"],
-                      "Clusters by size (documents)"), "</div></div>"]
+                      "Clusters by size (documents)"), "</div>"]
+    if d.get("edges_per_round"):  # finished components leave the loop: the rounds carry fewer edges
+        parts += ["<div class='card'>",
+                  svg.bars([(f"round {i}", [n]) for i, n in enumerate(d["edges_per_round"])], ["edges"],
+                           f"Edges carried per component round (converged in {d.get('rounds')})"), "</div>"]
+    parts.append("</div>")
     kept = explore.documents(output, list(summary.duplicates))
     n = int(d.get("shingle_words", 5))
     for kept_id, removed in summary.duplicates.items():
