@@ -81,6 +81,19 @@ class _BundleIds(beam.DoFn):
         yield self._bundle
 
 
+def _side_inputs_and_combines(p):
+    numbers = p | "N" >> beam.Create(range(10))
+    total = numbers | "Sum" >> beam.CombineGlobally(sum)
+    names = p | "Names" >> beam.Create([(1, "one"), (2, "two")])
+    nothing = p | "Nothing" >> beam.Create([])
+    joined = numbers | "Join" >> beam.Map(
+        lambda x, total, listed, named, empty: (x, total, len(listed), named.get(x, "-"), empty),
+        beam.pvalue.AsSingleton(total), beam.pvalue.AsList(numbers), beam.pvalue.AsDict(names),
+        beam.pvalue.AsSingleton(nothing, default_value="default"))
+    twice = (numbers, numbers) | "Twice" >> beam.Flatten()
+    return {"joined": joined, "per_key": twice | beam.Map(lambda x: (x % 3, x)) | beam.CombinePerKey(sum)}
+
+
 def _expected_tagged(found):
     return found["even"] == sorted(repr(x) for x in range(0, 20, 2)) and \
         found["odd"] == sorted(repr(x) for x in range(1, 20, 2))
@@ -117,6 +130,14 @@ def test_reshuffle_spreads_elements_over_bundles(scheduler, tmp_path):
     assert len(ours["bundles"]) > 1
     stock, _ = run(_spread, DaskRunner, scheduler, tmp_path / "stock")
     assert stock["bundles"] is None or len(stock["bundles"]) == 1  # a no-op: one bundle, as it came in
+
+
+@pytest.mark.timeout(300)
+def test_side_inputs_flatten_and_combines(scheduler, tmp_path):
+    found, _ = run(_side_inputs_and_combines, RefineryDaskRunner, scheduler, tmp_path / "ours")
+    names = {1: "one", 2: "two"}
+    assert found["joined"] == sorted(repr((x, 45, 10, names.get(x, "-"), "default")) for x in range(10))
+    assert found["per_key"] == sorted(repr((k, 2 * sum(x for x in range(10) if x % 3 == k))) for k in range(3))
 
 
 @pytest.mark.timeout(300)

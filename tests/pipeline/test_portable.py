@@ -77,7 +77,6 @@ def test_portable_runner_output_equals_fnapi_output(reference, tmp_path, environ
         {f["stage"]: (f["in"], f["kept"]) for f in expected_report["funnel"]}
 
 
-
 def test_dask_cluster_output_is_byte_identical_to_fnapi_output(reference, tmp_path):
     import hashlib
 
