@@ -32,10 +32,9 @@ STOCK_DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 def _dask_options(beam_args: Sequence[str]) -> None:
     """Beam registers the --dask_* options only once its Dask runner module is imported; refuse Beam's own
     DaskRunner, which runs this job silently wrong (pipeline/dask_runner.py lists how)."""
-    args = list(beam_args)
-    runner = next((a.split("=", 1)[1] if a.startswith("--runner=") else args[i + 1]
-                   for i, a in enumerate(args) if a.startswith("--runner=") or (a == "--runner" and i + 1 < len(args))),
-                  "")
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    runner = PipelineOptions(list(beam_args)).view_as(StandardOptions).runner or ""
     if runner in ("DaskRunner", STOCK_DASK_RUNNER):
         raise ConfigError("Beam's DaskRunner loses tagged outputs, sinks, finish_bundle output and metrics in this "
                           "job: use --runner=pipeline.dask_runner.RefineryDaskRunner (same --dask_* options)")

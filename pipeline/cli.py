@@ -77,7 +77,7 @@ def _run(argv: Sequence[str]) -> int:
     from pipeline.run import RunFailed, run
     from stages.record import StageEnvironmentError
 
-    output = _flag_value(argv, "--output")
+    output = flag_value(argv, "--output")
     for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, `timeout`, a scheduler's kill: unwind (lock, temp files)
         signal.signal(sig, interrupt)
     try:
@@ -125,7 +125,7 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) < 2000 else text[:2000] + " ..."
 
 
-def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
     for i, arg in enumerate(argv):
         if arg == flag and i + 1 < len(argv):
             return argv[i + 1]

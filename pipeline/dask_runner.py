@@ -8,7 +8,7 @@ every one on a small pipeline, failing on the stock runner and passing here):
 - several sinks: every leaf of the graph is computed (stock: only the last one, the rest got nothing);
 - `finish_bundle` output is kept (stock: collected before finish_bundle, so BatchElements lost its last
   batch and WriteToText wrote empty files);
-- `Reshuffle` repartitions by a stable hash of the element (stock: a no-op, one input file = one task);
+- `Reshuffle` repartitions elements by their position (stock: a no-op, one input file = one task);
 - metrics are collected per bundle and returned by `result.metrics()` (stock: NotImplementedError), so
   the job's conservation check runs;
 - DoFns are set up once per worker thread and job, not once per bundle (models load in setup).
@@ -71,20 +71,21 @@ class _Step:
         return self.job, self.label
 
 
-_SET_UP: dict[tuple[str, str, int], Any] = {}  # (job, step, thread) -> its DoFn, set up; one job at a time
+# (job, step, thread) -> (its DoFn, set up; (args, kwargs, side views); windowing), unpickled once; one job at a time
+_SET_UP: dict[tuple[str, str, int], tuple] = {}
 
 
-def _dofn(step: _Step):
+def _dofn(step: _Step) -> tuple:
     key = (step.job, step.label, threading.get_ident())
     if key not in _SET_UP:
         for other in [k for k in _SET_UP if k[0] != step.job]:  # an earlier job's models and child processes go
             try:
-                _SET_UP.pop(other).teardown()
+                _SET_UP.pop(other)[0].teardown()
             except Exception:  # noqa: BLE001 (a failing teardown of a finished job must not fail this one)
                 pass
         fn = pickler.loads(step.fn)
         fn.setup()
-        _SET_UP[key] = fn
+        _SET_UP[key] = (fn, pickler.loads(step.args), pickler.loads(step.windowing))
     return _SET_UP[key]
 
 
@@ -93,7 +94,7 @@ def _tear_down(job: str) -> int:
     done = 0
     for key in [k for k in _SET_UP if k[0] == job]:
         try:
-            _SET_UP.pop(key).teardown()
+            _SET_UP.pop(key)[0].teardown()
             done += 1
         except Exception:  # noqa: BLE001 (the job's result is already decided)
             pass
@@ -119,9 +120,7 @@ def _run_bundle(items, step: _Step, *side_values) -> list:
     from apache_beam.transforms import sideinputs
     from apache_beam.utils import counters
 
-    fn = _dofn(step)
-    args, kwargs, side_views = pickler.loads(step.args)
-    windowing = pickler.loads(step.windowing)
+    fn, (args, kwargs, side_views), windowing = _dofn(step)
     side_inputs = [sideinputs.SideInputMap(view_class, options, [WindowedValue(v, 0, _GLOBAL) for v in values])
                    for (view_class, options), values in zip(side_views, side_values)]
     out: list = []
@@ -170,6 +169,11 @@ def _values(group) -> tuple:
 def _stable_hash(element) -> int:
     # the same in every worker process (Python's hash() of a str is not)
     return int.from_bytes(hashlib.blake2b(pickle.dumps(element, protocol=5), digest_size=8).digest(), "big")
+
+
+def _numbered(part) -> list:
+    # a Reshuffle spreads by position in the partition: no element is pickled just to choose its partition
+    return list(enumerate(part))
 
 
 def _first(pair):
@@ -248,7 +252,7 @@ class _GraphBuilder(PipelineVisitor):
         elif isinstance(t, _GroupByKey):
             bag = self._shuffle(inputs[0], _first).map(_values)
         elif isinstance(t, _Reshuffle):
-            bag = self._shuffle(inputs[0], _stable_hash).map(_second).flatten()
+            bag = self._shuffle(inputs[0].map_partitions(_numbered), _first).map(_values).map(_second).flatten()
         elif isinstance(t, beam.ParDo):
             self._par_do(node, inputs[0])
             return

@@ -188,12 +188,12 @@ def _report_dask_tasks(log_dir: str) -> None:
 
 
 def _output_of(run_args: Sequence[str]) -> str:
-    for i, arg in enumerate(run_args):
-        if arg == "--output":
-            return run_args[i + 1]
-        if arg.startswith("--output="):
-            return arg.split("=", 1)[1]
-    raise SystemExit("local_cluster: --same-as needs the run's --output")
+    from pipeline.cli import flag_value
+
+    output = flag_value(run_args, "--output")
+    if output is None:
+        raise ValueError("--same-as needs the run's --output")
+    return output
 
 
 def _compare(expected: str, found: str) -> int:
