@@ -25,7 +25,14 @@ class JobConfig:
     inputs: tuple[str, ...] = ()        # WARC globs (local paths or any Beam filesystem: gs://, s3://)
     output: str = ""                    # output folder: data/, ledger/, report.json, manifest.json
     source: str = "web"                 # value of the `source` column for --input files
-    overwrite: bool = False             # replace an earlier run's outputs in `output`
+    overwrite: bool = False             # replace an earlier run's outputs in `output` (prepared parts too)
+    resume: bool = False                # reuse `output`'s prepared parts (phase 1, per input file) of an interrupted
+                                        # or earlier run whose input file and phase-1 settings match; redo the rest
+    limit: int = 0                      # a quick look: read at most this many records, files taken in name order; 0: all
+    sample_fraction: float = 1.0        # a quick look: read this share of the records (chosen by id, the same on
+                                        # every rerun)
+    dedup_against: tuple[str, ...] = ()  # earlier runs' output folders: new documents that duplicate (exactly or
+                                         # near) one of their documents are dropped (their signatures/ folders)
     sources: tuple[str, ...] = ()       # more sources as "NAME=GLOB": WARC files, or JSONL[.gz]/Parquet text
                                         # joining after extraction
     strict: bool = False                # a run that keeps 0 documents fails (exit 3, no manifest)
@@ -57,6 +64,10 @@ class JobConfig:
         check(self.row_group_rows >= 1, f"row_group_rows must be >= 1, got {self.row_group_rows}")
         check(self.mix_max_epochs >= 1, "mix_max_epochs must be >= 1")
         check(self.num_shards >= 0, "num_shards must be >= 0")
+        check(self.limit >= 0, f"limit must be >= 0 (0: no limit), got {self.limit}")
+        check(0 < self.sample_fraction <= 1, f"sample_fraction must be in (0, 1], got {self.sample_fraction}")
+        check(not (self.resume and self.overwrite), "resume and overwrite exclude each other: --resume keeps the "
+                                                   "prepared parts, --overwrite deletes them")
         check(0 <= self.ledger_snippet_chars <= 2000, "ledger_snippet_chars must be in [0, 2000]")
         bad = [s for s in self.sources if "=" not in s or not s.split("=", 1)[0].strip()]
         check(not bad, f"sources: expected NAME=GLOB, got {bad}")

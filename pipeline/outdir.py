@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import time
 
 from apache_beam.io.filesystems import FileSystems
@@ -20,12 +21,15 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.config import ConfigError
 
 LOCK_FILE = ".refinery.lock"
+# Phase 1's parts (pipeline/prepare.py): kept across failures, reused by --resume, removed by --overwrite.
+PREPARED_PATTERNS = ("prepared/*.docs.parquet", "prepared/*.ledger.parquet", "prepared/*.done.json",
+                     "prepared/.*.tmp")
 SPLITS = ("anneal", "valid")  # folders beside data/ with the same layout (pipeline/run.py writes them)
 # Everything a run (or an interrupted one) writes, relative to the output folder.
 OWN_PATTERNS = (
     "data/part-*.parquet", "data/.part-*.tmp", "ledger/part-*.parquet", "ledger/beam-temp-*",
     "report.json", "report.html", "manifest.json", ".manifest.json.tmp", "_shard_stats/*",
-    LOCK_FILE,
+    "signatures/part-*.parquet", "signatures/beam-temp-*", LOCK_FILE, *PREPARED_PATTERNS,
     *(f"{split}/{pattern}" for split in SPLITS for pattern in ("data/part-*.parquet", "data/.part-*.tmp",
                                                                 "_shard_stats/*", "manifest.json", ".manifest.json.tmp")),
 )
@@ -42,9 +46,9 @@ def is_local(path: str) -> bool:
 class OutputLock:
     """`with OutputLock(folder):` holds the folder for one run; released on every exit path."""
 
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, take_stale: bool = False):
         self.path = os.path.join(folder, LOCK_FILE) if is_local(folder) else None
-        self._held = False
+        self._held, self._take_stale = False, take_stale
 
     def __enter__(self) -> OutputLock:
         if self.path is None:
@@ -57,7 +61,14 @@ class OutputLock:
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            raise OutputError(self._held_message()) from None
+            owner = self._owner()
+            if not (self._take_stale and _stale(owner)):
+                raise OutputError(self._held_message(owner)) from None
+            # --resume continues the run that died holding it (same host, its process gone)
+            print(f"[refinery] the stale lock of a run that is gone (pid {owner.get('pid')}) is taken over by --resume",
+                  file=sys.stderr)
+            os.remove(self.path)
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         with os.fdopen(fd, "w") as fh:
             json.dump(owner, fh)
         self._held = True
@@ -71,17 +82,25 @@ class OutputLock:
                 pass
             self._held = False
 
-    def _held_message(self) -> str:
+    def _owner(self) -> dict:
         try:
             with open(self.path, encoding="utf-8") as fh:
-                owner = json.load(fh)
+                return json.load(fh)
         except (OSError, ValueError):
-            owner = {}
+            return {}
+
+    def _held_message(self, owner: dict) -> str:
         who = f"pid {owner.get('pid', '?')} on {owner.get('host', '?')} since {owner.get('started', '?')}"
-        if owner.get("host") == socket.gethostname() and not _alive(owner.get("pid")):
-            return (f"{os.path.dirname(self.path)} has a stale lock from a run that is gone ({who}); "
-                    f"if no other run uses the folder, delete {self.path} and rerun")
+        if _stale(owner):
+            return (f"{os.path.dirname(self.path)} has a stale lock from a run that is gone ({who}): pass --resume to "
+                    f"continue that run (its finished input files are not read again), or delete {self.path} "
+                    "and rerun")
         return f"{os.path.dirname(self.path)} is in use by another refinery run ({who}); wait for it or choose another --output"
+
+
+def _stale(owner: dict) -> bool:
+    """The lock's run is gone: same host, its process no longer exists."""
+    return owner.get("host") == socket.gethostname() and not _alive(owner.get("pid"))
 
 
 def _alive(pid) -> bool:
@@ -111,24 +130,33 @@ def foreign_files(folder: str) -> list[str]:
     return sorted(foreign)
 
 
-def prepare_output(output: str, overwrite: bool) -> None:
+def prepare_output(output: str, overwrite: bool, resume: bool = False) -> int:
     """Refuse a file, a folder with files we did not write, or an earlier run's outputs without
-    --overwrite; with --overwrite, remove the manifest first (a crash mid-way then leaves no folder
-    that claims to be complete), then the rest of our own outputs."""
+    --overwrite or --resume; remove the manifest first (a crash mid-way then leaves no folder that
+    claims to be complete), then the rest of our own outputs: all with --overwrite, all but the
+    prepared parts with --resume. Returns how many prepared parts are kept."""
     foreign = foreign_files(output)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise OutputError(f"--output {output} holds files refinery did not write ({shown}); "
                           "choose an empty or new folder")
     existing = _matching(output, [p for p in OWN_PATTERNS if p != LOCK_FILE])
+    prepared = _matching(output, PREPARED_PATTERNS)
+    parts = sum(1 for p in prepared if p.endswith(".done.json"))
     manifests = [p for p in existing if os.path.basename(p) == "manifest.json"]
-    if existing and not overwrite:
-        raise OutputError(f"{output} already holds a run's outputs ({len(existing)} files); "
-                          "pass --overwrite to replace them or choose another --output")
+    if existing and not (overwrite or resume):
+        if parts and not manifests:
+            raise OutputError(f"{output} holds the prepared parts of an unfinished run ({parts} input file(s) done): "
+                              "pass --resume to reuse them (same inputs and settings), --overwrite to start over, "
+                              "or choose another --output")
+        raise OutputError(f"{output} already holds a run's outputs ({len(existing)} files); pass --overwrite to "
+                          "replace them, --resume to rerun reusing its prepared parts, or choose another --output")
+    kept = set(prepared) if resume else set()
     _delete(manifests)
-    _delete([p for p in existing if p not in manifests])
+    _delete([p for p in existing if p not in manifests and p not in kept])
     if is_local(output):
         os.makedirs(output, exist_ok=True)
+    return parts if resume else 0
 
 
 def lock_note(output: str) -> str | None:
@@ -139,6 +167,7 @@ def remove_partial(output: str) -> None:
     """After an interrupted or failed job: our temporary files go; finished shards stay until --overwrite."""
     try:
         _delete(_matching(output, ["ledger/beam-temp-*", "data/.part-*.tmp", "_shard_stats", ".manifest.json.tmp",
+                                   "signatures/beam-temp-*", "prepared/.*.tmp",
                                    *(f"{split}/{p}" for split in SPLITS for p in ("_shard_stats", "data/.part-*.tmp"))]))
     except Exception:  # best effort: the interrupted run's message matters more
         pass

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.faults import kill_point
 from pipeline.schema import DOCUMENT_SCHEMA, document_row
 from stages.mix import approx_tokens, num_shards_for, shard_of
 from stages.record import Document
@@ -50,6 +51,7 @@ class _WriteShard(beam.DoFn):
         if FileSystems.exists(final):  # a retried bundle: replace our own earlier attempt
             FileSystems.delete([final])
         FileSystems.rename([temp], [final])
+        kill_point("shard")
         tokens: dict[str, int] = {}
         for row in rows:
             tokens[row["source"]] = tokens.get(row["source"], 0) + approx_tokens(row["text"])

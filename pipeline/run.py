@@ -32,16 +32,28 @@ from pipeline.mix import AnnealSplit, Mix
 from pipeline.outdir import OutputLock, lock_note, prepare_output, remove_partial
 from pipeline.output import MANIFEST, STATS_DIR, WriteShards, collect_shards, write_manifest
 from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
+from pipeline.prepare import (
+    PREPARED,
+    PREPARED_DIR,
+    REDONE,
+    REUSED,
+    InputFile,
+    Prepare,
+    PrepareFiles,
+    in_phase1,
+    phase1_digest,
+    signature_settings,
+)
+from pipeline.signatures import SIGNATURES_DIR, DedupAgainst, WriteSignatures, check_old_runs
 from pipeline.transforms import SOURCE_RECORDS, ApplyStage, Decontaminate, ReadFileFn, ReadSource
 from stages.decontam import DecontaminationIndex, read_benchmarks
+from stages.dedup import DEDUP_AGAINST
 from stages.extraction import trafilatura_speedups
 from stages.extraction.extract import Extractor
 from stages.extraction.warc import STAGE as WARC_STAGE
 from stages.mix import parse_weights
 from stages.settings import add_flags, add_set_flag, flag_values, set_values
 from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, WRITE, StageSpec
-
-EXTRACT_STAGE = next(spec.name for spec in TABLE if spec.runs == EXTRACT)
 
 DEFAULT_RUNNER = "FnApiRunner"  # in-process; DirectRunner first tries to download Prism
 DATA_DIR, LEDGER_DIR, REPORT_FILE, ANNEAL_DIR, VALID_DIR = "data", "ledger", "report.json", "anneal", "valid"
@@ -113,7 +125,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def check_inputs(patterns: Sequence[str]) -> dict[str, int]:
     """Fail before the job starts if a pattern matches nothing (a typo would otherwise give an empty run)
     or names a folder; the distinct files matched, with their sizes."""
-    files: dict[str, int] = {}
+    return {m.path: m.size_in_bytes for m in _match(patterns).values()}
+
+
+def _match(patterns: Sequence[str]) -> dict:
+    files: dict = {}
     for pattern in patterns:
         if "://" not in pattern and os.path.isdir(pattern):
             raise ConfigError(f"--input {pattern!r} is a folder: give a glob of its files, e.g. "
@@ -121,8 +137,17 @@ def check_inputs(patterns: Sequence[str]) -> dict[str, int]:
         match = FileSystems.match([pattern])[0]
         if not match.metadata_list:
             raise ConfigError(f"--input {pattern!r} matches no files")
-        files.update((m.path, m.size_in_bytes) for m in match.metadata_list)
+        files.update((m.path, m) for m in match.metadata_list)
     return files
+
+
+def input_files(config: RunConfig) -> list[InputFile]:
+    """Every input file once (the first source naming it reads it), in name order: phase 1's work list."""
+    files: dict[str, InputFile] = {}
+    for name, globs in source_groups(config):
+        for path, m in _match(globs).items():
+            files.setdefault(path, InputFile(name, path, m.size_in_bytes, m.last_updated_in_seconds))
+    return sorted(files.values(), key=lambda f: f.path)
 
 
 def input_root(files: Sequence[str]) -> str:
@@ -147,10 +172,17 @@ def preflight(config: RunConfig) -> None:
             raise ConfigError(f"{spec.section}.sources: no source named {', '.join(map(repr, unknown))} in this run "
                               f"(sources: {', '.join(sorted(names))})")
         spec.preflight(config)
+    if config.dedup_against:
+        own = os.path.abspath(config.output)
+        if any(os.path.abspath(folder) == own for folder in config.dedup_against):
+            raise ConfigError("--dedup-against names this run's own --output; give earlier runs' folders")
+        check_old_runs(config.dedup_against, config.dedup)
 
 
 def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]) -> beam.PTransform:
     """The Beam transform of a stage that needs all documents at once (what it loaded goes into `facts`)."""
+    if spec.name == DEDUP_AGAINST:
+        return DedupAgainst(config.dedup_against, config.dedup)
     if spec.name == "exact_dedup":
         return ExactDedup()
     if spec.name == "near_dedup":
@@ -169,10 +201,10 @@ def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]) -> b
     raise ConfigError(f"stage {spec.name}: runs over all documents, but the pipeline has no transform for it")
 
 
-def make_steps(config: RunConfig, facts: dict[str, Any] | None = None) -> list[tuple]:
-    """(name, transform) of every enabled stage after reading, in the stage table's order: stages
-    before extraction (on the URL: every document), extraction (HTML documents only), the rest; the
-    last is the write check."""
+def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: int | None = None) -> list[tuple]:
+    """(name, transform) of every enabled stage after reading (of one phase: 1, per input file, or 2),
+    in the stage table's order: stages before extraction (on the URL: every document), extraction (HTML
+    documents only), the rest; the last is the write check."""
     faults: dict[str, list[str]] = {}
     for spec in config.inject_errors:
         stage_name, _, url_part = spec.partition("=")
@@ -181,6 +213,9 @@ def make_steps(config: RunConfig, facts: dict[str, Any] | None = None) -> list[t
     for spec in enabled_stages(config):
         if spec.runs in (EXTRACT, DOCUMENT):
             per_document.append(spec.name)
+        if phase is not None and in_phase1(spec) != (phase == 1):
+            continue
+        if spec.runs in (EXTRACT, DOCUMENT):
             steps.append((spec.name, ApplyStage(spec.make(config),
                                                 fail_urls=faults.get(spec.name, ()),
                                                 sources=getattr(spec.settings(config), "sources", ()))))
@@ -218,28 +253,26 @@ def read_sources(p: beam.Pipeline, config: RunConfig, root: str = "") -> tuple:
                  for what, pcolls in (("Html", html_docs), ("Text", text_docs), ("ReadDrops", drops)))
 
 
-def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "", facts: dict[str, Any] | None = None) -> list[str]:
-    """Adds the job to `p`; returns the stage names in order (for the report). Input files are named by
-    their path below `root` (see `input_root`); what the stages loaded is added to `facts`."""
-    html, text, read_drops = read_sources(p, config, root)
-    ledgers = [read_drops]
-    names = [spec.name for spec in TABLE if spec.runs == READ]
-    steps = make_steps(config, facts)
-    extract_at = next(i for i, (name, _) in enumerate(steps) if name == EXTRACT_STAGE)
-    for name, step in steps[:extract_at]:  # on the URL: HTML and text documents alike, one counter
-        html, html_drops = html | f"Stage_{name}" >> step
-        text, text_drops = text | f"Stage_{name}_text" >> step
-        ledgers += [html_drops, text_drops]
-        names.append(name)
-    extract_name, extract = steps[extract_at]
-    extracted, drops = html | f"Stage_{extract_name}" >> extract
-    ledgers.append(drops)
-    names.append(extract_name)
-    documents = [extracted, text] | "JoinTextSources" >> beam.Flatten()  # text skips extraction
-    for name, step in steps[extract_at + 1:]:
+def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFile], root: str = "",
+                   facts: dict[str, Any] | None = None) -> list[str]:
+    """Adds the job to `p`; returns the stage names in order (for the report). Phase 1 prepares each input
+    file (pipeline/prepare.py), phase 2 runs the global stages and the rest on the prepared documents.
+    Input files are named by their path below `root` (see `input_root`); what the stages loaded is added
+    to `facts`."""
+    phase1 = make_steps(config, facts, phase=1)
+    readers = {name: ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes, root,
+                                config.sample_fraction) for name, _ in source_groups(config)}
+    prepare = PrepareFiles(config.output, readers, phase1, root, phase1_digest(config), config.dedup,
+                           config.ledger_snippet_chars, config.limit)
+    documents, prepared_ledger, signatures = p | "Prepare" >> Prepare(files, prepare, config.output,
+                                                                       one_task=bool(config.limit))
+    names = [spec.name for spec in TABLE if spec.runs == READ] + [name for name, _ in phase1]
+    ledgers = []
+    for name, step in make_steps(config, facts, phase=2):
         documents, drops = documents | f"Stage_{name}" >> step
         ledgers.append(drops)
         names.append(name)
+    _ = (documents, signatures) | "Signatures" >> WriteSignatures(FileSystems.join(config.output, SIGNATURES_DIR))
     if config.holdout_fraction:
         documents, valid = documents | "HoldOut" >> HoldOut(config.holdout_fraction)
         _ = valid | "WriteValid" >> _shards_to(config, VALID_DIR)
@@ -249,10 +282,12 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, root: str = "", facts: d
              | "Anneal" >> AnnealSplit(config.anneal_fraction, config.anneal_min_quality, config.seed)
              | "WriteAnneal" >> _shards_to(config, ANNEAL_DIR))
     dedup_stages = sum(1 for name in names if name in (EXACT, NEAR))
-    _ = (ledgers
-         | "MergeLedger" >> beam.Flatten()
-         | "ResolveKeptCopies" >> ResolveKeptCopies(rounds=dedup_stages)
-         | "LedgerRows" >> beam.Map(ledger_row, config.ledger_snippet_chars)
+    phase2_rows = ((ledgers or [p | "NoDrops" >> beam.Create([])])
+                   | "MergeLedger" >> beam.Flatten()
+                   | "ResolveKeptCopies" >> ResolveKeptCopies(rounds=dedup_stages)
+                   | "LedgerRows" >> beam.Map(ledger_row, config.ledger_snippet_chars))
+    _ = ((phase2_rows, prepared_ledger)
+         | "AllLedgerRows" >> beam.Flatten()
          | "WriteLedger" >> beam.io.WriteToParquet(
              FileSystems.join(config.output, LEDGER_DIR, "part"), LEDGER_SCHEMA, codec="zstd",
              file_name_suffix=".parquet", num_shards=config.num_shards))
@@ -281,25 +316,26 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
     args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
     check_beam_args(beam_args, parser)
     config = config_from_args(args)
-    files = check_inputs([pattern for _, globs in source_groups(config) for pattern in globs])
+    files = input_files(config)
     preflight(config)
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = [f"--runner={DEFAULT_RUNNER}", *beam_args]
     options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner
-    with OutputLock(config.output):
-        prepare_output(config.output, config.overwrite)
+    total_bytes = sum(f.size for f in files)
+    with OutputLock(config.output, take_stale=config.resume):
+        prepared = prepare_output(config.output, config.overwrite, config.resume)
         if not args.quiet:
-            print(f"[refinery] {len(files)} input file(s), {sum(files.values()) / 1e6:.1f} MB; runner {runner}",
-                  file=sys.stderr)
+            print(f"[refinery] {len(files)} input file(s), {total_bytes / 1e6:.1f} MB; runner {runner}"
+                  + (f"; resuming with {prepared} prepared part(s)" if config.resume else ""), file=sys.stderr)
         started = time.monotonic()
         p = beam.Pipeline(options=options)
-        root = input_root(files)
+        root = input_root([f.path for f in files])
         facts: dict[str, Any] = {}
-        names = build_pipeline(p, config, root, facts)
+        names = build_pipeline(p, config, files, root, facts)
         try:
             with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
-                result = _run_with_progress(p, options, names, sum(files.values()),
+                result = _run_with_progress(p, options, names, total_bytes,
                                             0 if args.quiet else args.progress_every)
             if interrupted():
                 raise KeyboardInterrupt
@@ -370,6 +406,8 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     report["shards"] = [{"path": s["path"], "rows": s["rows"]} for s in shards]
     report["stage_times"] = reporting.stage_times(reporting.distributions(result), names)
     report["input_root"] = root  # file names in ids, metadata and the ledger are relative to it
+    report["prepared"] = {"folder": PREPARED_DIR, **{name.split(".", 1)[1]: (counters or {}).get(name, 0)
+                                                     for name in (PREPARED, REUSED, REDONE)}}
     report.update(facts or {})
     rows = sum(originals.values())
     tokens = sum(s["tokens"] for s in shards)
@@ -392,6 +430,10 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     _write_html_report(config, report)
     if not quiet:
         print(reporting.format_funnel(report))
+        prepared = report["prepared"]
+        print(f"[refinery] phase 1: {prepared['files_prepared']} file(s) prepared, {prepared['files_reused']} reused"
+              + (f", {prepared['files_redone']} redone (input or phase-1 settings changed)"
+                 if prepared["files_redone"] else ""), file=sys.stderr)
     if report["kept"] == 0:
         print("[refinery] WARNING: this run kept 0 documents (see the funnel above and the ledger); "
               "--strict makes that an error", file=sys.stderr)
@@ -402,7 +444,8 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     if problems:
         raise RunFailed(f"run failed its checks, no manifest written ({REPORT_FILE} has details): " + "; ".join(problems))
 
-    extra = {"config": config.to_dict(), "refinery_version": version(), "extraction": trafilatura_speedups.versions()}
+    extra = {"config": config.to_dict(), "refinery_version": version(), "extraction": trafilatura_speedups.versions(),
+             "signatures": signature_settings(config.dedup)}
     if config.holdout_fraction:
         write_manifest(valid_dir, valid_shards, dict(extra, split=VALID_DIR))
         extra[VALID_DIR] = {k: report["valid"][k] for k in ("manifest", "rows", "tokens", "fraction")}

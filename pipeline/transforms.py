@@ -12,7 +12,10 @@ Distributions:
 """
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
+import threading
 import time
 from collections.abc import Iterable, Sequence
 
@@ -45,9 +48,27 @@ def _counter(name: str):
     return Metrics.counter(NAMESPACE, name)
 
 
+_CAPTURE = threading.local()  # .counts: a Counter that also receives this thread's counts (capture_counts)
+
+
 def count(name: str, n: int = 1) -> None:
     _counter(name).inc(n)
     TALLY.add(name, n)  # the live progress display of a local run (pipeline/progress.py); off elsewhere
+    captured = getattr(_CAPTURE, "counts", None)
+    if captured is not None:
+        captured[name] += n
+
+
+@contextlib.contextmanager
+def capture_counts():
+    """`with capture_counts() as counts:` the counts made by this thread inside the block, besides Beam's
+    (phase 1 stores each input file's counts with its prepared part, to replay them when it is reused)."""
+    outer = getattr(_CAPTURE, "counts", None)
+    _CAPTURE.counts = counts = collections.Counter()
+    try:
+        yield counts
+    finally:
+        _CAPTURE.counts = outer
 
 
 @functools.lru_cache(maxsize=256)
@@ -90,11 +111,15 @@ class ReadFileFn(beam.DoFn):
     """
 
     def __init__(self, source: str, warc_config: WarcConfig, text_config: TextSourceConfig, max_payload_bytes: int,
-                 root: str = ""):
+                 root: str = "", sample_fraction: float = 1.0):
         self._source, self._warc, self._text, self._max_payload = source, warc_config, text_config, max_payload_bytes
-        self._root = root
+        self._root, self._sample_fraction = root, sample_fraction
 
     def process(self, readable_file: fileio.ReadableFile) -> Iterable:
+        yield from self.read(readable_file)
+
+    def read(self, readable_file: fileio.ReadableFile, cap: int | None = None) -> Iterable:
+        """The file's records; with `cap`, at most that many (--limit), the rest of the file unread."""
         full_path = readable_file.metadata.path
         path = full_path[len(self._root):] if self._root and full_path.startswith(self._root) else full_path
         try:
@@ -119,8 +144,15 @@ class ReadFileFn(beam.DoFn):
             else:
                 records = read_text_records(stream, source=self._source, filename=path, fmt=fmt,
                                             gzipped=is_gzip(head), config=self._text, count=note)
-            position = 0
+            position, taken = 0, 0
             for result in records:
+                if self._sample_fraction < 1 and not in_sample(result.id, self._sample_fraction):
+                    count(f"{stage}.note.not_sampled")  # --sample-fraction: not part of this run
+                    continue
+                if cap is not None and taken >= cap:
+                    count(f"{stage}.note.limit_reached")  # --limit: the rest of the input is not read
+                    return
+                taken += 1
                 count(f"{stage}.in")
                 position = self._count_bytes(stream, position)
                 if not (isinstance(result, Drop) and result.reason == DropReason.READ_ERROR):
@@ -150,6 +182,11 @@ class ReadFileFn(beam.DoFn):
     @staticmethod
     def _count_note(stage: str, name: str) -> None:
         count(f"{stage}.{name}")
+
+
+def in_sample(doc_id: str, fraction: float) -> bool:
+    """Is this record in a --sample-fraction sample? Decided by its id: the same records on every rerun."""
+    return int(doc_id[-8:], 16) < fraction * 0x100000000 if len(doc_id) >= 8 else True
 
 
 class ReadSource(beam.PTransform):
@@ -255,13 +292,19 @@ class ApplyStage(beam.PTransform):
         self._stage, self._fail_urls = stage, tuple(fail_urls)
         self._sources = tuple(sources)
 
+    @property
+    def batched(self) -> bool:
+        return hasattr(self._stage, "process_batch")
+
+    def fn(self) -> RunStage:
+        """The DoFn (also run directly, outside Beam, by phase 1: pipeline/prepare.py); batched stages take lists."""
+        runner = RunStageOnBatches if self.batched else RunStage
+        return runner(self._stage, self._fail_urls, self._sources)
+
     def expand(self, documents):
-        if hasattr(self._stage, "process_batch"):
+        if self.batched:
             documents = documents | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=256)
-            fn = RunStageOnBatches(self._stage, self._fail_urls, self._sources)
-        else:
-            fn = RunStage(self._stage, self._fail_urls, self._sources)
-        results = documents | "Run" >> beam.ParDo(fn).with_outputs(LEDGER, main=DOCUMENTS)
+        results = documents | "Run" >> beam.ParDo(self.fn()).with_outputs(LEDGER, main=DOCUMENTS)
         return results[DOCUMENTS], results[LEDGER]
 
 

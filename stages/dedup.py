@@ -253,7 +253,16 @@ def both_directions(edge: tuple[str, str]) -> list[tuple[str, str]]:
     return [(u, v), (v, u)] if u != v else []
 
 
+DEDUP_AGAINST = "dedup_against"
+EXACT_OLD, NEAR_OLD = "exact_duplicate_of_earlier_run", "near_duplicate_of_earlier_run"
 SPECS = (
+    StageSpec(name=DEDUP_AGAINST, order=75, runs=GLOBAL, enabled=lambda run: bool(run.dedup_against),
+              about="`--dedup-against OLD_OUTPUT`: drop new documents duplicating one of earlier runs "
+                    "(their signatures/)",
+              reasons={EXACT_OLD: "the same normalized text as a document of an earlier run (detail: its id "
+                                  "and output folder)",
+                       NEAR_OLD: "shares a MinHash-LSH band with a document of an earlier run (detail: its id "
+                                 "and output folder)"}),
     StageSpec(name="exact_dedup", order=80, runs=GLOBAL, config=DedupConfig, section="dedup",
               enabled=lambda run: run.dedup.exact, about="one copy of each normalized text",
               reasons={DropReason.EXACT_DUPLICATE: "same text after NFKC, case folding and whitespace collapsing "

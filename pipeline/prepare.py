@@ -1,0 +1,340 @@
+"""Phase 1 of a run, one input file at a time: read -> every per-document stage before the first global
+one (stages/table.py) -> a prepared part, committed by a marker written last. Phase 2 (dedup,
+decontamination, the filters after it, PII, mixing, shards) reads the parts, so a run that dies is
+resumed (`refinery run --resume`) without redoing the files that were finished.
+
+    OUTPUT/prepared/<key>.docs.parquet    documents that passed phase 1, with their dedup signature
+    OUTPUT/prepared/<key>.ledger.parquet  that file's ledger rows
+    OUTPUT/prepared/<key>.done.json       the marker: source, file, size, mtime, phase-1 digest, record cap,
+                                          and the file's counts (replayed into the job's counters on reuse)
+
+A part is reused only when its marker matches the input file (size, mtime) and the digest of every
+setting phase 1 depends on (its stages' sections, the readers', the signature settings, the per-language
+thresholds, refinery's version); any other part is written again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io import fileio
+from apache_beam.io.filesystem import FileMetadata
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.cli import version
+from pipeline.config import TABLE
+from pipeline.faults import kill_point
+from pipeline.schema import LEDGER_SCHEMA, ledger_row
+from pipeline.transforms import DOCUMENTS, LEDGER, ReadFileFn, capture_counts, count
+from stages.dedup import DedupConfig, MinHasher, band_keys, exact_key, shingles
+from stages.record import Document
+from stages.table import EXTRACT, GLOBAL, READ
+
+PREPARED_DIR = "prepared"
+PHASE1_END = min(spec.order for spec in TABLE if spec.runs == GLOBAL)  # phase 1: the stages before it
+EXTRACT_STAGE = next(spec.name for spec in TABLE if spec.runs == EXTRACT)
+READ_COUNTERS = tuple(f"{spec.name}.in" for spec in TABLE if spec.runs == READ)
+PREPARED, REUSED, REDONE = "prepare.files_prepared", "prepare.files_reused", "prepare.files_redone"
+LEDGER_ROWS, SIGNATURES = "ledger_rows", "signatures"  # tagged outputs of ReadPrepared
+CHUNK = 256        # documents taken through the stages together (batched stages see up to this many)
+ROW_GROUP = 1024   # rows per row group of a part: bounds the writer's buffer
+
+_ENCODED = ("url", "record_id", "text")  # may hold lone surrogates (mis-encoded pages): stored as bytes
+PART_SCHEMA = pa.schema([
+    pa.field("id", pa.string(), nullable=False), pa.field("source", pa.string(), nullable=False),
+    pa.field("url", pa.binary()), pa.field("record_id", pa.binary()), pa.field("text", pa.binary()),
+    pa.field("lang", pa.string()), pa.field("lang_score", pa.float64()), pa.field("quality_score", pa.float64()),
+    pa.field("toxicity_score", pa.float64()), pa.field("epoch", pa.int32()),
+    pa.field("metadata", pa.string()),                  # JSON (ASCII): every key the readers set
+    pa.field("exact_key", pa.string()),                 # stages.dedup.exact_key of the text
+    pa.field("bands", pa.list_(pa.binary())),           # MinHash band digests, band i at position i
+], metadata={"refinery.schema": "prepared/1"})
+SIGNATURE_SCHEMA = pa.schema([
+    pa.field("id", pa.string(), nullable=False), pa.field("source", pa.string()),
+    pa.field("exact_key", pa.string()), pa.field("bands", pa.list_(pa.binary())),
+], metadata={"refinery.schema": "signatures/1"})
+
+
+class InputFile(NamedTuple):
+    source: str
+    path: str
+    size: int
+    mtime: float
+
+
+def in_phase1(spec) -> bool:
+    return spec.order < PHASE1_END
+
+
+def part_key(source: str, name: str) -> str:
+    return hashlib.sha256(f"{source}\x1f{name}".encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def part_paths(prepared: str, key: str) -> dict[str, str]:
+    return {kind: FileSystems.join(prepared, f"{key}.{kind}") for kind in ("docs.parquet", "ledger.parquet", "done.json")}
+
+
+def signature_settings(config: DedupConfig) -> dict[str, Any]:
+    """What makes two runs' signatures comparable (--dedup-against checks the old run's)."""
+    bands, rows = config.band_rows()
+    return {"shingle_words": config.shingle_words, "num_perm": config.num_perm, "bands": bands, "rows": rows,
+            "seed": config.seed}
+
+
+def phase1_digest(config) -> str:
+    """A digest of every setting the prepared parts depend on (not where the inputs lie: parts name their
+    file below the inputs' common folder, as ids do)."""
+    settings = config.to_dict()
+    sections = sorted({spec.section for spec in TABLE if in_phase1(spec) and spec.section})
+    relevant = {section: settings[section] for section in sections}
+    relevant.update(signature=signature_settings(config.dedup), version=version(),
+                    inject_errors=settings["inject_errors"], ledger_snippet_chars=config.ledger_snippet_chars,
+                    sample_fraction=config.sample_fraction, thresholds=_file_digest(config.thresholds))
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _file_digest(path: str | None) -> str | None:
+    if not path or path == "bundled" or not os.path.exists(path):
+        return path  # bundled: part of refinery's version
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with FileSystems.open(path) as fh:
+            return json.loads(fh.read().decode("utf-8"))
+    except Exception:  # absent, or cut short by a kill: not a commit
+        return None
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    folder, name = path.rsplit("/", 1) if "/" in path else ("", path)
+    temp = FileSystems.join(folder, f".{name}.tmp") if folder else f".{name}.tmp"
+    with FileSystems.create(temp) as fh:
+        fh.write(data)
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([temp], [path])
+
+
+class Signer:
+    """exact key and MinHash band digests of a text (the same functions the job's dedup uses)."""
+
+    def __init__(self, config: DedupConfig):
+        self._config, self._hasher = config, None
+
+    def __call__(self, doc: Document) -> tuple[str | None, list[bytes]]:
+        c = self._config
+        if self._hasher is None:
+            self._hasher = MinHasher(c.num_perm, c.seed)
+        try:
+            key = exact_key(doc.text)
+            doc_shingles = shingles(doc.text, c.shingle_words, doc.lang)
+        except Exception:  # the document still goes on; it just matches nothing in a later run
+            count("prepare.note.unsigned")
+            return None, []
+        if not doc_shingles:
+            return key, []
+        bands, rows = c.band_rows()
+        return key, [digest for _, digest in band_keys(self._hasher.signature(doc_shingles), bands, rows)]
+
+
+def _encode(value: str | None) -> bytes | None:
+    return None if value is None else value.encode("utf-8", "surrogatepass")
+
+
+def _decode(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("utf-8", "surrogatepass")
+
+
+def part_row(doc: Document, signature: tuple[str | None, list[bytes]]) -> dict[str, Any]:
+    return {"id": doc.id, "source": doc.source, "url": _encode(doc.url), "record_id": _encode(doc.record_id),
+            "text": _encode(doc.text), "lang": doc.lang, "lang_score": doc.lang_score,
+            "quality_score": doc.quality_score, "toxicity_score": doc.toxicity_score, "epoch": doc.epoch,
+            "metadata": json.dumps(dict(doc.metadata), sort_keys=True, default=str),
+            "exact_key": signature[0], "bands": signature[1]}
+
+
+def document_from_part(row: dict[str, Any]) -> Document:
+    return Document(id=row["id"], url=_decode(row["url"]) or "", source=row["source"], text=_decode(row["text"]) or "",
+                    lang=row["lang"], lang_score=row["lang_score"], quality_score=row["quality_score"],
+                    toxicity_score=row["toxicity_score"], epoch=row["epoch"], record_id=_decode(row["record_id"]),
+                    metadata=json.loads(row["metadata"]))
+
+
+class _PartWriter:
+    """Rows -> a Parquet file at a temporary name, in row groups of ROW_GROUP; `commit()` renames it."""
+
+    def __init__(self, path: str, schema: pa.Schema):
+        self.path, self.rows = path, 0
+        folder, name = path.rsplit("/", 1)
+        self._temp = FileSystems.join(folder, f".{name}.tmp")
+        self._schema, self._buffer = schema, []
+        self._stream = FileSystems.create(self._temp)
+        self._writer = pq.ParquetWriter(self._stream, schema, compression="zstd")
+
+    def add(self, row: dict[str, Any]) -> None:
+        self._buffer.append(row)
+        if len(self._buffer) >= ROW_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buffer:
+            self._writer.write_table(pa.Table.from_pylist(self._buffer, schema=self._schema))
+            self.rows += len(self._buffer)
+            self._buffer = []
+
+    def commit(self) -> int:
+        self._flush()
+        self._writer.close()
+        self._stream.close()
+        if FileSystems.exists(self.path):
+            FileSystems.delete([self.path])
+        FileSystems.rename([self._temp], [self.path])
+        return self.rows
+
+
+class PrepareFiles(beam.DoFn):
+    """A list of input files -> the part key of each, its part written (or reused when its marker matches).
+    One file per element, except with --limit: then all files in name order in one element, each read
+    until the run's record budget is spent (files after that are not read)."""
+
+    def __init__(self, output: str, readers: dict[str, ReadFileFn], steps: Sequence[tuple[str, Any]], root: str,
+                 digest: str, dedup: DedupConfig, snippet_chars: int, limit: int = 0):
+        self._prepared = FileSystems.join(output, PREPARED_DIR)
+        self._readers, self._root, self._digest = readers, root, digest
+        self._steps = [(name, step.fn(), step.batched, name == EXTRACT_STAGE) for name, step in steps]
+        self._signer, self._snippet, self._limit = Signer(dedup), snippet_chars, limit
+
+    def setup(self) -> None:
+        for _, fn, _, _ in self._steps:
+            fn.setup()
+
+    def teardown(self) -> None:
+        for _, fn, _, _ in self._steps:
+            fn.teardown()
+
+    def process(self, files: Sequence[InputFile]) -> Iterable[str]:
+        budget = self._limit or None
+        for file in files:
+            if budget is not None and budget <= 0:
+                return
+            key, records = self._prepare(InputFile(*file), budget)
+            yield key
+            if budget is not None:
+                budget -= records
+
+    def _prepare(self, file: InputFile, cap: int | None) -> tuple[str, int]:
+        name = file.path[len(self._root):] if self._root and file.path.startswith(self._root) else file.path
+        key = part_key(file.source, name)
+        paths = part_paths(self._prepared, key)
+        want = {"source": file.source, "file": name, "size": file.size, "mtime": file.mtime, "digest": self._digest,
+                "cap": cap}
+        marker = read_json(paths["done.json"])
+        if marker is not None and all(marker.get(k) == v for k, v in want.items()):
+            for counter, n in marker["counts"].items():
+                count(counter, n)
+            count(REUSED)
+            return key, marker["records"]
+        count(REDONE if marker is not None else PREPARED)
+        if marker is not None:
+            FileSystems.delete([paths["done.json"]])  # the old part is no longer committed
+        with capture_counts() as counts:
+            docs, ledger = self._write_part(file, paths, cap)
+        records = sum(counts.get(c, 0) for c in READ_COUNTERS)
+        write_atomically(paths["done.json"], json.dumps(
+            dict(want, records=records, documents=docs, ledger_rows=ledger, counts=dict(sorted(counts.items()))),
+            indent=1).encode())
+        kill_point("prepared")
+        return key, records
+
+    def _write_part(self, file: InputFile, paths: dict[str, str], cap: int | None) -> tuple[int, int]:
+        docs_out, ledger_out = _PartWriter(paths["docs.parquet"], PART_SCHEMA), _PartWriter(paths["ledger.parquet"],
+                                                                                            LEDGER_SCHEMA)
+        readable = fileio.ReadableFile(FileMetadata(file.path, file.size, file.mtime))
+        chunk: list[tuple[bool, Document]] = []
+        for out in self._readers[file.source].read(readable, cap):
+            if isinstance(out, beam.pvalue.TaggedOutput) and out.tag == LEDGER:
+                ledger_out.add(ledger_row(out.value, self._snippet))
+                continue
+            is_html = not isinstance(out, beam.pvalue.TaggedOutput)  # text records are tagged TEXT
+            chunk.append((is_html, out if is_html else out.value))
+            if len(chunk) >= CHUNK:
+                self._run_chunk(chunk, docs_out, ledger_out)
+                chunk = []
+        self._run_chunk(chunk, docs_out, ledger_out)
+        return docs_out.commit(), ledger_out.commit()
+
+    def _run_chunk(self, docs: list[tuple[bool, Document]], docs_out: _PartWriter, ledger_out: _PartWriter) -> None:
+        """The stages in order over a chunk (extraction on HTML documents only); drops to the ledger part."""
+        for _, fn, batched, html_only in self._steps:
+            todo = [doc for is_html, doc in docs if is_html or not html_only]
+            if not todo:
+                continue
+            results = iter(list(fn.process(todo)) if batched else [r for doc in todo for r in fn.process(doc)])
+            kept = []
+            for is_html, doc in docs:
+                if html_only and not is_html:
+                    kept.append((is_html, doc))
+                    continue
+                result = next(results)
+                if isinstance(result, beam.pvalue.TaggedOutput):
+                    ledger_out.add(ledger_row(result.value, self._snippet))
+                else:
+                    kept.append((is_html, result))
+            docs = kept
+        for _, doc in docs:
+            docs_out.add(part_row(doc, self._signer(doc)))
+
+
+def _rows(path: str) -> Iterable[dict[str, Any]]:
+    with FileSystems.open(path) as fh:
+        for batch in pq.ParquetFile(fh).iter_batches(batch_size=ROW_GROUP):
+            yield from batch.to_pylist()
+
+
+class ReadPrepared(beam.DoFn):
+    """A part key -> its documents, its ledger rows (LEDGER_ROWS) and (id, signature row) (SIGNATURES)."""
+
+    def __init__(self, output: str):
+        self._prepared = FileSystems.join(output, PREPARED_DIR)
+
+    def process(self, key: str):
+        paths = part_paths(self._prepared, key)
+        for row in _rows(paths["docs.parquet"]):
+            yield document_from_part(row)
+            yield beam.pvalue.TaggedOutput(SIGNATURES, (row["id"], {k: row[k] for k in SIGNATURE_SCHEMA.names}))
+        for row in _rows(paths["ledger.parquet"]):
+            yield beam.pvalue.TaggedOutput(LEDGER_ROWS, row)
+
+
+class Prepare(beam.PTransform):
+    """Input files -> (documents, phase-1 ledger rows, (id, signature row)) read back from the prepared parts."""
+
+    def __init__(self, files: Sequence[InputFile], prepare_fn: PrepareFiles, output: str, one_task: bool):
+        super().__init__()
+        self._files, self._fn, self._output, self._one_task = list(files), prepare_fn, output, one_task
+
+    def expand(self, pbegin):
+        elements = [self._files] if self._one_task else [[f] for f in self._files]
+        read = (pbegin
+                | "InputFiles" >> beam.Create(elements)
+                | "SpreadFiles" >> beam.Reshuffle()
+                | "PrepareFiles" >> beam.ParDo(self._fn)
+                | "SpreadParts" >> beam.Reshuffle()
+                | "ReadPrepared" >> beam.ParDo(ReadPrepared(self._output)).with_outputs(LEDGER_ROWS, SIGNATURES,
+                                                                                        main=DOCUMENTS))
+        return read[DOCUMENTS] | "SpreadDocuments" >> beam.Reshuffle(), read[LEDGER_ROWS], read[SIGNATURES]
+
+
+def prepared_markers(output: str) -> list[str]:
+    """The committed parts' markers in an output folder (local or remote)."""
+    pattern = FileSystems.join(output, PREPARED_DIR, "*.done.json")
+    return [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
