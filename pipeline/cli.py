@@ -11,6 +11,8 @@ USAGE = """usage: refinery COMMAND [options]   (refinery --version; refinery COM
 commands:
   run            WARC files -> clean text Parquet shards + drop ledger + report.json + report.html
                  (`refinery run --help` lists every option)
+  plan           before a run: CPU-hours, memory per worker, intermediate, output and shuffle bytes,
+                 predicted from a measured sample (for the input and for one Common Crawl snapshot)
   inspect        a run's output in the terminal: why pages were dropped (--reason R --sample N,
                  --id ID, --url TEXT, --lang L), what was kept (--kept)
   calibrate      per-language thresholds from a corpus, for `refinery run --thresholds FILE`
@@ -34,7 +36,8 @@ commands:
 # command -> the module whose main(argv) runs it
 COMMANDS = {"calibrate": "pipeline.calibrate", "train": "training.launch", "train-tokenizer": "training.tokenizer",
             "tokenize": "training.tokens", "sample": "training.sample", "ablate": "training.ablate",
-            "report": "training.report", "annotate": "pipeline.annotate", "inspect": "pipeline.inspect_cli"}
+            "report": "training.report", "annotate": "pipeline.annotate", "inspect": "pipeline.inspect_cli",
+            "plan": "pipeline.plan"}
 
 
 def version() -> str:
@@ -86,7 +89,8 @@ def _run(argv: Sequence[str]) -> int:
         if INTERRUPTED or isinstance(exc, KeyboardInterrupt):  # first: Beam may re-raise it as another type
             where = f" {output}" if output else ""
             print(f"\nrefinery run: interrupted; the output{where} is incomplete and has no manifest. "
-                  "Run the same command again with --overwrite to start over.", file=sys.stderr)
+                  "Run the same command with --resume to continue (input files already prepared are not read again), "
+                  "or with --overwrite to start over.", file=sys.stderr)
             return 130
         if isinstance(exc, RunFailed):
             print(f"refinery run: error: {exc}", file=sys.stderr)

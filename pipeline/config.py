@@ -31,6 +31,8 @@ class JobConfig:
     limit: int = 0                      # a quick look: read at most this many records, files taken in name order; 0: all
     sample_fraction: float = 1.0        # a quick look: read this share of the records (chosen by id, the same on
                                         # every rerun)
+    plan: str | None = None             # a `refinery plan --save` file: report.json sets its whole-input
+                                        # predictions next to what this run measured
     dedup_against: tuple[str, ...] = ()  # earlier runs' output folders: new documents that duplicate (exactly or
                                          # near) one of their documents are dropped (their signatures/ folders)
     sources: tuple[str, ...] = ()       # more sources as "NAME=GLOB": WARC files, or JSONL[.gz]/Parquet text

@@ -31,7 +31,8 @@ from pipeline.mix import STAGE as MIX_STAGE
 from pipeline.mix import AnnealSplit, Mix
 from pipeline.outdir import OutputLock, lock_note, prepare_output, remove_partial
 from pipeline.output import MANIFEST, STATS_DIR, WriteShards, collect_shards, write_manifest
-from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
+from pipeline.plan import ResourceUsage
+from pipeline.plan import compare as plan_vs_measured
 from pipeline.prepare import (
     PREPARED,
     PREPARED_DIR,
@@ -44,6 +45,7 @@ from pipeline.prepare import (
     phase1_digest,
     signature_settings,
 )
+from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
 from pipeline.signatures import SIGNATURES_DIR, DedupAgainst, WriteSignatures, check_old_runs
 from pipeline.transforms import SOURCE_RECORDS, ApplyStage, Decontaminate, ReadFileFn, ReadSource
 from stages.decontam import DecontaminationIndex, read_benchmarks
@@ -328,7 +330,7 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
         if not args.quiet:
             print(f"[refinery] {len(files)} input file(s), {total_bytes / 1e6:.1f} MB; runner {runner}"
                   + (f"; resuming with {prepared} prepared part(s)" if config.resume else ""), file=sys.stderr)
-        started = time.monotonic()
+        started, usage = time.monotonic(), ResourceUsage()
         p = beam.Pipeline(options=options)
         root = input_root([f.path for f in files])
         facts: dict[str, Any] = {}
@@ -343,6 +345,7 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
             remove_partial(config.output)
             raise
         elapsed = time.monotonic() - started
+        facts["resources"] = usage.measured()
         report = _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root, interrupted=interrupted,
                          facts=facts)
     return report
@@ -406,9 +409,13 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     report["shards"] = [{"path": s["path"], "rows": s["rows"]} for s in shards]
     report["stage_times"] = reporting.stage_times(reporting.distributions(result), names)
     report["input_root"] = root  # file names in ids, metadata and the ledger are relative to it
+    report.update(facts or {})
+    report["resources"] = dict(report.get("resources", {}), **_output_bytes(config, shards, valid_shards),
+                               records=report["conservation"]["read"])
+    if config.plan:
+        report["plan"] = plan_vs_measured(config.plan, report["resources"])
     report["prepared"] = {"folder": PREPARED_DIR, **{name.split(".", 1)[1]: (counters or {}).get(name, 0)
                                                      for name in (PREPARED, REUSED, REDONE)}}
-    report.update(facts or {})
     rows = sum(originals.values())
     tokens = sum(s["tokens"] for s in shards)
     by_source: dict[str, dict[str, int]] = {}
@@ -465,6 +472,17 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
               f"ledger: {FileSystems.join(config.output, LEDGER_DIR)}; "
               f"report: {FileSystems.join(config.output, REPORT_FILE)}; {elapsed:.1f} s")
     return report
+
+
+def _output_bytes(config: RunConfig, shards, valid_shards) -> dict[str, int]:
+    """Bytes of the prepared parts and of the outputs (shards, ledger, signatures), as `refinery plan` predicts them."""
+    def listed(*patterns: str) -> int:
+        globs = [FileSystems.join(config.output, pattern) for pattern in patterns]
+        return sum(m.size_in_bytes for r in FileSystems.match(globs) for m in r.metadata_list)
+
+    return {"prepared_bytes": listed(f"{PREPARED_DIR}/*.parquet"),
+            "output_bytes": listed(f"{LEDGER_DIR}/part-*.parquet", f"{SIGNATURES_DIR}/part-*.parquet")
+            + sum(s["bytes"] for s in shards + valid_shards)}
 
 
 def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str, int] | None,

@@ -69,6 +69,8 @@ def capture_counts():
         yield counts
     finally:
         _CAPTURE.counts = outer
+        if outer is not None:
+            outer.update(counts)
 
 
 @functools.lru_cache(maxsize=256)

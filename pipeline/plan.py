@@ -1,0 +1,309 @@
+"""`refinery plan`: what a run will cost, predicted before it starts from a measured sample.
+
+    refinery plan --input 'crawl/*.warc.gz' [--sample 200] [--config YAML] [--save plan.json]
+    refinery run --input 'crawl/*.warc.gz' --output out/ --plan plan.json   # report.json: predicted vs measured
+
+The sample (the first records of up to 8 input files spread over the list) runs through phase 1 in
+this process exactly as the job runs it (pipeline/prepare.py), then through phase 2's per-document
+stages. Its per-input-byte costs scale to the whole input, and its per-page costs to a named scale
+(one Common Crawl snapshot by default). What the sample cannot show is stated as an assumption.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import json
+import math
+import os
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.pvalue import TaggedOutput
+
+from pipeline.config import ConfigError, load_config
+from pipeline.prepare import (
+    PREPARED_DIR,
+    READ_COUNTERS,
+    SIGNATURE_SCHEMA,
+    PrepareFiles,
+    _rows,
+    document_from_part,
+    part_paths,
+    phase1_digest,
+)
+from pipeline.progress import BYTES_READ
+from pipeline.transforms import ApplyStage, ReadFileFn, capture_counts
+from stages.settings import add_set_flag, set_values
+
+# One Common Crawl snapshot (e.g. CC-MAIN-2024-22: ~90,000 WARC files of ~1 GB, ~2.7-3.1 billion pages).
+SNAPSHOT = {"name": "one Common Crawl snapshot", "files": 90_000, "pages": 3_000_000_000}
+SAMPLE_FILES = 8
+# Phase 2 moves whole documents through these shuffles: the spread after reading, exact dedup's join,
+# near dedup's placement join, the shard writer's grouping (and --dedup-against's join).
+FULL_DOCUMENT_SHUFFLES = 4
+KEY_RECORD_BYTES = 60      # one (band digest, id) pair as shuffled: 12 + 32 bytes + framing
+EDGE_RECORD_BYTES = 80     # one (id, id) edge
+COMPONENT_ROUNDS = 4       # rounds that still carry edges (bench/cc_rounds.py: most settle in 2-4)
+DOC_MEMORY_OVERHEAD = 1500  # bytes of a Document beyond its text (fields, metadata dict, Python objects)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="refinery plan", description=__doc__.split("\n\n")[0])
+    p.add_argument("--input", action="append", required=True, metavar="GLOB", help="input files (repeatable)")
+    p.add_argument("--source", default="web", help="source name of --input files (default: web)")
+    p.add_argument("--config", metavar="YAML", help="the run's config file (phase-1 costs depend on it)")
+    add_set_flag(p)
+    p.add_argument("--sample", type=int, default=200, metavar="N", help="records to measure (default: 200)")
+    p.add_argument("--scale-files", type=int, default=SNAPSHOT["files"], help="files of the named scale")
+    p.add_argument("--scale-pages", type=float, default=SNAPSHOT["pages"], help="pages of the named scale")
+    p.add_argument("--save", metavar="JSON", help="write the plan here (for `refinery run --plan`)")
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        overrides = set_values(args.set_values, type(load_config()))
+        overrides.update({"inputs": args.input, "source": args.source})
+        config = load_config(args.config, overrides)
+        if args.sample < 1:
+            raise ConfigError("--sample must be >= 1")
+        plan = make_plan(config, args.sample, args.scale_files, args.scale_pages)
+    except ConfigError as exc:
+        print(f"refinery plan: error: {exc}", file=sys.stderr)
+        return 2
+    print(format_plan(plan))
+    if args.save:
+        with open(args.save, "w", encoding="utf-8") as fh:
+            json.dump(plan, fh, indent=2)
+    return 0
+
+
+def make_plan(config, sample: int, scale_files: int, scale_pages: float) -> dict[str, Any]:
+    from pipeline.run import input_files, input_root, preflight
+
+    files = input_files(config)
+    preflight(config)
+    measured = measure_sample(config, files, sample)
+    total_bytes = sum(f.size for f in files)
+    return {"sample": measured,
+            "input": predict(measured, total_bytes / measured["bytes_read"], f"{len(files)} input file(s)",
+                             files=len(files), input_bytes=total_bytes),
+            "scale": predict(measured, scale_pages / measured["records"], f"{scale_files:,} files, "
+                             f"{scale_pages:,.0f} pages ({SNAPSHOT['name']})", files=scale_files,
+                             input_bytes=round(scale_pages / measured["records"] * measured["bytes_read"])),
+            "assumptions": assumptions(config, measured), "config_digest": phase1_digest(config),
+            "input_root": input_root([f.path for f in files])}
+
+
+def measure_sample(config, files, sample: int) -> dict[str, Any]:
+    """Phase 1 on the first records of up to SAMPLE_FILES files spread over the input, then phase 2's
+    per-document stages on what passed: CPU seconds, bytes, documents, parts, candidate links."""
+    from pipeline.run import input_root, make_steps, source_groups
+
+    step = max(1, len(files) // SAMPLE_FILES)
+    picked = files[::step][:SAMPLE_FILES]
+    cap = math.ceil(sample / len(picked))
+    root = input_root([f.path for f in files])
+    with tempfile.TemporaryDirectory(prefix="refinery-plan-") as tmp:
+        config = dataclasses.replace(config, output=tmp)
+        readers = {name: ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes, root,
+                                    config.sample_fraction) for name, _ in source_groups(config)}
+        prepare = PrepareFiles(tmp, readers, make_steps(config, phase=1), root, phase1_digest(config), config.dedup,
+                               config.ledger_snippet_chars)
+        children = _children_cpu()
+        prepare.setup()  # models load outside the timed part (a worker loads them once); the extraction worker starts
+        started, wall = time.process_time(), time.monotonic()
+        with capture_counts() as counts:
+            keys = [prepare._prepare(f, cap)[0] for f in picked]
+        phase1_cpu, phase1_wall = time.process_time() - started, time.monotonic() - wall
+        prepare.teardown()  # ends the extraction worker: its CPU is then counted among this process's children
+        phase1_cpu += _children_cpu() - children
+        phase1_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        parts = [part_paths(os.path.join(tmp, PREPARED_DIR), key) for key in keys]
+        rows = [row for paths in parts for row in _rows(paths["docs.parquet"])]
+        docs = [document_from_part(row) for row in rows]
+        phase2_cpu, phase2_kept = _phase2_documents(config, docs)
+        measured = {
+            "files": len(picked), "records": sum(counts.get(c, 0) for c in READ_COUNTERS),
+            "bytes_read": counts.get(BYTES_READ, 0), "documents": len(docs),
+            "text_bytes": sum(len(d.text.encode("utf-8", "surrogatepass")) for d in docs),
+            "phase1_cpu_s": round(phase1_cpu, 3), "phase1_wall_s": round(phase1_wall, 3),
+            "phase2_cpu_s": round(phase2_cpu, 3), "phase2_kept": phase2_kept,
+            "prepared_bytes": sum(os.path.getsize(p) for paths in parts
+                                  for kind, p in paths.items() if kind != "done.json"),
+            "ledger_bytes": sum(os.path.getsize(paths["ledger.parquet"]) for paths in parts),
+            "docs_bytes": sum(os.path.getsize(paths["docs.parquet"]) for paths in parts),
+            "signature_bytes": _signature_bytes(rows),
+            "candidate_edges": _candidate_edges(rows), "peak_rss_bytes": phase1_rss,
+            "bands": config.dedup.band_rows()[0]}
+    if not measured["records"] or not measured["bytes_read"]:
+        raise ConfigError("the sample read no records: the input holds no WARC responses or text records")
+    return measured
+
+
+def _phase2_documents(config, docs) -> tuple[float, int]:
+    """CPU seconds of phase 2's per-document stages over the sample, and how many documents pass them."""
+    from pipeline.run import make_steps
+
+    steps = [step for _, step in make_steps(config, phase=2) if isinstance(step, ApplyStage)]
+    started = time.process_time()
+    for step in steps:
+        fn = step.fn()
+        fn.setup()
+        out = list(fn.process(docs)) if step.batched else [r for d in docs for r in fn.process(d)]
+        docs = [r for r in out if not isinstance(r, TaggedOutput)]  # drops are tagged for the ledger
+        fn.teardown()
+    return time.process_time() - started, len(docs)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _candidate_edges(rows) -> int:
+    """Star edges LSH buckets give within the sample (one per member beyond the first)."""
+    buckets: dict[tuple[int, bytes], int] = {}
+    for row in rows:
+        for i, digest in enumerate(row["bands"] or ()):
+            buckets[(i, digest)] = buckets.get((i, digest), 0) + 1
+    return sum(n - 1 for n in buckets.values())
+
+
+def _signature_bytes(rows) -> int:
+    buffer = io.BytesIO()
+    table = pa.Table.from_pylist([{k: r[k] for k in SIGNATURE_SCHEMA.names} for r in rows], schema=SIGNATURE_SCHEMA)
+    pq.write_table(table, buffer, compression="zstd")
+    return len(buffer.getvalue())
+
+
+def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes: int) -> dict[str, Any]:
+    """The sample's figures times `scale` (input bytes, or pages, over the sample's)."""
+    docs = m["documents"] * scale
+    doc_bytes = m["text_bytes"] / max(m["documents"], 1) + DOC_MEMORY_OVERHEAD
+    cpu_s = (m["phase1_cpu_s"] + m["phase2_cpu_s"]) * scale
+    shuffle = docs * (doc_bytes * FULL_DOCUMENT_SHUFFLES + m["bands"] * KEY_RECORD_BYTES) \
+        + m["candidate_edges"] * scale * 2 * EDGE_RECORD_BYTES * COMPONENT_ROUNDS
+    return {
+        "what": what, "files": files, "input_bytes": input_bytes, "records": round(m["records"] * scale),
+        "documents_after_phase1": round(docs), "cpu_hours": round(cpu_s / 3600, 4),
+        "cpu_hours_phase1": round(m["phase1_cpu_s"] * scale / 3600, 4),
+        "peak_memory_per_worker_bytes": {"phase1": m["peak_rss_bytes"],
+                                         "phase2_one_local_process": round(m["peak_rss_bytes"] + docs * doc_bytes)},
+        "prepared_bytes": round(m["prepared_bytes"] * scale),
+        "output_bytes_at_most": round((m["docs_bytes"] * m["phase2_kept"] / max(m["documents"], 1) + m["ledger_bytes"]
+                                       + m["signature_bytes"]) * scale),
+        "phase2_shuffle_bytes": round(shuffle),
+    }
+
+
+def assumptions(config, m: dict[str, Any]) -> list[str]:
+    return [
+        f"costs scale linearly with input bytes (whole input) or pages (named scale) from a sample of "
+        f"{m['records']} records in {m['files']} file(s); CPU is one core's process time, models loaded once per worker",
+        "phase 2's grouping steps (dedup, mixing, shard writing) are counted as shuffle bytes, not CPU; "
+        "decontamination's index build is not counted",
+        f"shuffle bytes: each document {FULL_DOCUMENT_SHUFFLES} times (text + {DOC_MEMORY_OVERHEAD} B), "
+        f"{m['bands']} band keys of {KEY_RECORD_BYTES} B each, candidate edges ({m['candidate_edges']} in the sample) "
+        f"x 2 directions x {COMPONENT_ROUNDS} component rounds of {EDGE_RECORD_BYTES} B",
+        "output bytes are an upper bound: a sample shows few of the duplicates a whole crawl holds, so dedup "
+        "removes more at scale than in the sample",
+        "phase-2 memory of one local process (FnApiRunner) holds every document; a cluster runner spills "
+        "shuffles to disk and needs only a partition's share per worker",
+    ]
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
+def _hours(h: float) -> str:
+    return f"{h:,.1f} core-hours" if h >= 1 else f"{h * 3600:,.0f} core-seconds"
+
+
+def format_plan(plan: dict[str, Any]) -> str:
+    m = plan["sample"]
+    lines = [f"sample: {m['records']} records from {m['files']} file(s), {_size(m['bytes_read'])} read; "
+             f"{m['documents']} passed phase 1, {m['phase2_kept']} phase 2's per-document stages; "
+             f"phase 1 {m['phase1_cpu_s']:.1f} CPU s, phase 2 {m['phase2_cpu_s']:.1f} CPU s", ""]
+    for key in ("input", "scale"):
+        p = plan[key]
+        memory = p["peak_memory_per_worker_bytes"]
+        lines += [f"{p['what']}: {_size(p['input_bytes'])}, ~{p['records']:,} records, "
+                  f"~{p['documents_after_phase1']:,} documents after phase 1",
+                  f"  CPU: {_hours(p['cpu_hours'])} ({_hours(p['cpu_hours_phase1'])} in phase 1)",
+                  f"  peak memory per worker: phase 1 {_size(memory['phase1'])}; phase 2 in one local process "
+                  f"{_size(memory['phase2_one_local_process'])}",
+                  f"  prepared parts {_size(p['prepared_bytes'])}; output at most {_size(p['output_bytes_at_most'])}; "
+                  f"phase-2 shuffle {_size(p['phase2_shuffle_bytes'])}", ""]
+    lines.append("assumptions:")
+    lines += [f"  - {a}" for a in plan["assumptions"]]
+    return "\n".join(lines)
+
+
+class ResourceUsage:
+    """CPU and peak memory of this process and its children from now on: `refinery run` measures itself so
+    (also when called in a process that ran other work before, e.g. a notebook or a test session)."""
+
+    def __init__(self):
+        _reset_peak_memory()
+        self._cpu = self._cpu_now()
+
+    @staticmethod
+    def _cpu_now() -> float:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    def measured(self) -> dict[str, Any]:
+        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+        return {"cpu_hours": round((self._cpu_now() - self._cpu) / 3600, 5),
+                "peak_memory_bytes": max(_peak_memory(), children),
+                "note": "CPU of the run's process and its ended children (extraction worker, local workers); peak "
+                        "memory: the largest of them"}
+
+
+def _reset_peak_memory() -> None:
+    try:  # Linux: "5" resets the process's peak resident set size (VmHWM)
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
+def _peak_memory() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def compare(plan_path: str, measured: dict[str, Any]) -> dict[str, Any]:
+    """report.json's `plan`: the whole-input prediction next to what the run measured, and their ratios."""
+    try:
+        with open(plan_path, encoding="utf-8") as fh:
+            predicted = json.load(fh)["input"]
+    except (OSError, ValueError, KeyError) as exc:
+        return {"error": f"{plan_path}: {type(exc).__name__}: {exc}"}
+    pairs = {"cpu_hours": predicted["cpu_hours"],
+             "peak_memory_bytes": predicted["peak_memory_per_worker_bytes"]["phase2_one_local_process"],
+             "prepared_bytes": predicted["prepared_bytes"], "output_bytes": predicted["output_bytes_at_most"],
+             "records": predicted["records"]}
+    return {"file": plan_path, "predicted": pairs, "measured": measured,
+            "measured_over_predicted": {k: round(measured[k] / v, 3) if v and measured.get(k) is not None else None
+                                        for k, v in pairs.items()}}
