@@ -33,10 +33,10 @@ from pipeline.prepare import (
     READ_COUNTERS,
     SIGNATURE_SCHEMA,
     PrepareFiles,
-    _rows,
     document_from_part,
     part_paths,
     phase1_digest,
+    read_rows,
 )
 from pipeline.progress import BYTES_READ
 from pipeline.transforms import ApplyStage, ReadFileFn, capture_counts
@@ -120,16 +120,16 @@ def measure_sample(config, files, sample: int) -> dict[str, Any]:
                                config.ledger_snippet_chars)
         prepare.setup()  # models load outside the timed part: a worker loads them once
         with capture_counts():  # one record first: the extraction worker has imported everything when timing starts
-            prepare._prepare(picked[0], 1)
+            prepare.prepare_file(picked[0], 1)
         started, wall, children = time.process_time(), time.monotonic(), _children_cpu()
         with capture_counts() as counts:
-            keys = [prepare._prepare(f, cap)[0] for f in picked]
+            keys = [prepare.prepare_file(f, cap)[0] for f in picked]
         phase1_cpu = time.process_time() - started + _children_cpu() - children  # extraction runs in a child
         phase1_wall = time.monotonic() - wall
         prepare.teardown()
         phase1_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         parts = [part_paths(os.path.join(tmp, PREPARED_DIR), key) for key in keys]
-        rows = [row for paths in parts for row in _rows(paths["docs.parquet"])]
+        rows = [row for paths in parts for row in read_rows(paths["docs.parquet"])]
         docs = [document_from_part(row) for row in rows]
         phase2_cpu, phase2_kept = _phase2_documents(config, docs)
         measured = {

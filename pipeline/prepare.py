@@ -114,9 +114,17 @@ def read_json(path: str) -> dict[str, Any] | None:
         return None
 
 
+def _temp_name(name: str) -> str:
+    """A temporary name of this attempt's own: a retried or speculative second attempt of the same file
+    (cluster runners) writes beside it, and the last rename wins (both wrote the same bytes)."""
+    import uuid
+
+    return f".{name}.{uuid.uuid4().hex[:12]}.tmp"
+
+
 def write_atomically(path: str, data: bytes) -> None:
     folder, name = path.rsplit("/", 1) if "/" in path else ("", path)
-    temp = FileSystems.join(folder, f".{name}.tmp") if folder else f".{name}.tmp"
+    temp = FileSystems.join(folder, _temp_name(name)) if folder else _temp_name(name)
     with FileSystems.create(temp) as fh:
         fh.write(data)
     if FileSystems.exists(path):
@@ -175,7 +183,7 @@ class _PartWriter:
     def __init__(self, path: str, schema: pa.Schema):
         self.path, self.rows = path, 0
         folder, name = path.rsplit("/", 1)
-        self._temp = FileSystems.join(folder, f".{name}.tmp")
+        self._temp = FileSystems.join(folder, _temp_name(name))
         self._schema, self._buffer = schema, []
         self._stream = FileSystems.create(self._temp)
         self._writer = pq.ParquetWriter(self._stream, schema, compression="zstd")
@@ -226,19 +234,20 @@ class PrepareFiles(beam.DoFn):
         for file in files:
             if budget is not None and budget <= 0:
                 return
-            key, records = self._prepare(InputFile(*file), budget)
+            key, records = self.prepare_file(InputFile(*file), budget)
             yield key
             if budget is not None:
                 budget -= records
 
-    def _prepare(self, file: InputFile, cap: int | None) -> tuple[str, int]:
+    def prepare_file(self, file: InputFile, cap: int | None) -> tuple[str, int]:
         name = file.path[len(self._root):] if self._root and file.path.startswith(self._root) else file.path
         key = part_key(file.source, name)
         paths = part_paths(self._prepared, key)
         want = {"source": file.source, "file": name, "size": file.size, "mtime": file.mtime, "digest": self._digest,
                 "cap": cap}
         marker = read_json(paths["done.json"])
-        if marker is not None and all(marker.get(k) == v for k, v in want.items()):
+        if marker is not None and all(marker.get(k) == v for k, v in want.items()) \
+                and all(FileSystems.exists(paths[kind]) for kind in ("docs.parquet", "ledger.parquet")):
             for counter, n in marker["counts"].items():
                 count(counter, n)
             count(REUSED)
@@ -294,7 +303,7 @@ class PrepareFiles(beam.DoFn):
             docs_out.add(part_row(doc, self._signer(doc)))
 
 
-def _rows(path: str) -> Iterable[dict[str, Any]]:
+def read_rows(path: str) -> Iterable[dict[str, Any]]:
     with FileSystems.open(path) as fh:
         for batch in pq.ParquetFile(fh).iter_batches(batch_size=ROW_GROUP):
             yield from batch.to_pylist()
@@ -308,10 +317,10 @@ class ReadPrepared(beam.DoFn):
 
     def process(self, key: str):
         paths = part_paths(self._prepared, key)
-        for row in _rows(paths["docs.parquet"]):
+        for row in read_rows(paths["docs.parquet"]):
             yield document_from_part(row)
             yield beam.pvalue.TaggedOutput(SIGNATURES, (row["id"], {k: row[k] for k in SIGNATURE_SCHEMA.names}))
-        for row in _rows(paths["ledger.parquet"]):
+        for row in read_rows(paths["ledger.parquet"]):
             yield beam.pvalue.TaggedOutput(LEDGER_ROWS, row)
 
 

@@ -167,3 +167,17 @@ def test_dedup_against_an_earlier_crawl_removes_exactly_the_overlap(tmp_path):
     for row in removed:  # the ledger names the earlier run and the document there
         assert in_a[row["url"]] in row["detail"] and str(a_out) in row["detail"]
     assert report["funnel"][[f["stage"] for f in report["funnel"]].index("dedup_against")]["dropped"] == len(overlap)
+
+
+def test_dedup_against_refuses_what_it_cannot_compare(inputs, uninterrupted, tmp_path):
+    from pipeline.config import ConfigError
+
+    old, _ = uninterrupted
+    base = ["--input", str(inputs / "*.warc.gz"), "--output", str(tmp_path / "new"), "--quiet"]
+    with pytest.raises(ConfigError, match="no manifest.json"):
+        run([*base, "--dedup-against", str(tmp_path)])
+    with pytest.raises(ConfigError, match="signatures were made with"):
+        run([*base, "--dedup-against", str(old), "--set", "dedup.bands=10"])
+    with pytest.raises(ConfigError, match="own --output"):
+        run([*base[:3], str(old), "--dedup-against", str(old)])
+    assert not (tmp_path / "new").exists()  # refused before anything was written
