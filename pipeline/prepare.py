@@ -42,7 +42,8 @@ EXTRACT_STAGE = next(spec.name for spec in TABLE if spec.runs == EXTRACT)
 READ_COUNTERS = tuple(f"{spec.name}.in" for spec in TABLE if spec.runs == READ)
 PREPARED, REUSED, REDONE = "prepare.files_prepared", "prepare.files_reused", "prepare.files_redone"
 LEDGER_ROWS, SIGNATURES = "ledger_rows", "signatures"  # tagged outputs of ReadPrepared
-CHUNK = 256        # documents taken through the stages together (batched stages see up to this many)
+CHUNK = 256        # documents taken through the stages together (batched stages see up to this many) ...
+CHUNK_CHARS = 32 << 20  # ... or fewer, once their HTML/text holds this many characters (memory per task)
 ROW_GROUP = 1024   # rows per row group of a part: bounds the writer's buffer
 
 _ENCODED = ("url", "record_id", "text")  # may hold lone surrogates (mis-encoded pages): stored as bytes
@@ -269,15 +270,18 @@ class PrepareFiles(beam.DoFn):
                                                                                             LEDGER_SCHEMA)
         readable = fileio.ReadableFile(FileMetadata(file.path, file.size, file.mtime))
         chunk: list[tuple[bool, Document]] = []
+        chars = 0
         for out in self._readers[file.source].read(readable, cap):
             if isinstance(out, beam.pvalue.TaggedOutput) and out.tag == LEDGER:
                 ledger_out.add(ledger_row(out.value, self._snippet))
                 continue
             is_html = not isinstance(out, beam.pvalue.TaggedOutput)  # text records are tagged TEXT
-            chunk.append((is_html, out if is_html else out.value))
-            if len(chunk) >= CHUNK:
+            doc = out if is_html else out.value
+            chunk.append((is_html, doc))
+            chars += len(doc.html or "") + len(doc.text or "")
+            if len(chunk) >= CHUNK or chars >= CHUNK_CHARS:
                 self._run_chunk(chunk, docs_out, ledger_out)
-                chunk = []
+                chunk, chars = [], 0
         self._run_chunk(chunk, docs_out, ledger_out)
         return docs_out.commit(), ledger_out.commit()
 
