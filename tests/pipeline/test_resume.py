@@ -78,10 +78,15 @@ def test_changed_input_or_phase1_setting_is_redone(inputs, uninterrupted, tmp_pa
     folder = tmp_path / "in"
     shutil.copytree(inputs, folder)  # copies keep their mtimes: the same files
 
-    os.utime(folder / FILES[1], (1e9, 1e9))  # a changed input file: only its part is redone
+    from pipeline.prepare import part_key
+
+    part = {name: out / "prepared" / part_key("web", name) for name in FILES}
+    os.utime(folder / FILES[1], (1e9, 1e9))  # a changed input file: its part is redone
+    part[FILES[2]].with_suffix(".docs.parquet").unlink()  # a part file lost: its marker commits nothing
+    part[FILES[3]].with_suffix(".done.json").write_text('{"cut short')  # a marker cut short: not a commit
     changed_file = run(["--input", str(folder / "*.warc.gz"), "--output", str(out), "--resume", "--quiet"])
-    assert changed_file["prepared"] == {"folder": "prepared", "files_prepared": 0, "files_reused": 3,
-                                        "files_redone": 1}
+    assert changed_file["prepared"] == {"folder": "prepared", "files_prepared": 1, "files_reused": 1,
+                                        "files_redone": 2}
     assert compare_outputs(str(expected), str(out)) == []  # the copies moved: parts name files below the root
 
     stricter = ["--set", "gopher_quality.min_words=200"]  # a phase-1 setting: every part is redone, as a fresh run
