@@ -202,15 +202,25 @@ def _cluster_bucket(size: int) -> str:
 
 
 class NearDedup(beam.PTransform):
-    def __init__(self, config: DedupConfig):
+    """documents -> (kept, ledger). With `signatures` ((id, {"exact_key", "bands"}) of phase 1, made by the
+    same functions on the same text) the band keys are looked up by id instead of computed again
+    (not with `verify`, which needs the shingles themselves)."""
+
+    def __init__(self, config: DedupConfig, signatures=None):
         super().__init__()
-        self._config = config
+        self._config, self._signatures = config, signatures
 
     def expand(self, documents):
         c = self._config
-        signed = documents | "Signatures" >> beam.ParDo(_Signatures(c)).with_outputs(_Signatures.SHINGLES,
-                                                                                      main="keys")
-        edges = (signed["keys"]
+        if self._signatures is not None and not c.verify:
+            entering = documents | "EnteringIds" >> beam.Map(lambda d: (d.id, None))
+            band_keys_by_id = (({"doc": entering, "signature": self._signatures} | "JoinSignatures" >> beam.CoGroupByKey())
+                               | "StoredBandKeys" >> beam.FlatMap(_stored_band_keys))
+        else:
+            signed = documents | "Signatures" >> beam.ParDo(_Signatures(c)).with_outputs(_Signatures.SHINGLES,
+                                                                                          main="keys")
+            band_keys_by_id = signed["keys"]
+        edges = (band_keys_by_id
                  | "GroupBuckets" >> beam.GroupByKey()
                  | "BucketStars" >> beam.FlatMap(_bucket_edges)
                  | "DistinctEdges" >> beam.Distinct())
@@ -239,6 +249,21 @@ class NearDedup(beam.PTransform):
         singletons = placed["singletons"] | "CountSingletons" >> beam.Map(_count_singleton)
         kept = (results[DOCUMENTS], singletons) | "AllKept" >> beam.Flatten()
         return kept, results[LEDGER]
+
+
+def _stored_band_keys(kv):
+    """(id, {"doc": [None], "signature": [row]}) -> (band key, id), as `_Signatures` makes them, for the
+    documents entering near dedup."""
+    doc_id, joined = kv
+    if not joined["doc"] or not joined["signature"]:
+        return
+    row = joined["signature"][0]
+    if row["exact_key"] is None:  # the text could not be shingled in phase 1
+        count(f"{NEAR}.note.shingling_failed")
+    elif not row["bands"]:
+        count(f"{NEAR}.note.no_shingles")
+    for i, digest in enumerate(row["bands"] or ()):
+        yield (i, digest), doc_id
 
 
 def _carry_shingles(kv):

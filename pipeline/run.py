@@ -181,14 +181,15 @@ def preflight(config: RunConfig) -> None:
         check_old_runs(config.dedup_against, config.dedup)
 
 
-def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]) -> beam.PTransform:
-    """The Beam transform of a stage that needs all documents at once (what it loaded goes into `facts`)."""
+def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any], signatures=None) -> beam.PTransform:
+    """The Beam transform of a stage that needs all documents at once (what it loaded goes into `facts`;
+    `signatures`: phase 1's (id, signature row), so near dedup does not compute them again)."""
     if spec.name == DEDUP_AGAINST:
         return DedupAgainst(config.dedup_against, config.dedup)
     if spec.name == "exact_dedup":
         return ExactDedup()
     if spec.name == "near_dedup":
-        return NearDedup(config.dedup)
+        return NearDedup(config.dedup, signatures)
     if spec.name == "decontaminate":
         c = config.decontam
         index = DecontaminationIndex(read_benchmarks(c.benchmarks), c.n, c.min_words)
@@ -203,7 +204,8 @@ def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]) -> b
     raise ConfigError(f"stage {spec.name}: runs over all documents, but the pipeline has no transform for it")
 
 
-def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: int | None = None) -> list[tuple]:
+def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: int | None = None,
+               signatures=None) -> list[tuple]:
     """(name, transform) of every enabled stage after reading (of one phase: 1, per input file, or 2),
     in the stage table's order: stages before extraction (on the URL: every document), extraction (HTML
     documents only), the rest; the last is the write check."""
@@ -222,7 +224,7 @@ def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: in
                                                 fail_urls=faults.get(spec.name, ()),
                                                 sources=getattr(spec.settings(config), "sources", ()))))
         elif spec.runs == GLOBAL:
-            steps.append((spec.name, _global_step(spec, config, {} if facts is None else facts)))
+            steps.append((spec.name, _global_step(spec, config, {} if facts is None else facts, signatures)))
         elif spec.runs == WRITE:  # the last check before a shard
             steps.append((spec.name, ApplyStage(OutputCheck())))
     unknown = set(faults) - set(per_document)
@@ -270,7 +272,7 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
                                                                        one_task=bool(config.limit))
     names = [spec.name for spec in TABLE if spec.runs == READ] + [name for name, _ in phase1]
     ledgers = []
-    for name, step in make_steps(config, facts, phase=2):
+    for name, step in make_steps(config, facts, phase=2, signatures=signatures):
         documents, drops = documents | f"Stage_{name}" >> step
         ledgers.append(drops)
         names.append(name)
