@@ -46,12 +46,13 @@ CHUNK = 256        # documents taken through the stages together (batched stages
 CHUNK_CHARS = 32 << 20  # ... or fewer, once their HTML/text holds this many characters (memory per task)
 ROW_GROUP = 1024   # rows per row group of a part: bounds the writer's buffer
 
-_ENCODED = ("url", "record_id", "text")  # may hold lone surrogates (mis-encoded pages): stored as bytes
+# url, record_id and text may hold lone surrogates (mis-encoded pages): stored as UTF-8 bytes (surrogatepass).
 PART_SCHEMA = pa.schema([
     pa.field("id", pa.string(), nullable=False), pa.field("source", pa.string(), nullable=False),
     pa.field("url", pa.binary()), pa.field("record_id", pa.binary()), pa.field("text", pa.binary()),
     pa.field("lang", pa.string()), pa.field("lang_score", pa.float64()), pa.field("quality_score", pa.float64()),
     pa.field("toxicity_score", pa.float64()), pa.field("epoch", pa.int32()),
+    pa.field("pii_counts", pa.string()),                # JSON, null: set only if a PII stage ran in phase 1
     pa.field("metadata", pa.string()),                  # JSON (ASCII): every key the readers set
     pa.field("exact_key", pa.string()),                 # stages.dedup.exact_key of the text
     pa.field("bands", pa.list_(pa.binary())),           # MinHash band digests, band i at position i
@@ -95,6 +96,7 @@ def phase1_digest(config) -> str:
     sections = sorted({spec.section for spec in TABLE if in_phase1(spec) and spec.section})
     relevant = {section: settings[section] for section in sections}
     relevant.update(signature=signature_settings(config.dedup), version=version(),
+                    part_format=PART_SCHEMA.metadata[b"refinery.schema"].decode(),
                     inject_errors=settings["inject_errors"], ledger_snippet_chars=config.ledger_snippet_chars,
                     sample_fraction=config.sample_fraction, thresholds=_file_digest(config.thresholds))
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -167,6 +169,7 @@ def part_row(doc: Document, signature: tuple[str | None, list[bytes]]) -> dict[s
     return {"id": doc.id, "source": doc.source, "url": _encode(doc.url), "record_id": _encode(doc.record_id),
             "text": _encode(doc.text), "lang": doc.lang, "lang_score": doc.lang_score,
             "quality_score": doc.quality_score, "toxicity_score": doc.toxicity_score, "epoch": doc.epoch,
+            "pii_counts": None if doc.pii_counts is None else json.dumps(dict(doc.pii_counts), sort_keys=True),
             "metadata": json.dumps(dict(doc.metadata), sort_keys=True, default=str),
             "exact_key": signature[0], "bands": signature[1]}
 
@@ -175,6 +178,7 @@ def document_from_part(row: dict[str, Any]) -> Document:
     return Document(id=row["id"], url=_decode(row["url"]) or "", source=row["source"], text=_decode(row["text"]) or "",
                     lang=row["lang"], lang_score=row["lang_score"], quality_score=row["quality_score"],
                     toxicity_score=row["toxicity_score"], epoch=row["epoch"], record_id=_decode(row["record_id"]),
+                    pii_counts=None if row["pii_counts"] is None else json.loads(row["pii_counts"]),
                     metadata=json.loads(row["metadata"]))
 
 
