@@ -76,13 +76,13 @@ def main(argv: Sequence[str]) -> int:
         if args.sample < 1:
             raise ConfigError("--sample must be >= 1")
         plan = make_plan(config, args.sample, args.scale_files, args.scale_pages)
-    except ConfigError as exc:
+        print(format_plan(plan))
+        if args.save:
+            with open(args.save, "w", encoding="utf-8") as fh:
+                json.dump(plan, fh, indent=2)
+    except (ConfigError, OSError) as exc:
         print(f"refinery plan: error: {exc}", file=sys.stderr)
         return 2
-    print(format_plan(plan))
-    if args.save:
-        with open(args.save, "w", encoding="utf-8") as fh:
-            json.dump(plan, fh, indent=2)
     return 0
 
 

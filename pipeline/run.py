@@ -174,6 +174,8 @@ def preflight(config: RunConfig) -> None:
             raise ConfigError(f"{spec.section}.sources: no source named {', '.join(map(repr, unknown))} in this run "
                               f"(sources: {', '.join(sorted(names))})")
         spec.preflight(config)
+    if config.plan and not os.path.isfile(config.plan):
+        raise ConfigError(f"--plan {config.plan}: no such file (write one with `refinery plan ... --save FILE`)")
     if config.dedup_against:
         own = os.path.abspath(config.output)
         if any(os.path.abspath(folder) == own for folder in config.dedup_against):
