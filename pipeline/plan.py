@@ -92,6 +92,7 @@ def make_plan(config, sample: int, scale_files: int, scale_pages: float) -> dict
     files = input_files(config)
     preflight(config)
     measured = measure_sample(config, files, sample)
+    measured["fixed_run"] = measure_fixed_run(config)  # after the sample: a run resets the peak-memory gauge
     total_bytes = sum(f.size for f in files)
     return {"sample": measured,
             "input": predict(measured, total_bytes / measured["bytes_read"], f"{len(files)} input file(s)",
@@ -150,6 +151,28 @@ def measure_sample(config, files, sample: int) -> dict[str, Any]:
     return measured
 
 
+def measure_fixed_run(config) -> dict[str, Any] | None:
+    """CPU and peak memory of the job itself on one record (`refinery run --limit 1`): what a run costs
+    besides its documents (loading models, building and executing Beam's graph, writing the outputs)."""
+    import contextlib
+
+    from pipeline.run import run
+    from stages.settings import to_yaml
+
+    with tempfile.TemporaryDirectory(prefix="refinery-plan-run-") as tmp:
+        path = os.path.join(tmp, "config.yaml")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(to_yaml(dataclasses.replace(config, output="", limit=1, plan=None, resume=False, overwrite=False,
+                                                 strict=False)))
+        try:
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                report = run(["--config", path, "--output", os.path.join(tmp, "out"), "--quiet"])
+        except Exception as exc:  # the plan stands without it; its assumptions say so
+            return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    resources = report["resources"]
+    return {"cpu_s": round(resources["cpu_hours"] * 3600, 2), "peak_memory_bytes": resources["peak_memory_bytes"]}
+
+
 def _phase2_documents(config, docs) -> tuple[float, int]:
     """CPU seconds of phase 2's per-document stages over the sample, and how many documents pass them."""
     from pipeline.run import make_steps
@@ -200,7 +223,9 @@ def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes:
     """The sample's figures times `scale` (input bytes, or pages, over the sample's)."""
     docs = m["documents"] * scale
     doc_bytes = m["text_bytes"] / max(m["documents"], 1) + DOC_MEMORY_OVERHEAD
-    cpu_s = (m["phase1_cpu_s"] + m["phase2_cpu_s"]) * scale
+    fixed = m.get("fixed_run") or {}
+    cpu_s = (m["phase1_cpu_s"] + m["phase2_cpu_s"]) * scale + fixed.get("cpu_s", 0)
+    baseline = max(m["peak_rss_bytes"], fixed.get("peak_memory_bytes", 0))  # models, runner
     shuffle = docs * (doc_bytes * FULL_DOCUMENT_SHUFFLES + m["bands"] * KEY_RECORD_BYTES) \
         + m["candidate_edges"] * scale * 2 * EDGE_RECORD_BYTES * COMPONENT_ROUNDS
     return {
@@ -208,7 +233,7 @@ def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes:
         "documents_after_phase1": round(docs), "cpu_hours": round(cpu_s / 3600, 4),
         "cpu_hours_phase1": round(m["phase1_cpu_s"] * scale / 3600, 4),
         "peak_memory_per_worker_bytes": {"phase1": m["peak_rss_bytes"],
-                                         "phase2_one_local_process": round(m["peak_rss_bytes"] + docs * doc_bytes)},
+                                         "phase2_one_local_process": round(baseline + docs * doc_bytes)},
         "prepared_bytes": round(m["prepared_bytes"] * scale),
         "output_bytes_at_most": round((m["docs_bytes"] * m["phase2_kept"] / max(m["documents"], 1) + m["ledger_bytes"]
                                        + m["signature_bytes"]) * scale),
@@ -220,7 +245,7 @@ def assumptions(config, m: dict[str, Any]) -> list[str]:
     return [
         f"costs scale linearly with input bytes (whole input) or pages (named scale) from a sample of "
         f"{m['records']} records in {m['files']} file(s); CPU is process time (this process and the extraction "
-        "worker); a worker's fixed costs (imports, loading models, ~15-20 s) and the runner's are not included",
+        f"worker), plus once the fixed cost of a run measured on one record: {_fixed(m)}",
         "phase 2's grouping steps (dedup, mixing, shard writing) are counted as shuffle bytes, not CPU; "
         "decontamination's index build is not counted",
         f"shuffle bytes: each document {FULL_DOCUMENT_SHUFFLES} times (text + {DOC_MEMORY_OVERHEAD} B), "
@@ -231,6 +256,13 @@ def assumptions(config, m: dict[str, Any]) -> list[str]:
         "phase-2 memory of one local process (FnApiRunner) holds every document; a cluster runner spills "
         "shuffles to disk and needs only a partition's share per worker",
     ]
+
+
+def _fixed(m: dict[str, Any]) -> str:
+    fixed = m.get("fixed_run") or {}
+    if "cpu_s" not in fixed:
+        return f"not measured ({fixed.get('error', 'no run')}), not included"
+    return f"{fixed['cpu_s']:.1f} CPU s, {_size(fixed['peak_memory_bytes'])} peak (models, Beam's graph, outputs)"
 
 
 def _size(n: float) -> str:
