@@ -33,6 +33,19 @@ def shard_name(index: int, count: int) -> str:
     return f"part-{index:05d}-of-{count:05d}.parquet"
 
 
+def write_atomically(path: str, data: bytes, temp_name: str | None = None) -> None:
+    """`data` to `path` all or nothing: written to a temporary name beside it (default `.NAME.tmp`), then
+    renamed over any earlier file (a retried attempt replaces its own earlier output)."""
+    folder, name = path.rsplit("/", 1) if "/" in path else ("", path)
+    temp = temp_name or f".{name}.tmp"
+    temp = FileSystems.join(folder, temp) if folder else temp
+    with FileSystems.create(temp) as fh:
+        fh.write(data)
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([temp], [path])
+
+
 class _WriteShard(beam.DoFn):
     def __init__(self, folder: str, row_group_rows: int):
         self._folder, self._row_group_rows = folder, row_group_rows
@@ -44,13 +57,7 @@ class _WriteShard(beam.DoFn):
         buffer = io.BytesIO()
         pq.write_table(table, buffer, compression="zstd", row_group_size=self._row_group_rows)
         data = buffer.getvalue()
-        final = FileSystems.join(self._folder, shard_name(index, num_shards))
-        temp = FileSystems.join(self._folder, "." + shard_name(index, num_shards) + ".tmp")
-        with FileSystems.create(temp) as fh:
-            fh.write(data)
-        if FileSystems.exists(final):  # a retried bundle: replace our own earlier attempt
-            FileSystems.delete([final])
-        FileSystems.rename([temp], [final])
+        write_atomically(FileSystems.join(self._folder, shard_name(index, num_shards)), data)
         kill_point("shard")
         tokens: dict[str, int] = {}
         for row in rows:
@@ -137,10 +144,8 @@ def write_manifest(output: str, shards: list[dict[str, Any]], extra: dict[str, A
                 "rows": sum(s["rows"] for s in shards), "tokens": sum(tokens.values()),
                 "sources": {k: {"rows": rows.get(k, 0), "tokens": tokens.get(k, 0)} for k in sorted(tokens)},
                 **extra}
-    final, temp = FileSystems.join(output, MANIFEST), FileSystems.join(output, "." + MANIFEST + ".tmp")
-    with FileSystems.create(temp) as fh:
-        fh.write(json.dumps(manifest, indent=2, ensure_ascii=False, default=str).encode("utf-8"))
-    FileSystems.rename([temp], [final])
+    write_atomically(FileSystems.join(output, MANIFEST),
+                     json.dumps(manifest, indent=2, ensure_ascii=False, default=str).encode("utf-8"))
     stats = FileSystems.join(output, STATS_DIR)
     if FileSystems.exists(stats):  # absent when the shards were not written by WriteShards (refinery ablate)
         FileSystems.delete([stats])

@@ -30,6 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.cli import version
 from pipeline.config import TABLE
 from pipeline.faults import kill_point
+from pipeline.output import write_atomically
 from pipeline.schema import LEDGER_SCHEMA, ledger_row
 from pipeline.transforms import DOCUMENTS, LEDGER, ReadFileFn, capture_counts, count
 from stages.dedup import DedupConfig, MinHasher, band_keys, exact_key, shingles
@@ -123,16 +124,6 @@ def _temp_name(name: str) -> str:
     import uuid
 
     return f".{name}.{uuid.uuid4().hex[:12]}.tmp"
-
-
-def write_atomically(path: str, data: bytes) -> None:
-    folder, name = path.rsplit("/", 1) if "/" in path else ("", path)
-    temp = FileSystems.join(folder, _temp_name(name)) if folder else _temp_name(name)
-    with FileSystems.create(temp) as fh:
-        fh.write(data)
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([temp], [path])
 
 
 class Signer:
@@ -265,7 +256,7 @@ class PrepareFiles(beam.DoFn):
         records = sum(counts.get(c, 0) for c in READ_COUNTERS)
         write_atomically(paths["done.json"], json.dumps(
             dict(want, records=records, documents=docs, ledger_rows=ledger, counts=dict(sorted(counts.items()))),
-            indent=1).encode())
+            indent=1).encode(), temp_name=_temp_name(f"{key}.done.json"))
         kill_point("prepared")
         return key, records
 
