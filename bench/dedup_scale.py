@@ -1,5 +1,5 @@
-"""End-to-end dedup (exact + near, Beam FnApiRunner, one process) on synthetic documents:
-wall time and peak memory as the corpus grows.
+"""End-to-end dedup (signatures, exact + near, Beam FnApiRunner, one process) on synthetic documents:
+wall time and peak memory as the corpus grows (`bench/run_scale.py` measures the whole run).
 
     .venv/bin/python bench/dedup_scale.py 10000 [100000 ...]
 
@@ -40,14 +40,16 @@ def one(n: int, threshold: float | None = None) -> dict:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipeline.dedup import ExactDedup, NearDedup
+    from pipeline.dedup import ExactDedup, NearDedup, SignDocuments
     from stages.dedup import DedupConfig
 
     docs = corpus(n)
+    config = DedupConfig(threshold=threshold)
     start = time.perf_counter()
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
-        kept, exact_drops = p | beam.Create(docs, reshuffle=False) | ExactDedup()
-        kept, near_drops = kept | NearDedup(DedupConfig(threshold=threshold))
+        signed = p | beam.Create(docs, reshuffle=False) | SignDocuments(config)
+        kept, exact_drops = signed | ExactDedup()
+        kept, near_drops = kept | NearDedup(config)
         _ = ((kept | "CountKept" >> beam.combiners.Count.Globally()),
              (near_drops | "CountNear" >> beam.combiners.Count.Globally()))
     wall = time.perf_counter() - start

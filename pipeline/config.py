@@ -42,7 +42,7 @@ class JobConfig:
                                         # none keeps everything
     mix_max_epochs: int = 4             # at most this many copies of a document (Muennighoff et al. 2023:
                                         # up to ~4 epochs of repeated data are nearly as good as new data)
-    seed: int = 0                       # shard shuffle and mix draws
+    seed: int = 0                       # mix and anneal draws
     shard_size_mb: float = 256.0        # target uncompressed text per output shard
     row_group_rows: int = 4096          # Parquet row group size: the unit streaming readers fetch
     anneal_fraction: float | None = None  # e.g. 0.1: also write anneal/ with high-quality documents,

@@ -1,6 +1,8 @@
 """Exact and MinHash-LSH near-duplicate removal as Beam transforms.
 
-No step holds all documents, signatures or edges on one worker: every grouping is a
+They take `Signed` records (id, exact key, band digests, survivor rank, tokens, prepared part), never
+texts, and give the survivors and a `Decision` per dropped document; the job applies the decisions
+while it streams each prepared part once (pipeline/finish.py). No step holds all documents, signatures or edges on one worker: every grouping is a
 GroupByKey / CoGroupByKey / CombinePerKey on a document, bucket or component key.
 
 Near duplicates: signature -> 14 band keys per document -> GroupByKey per band key ->
@@ -12,10 +14,11 @@ document survives.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import apache_beam as beam
 
-from pipeline.transforms import DOCUMENTS, LEDGER, count, count_kept, route
+from pipeline.transforms import DOCUMENTS, LEDGER, count
 from stages.dedup import (
     DedupConfig,
     MinHasher,
@@ -29,6 +32,7 @@ from stages.dedup import (
     small_star_noting,
     survivor_rank,
 )
+from stages.mix import approx_tokens
 from stages.record import Document, DropReason
 
 EXACT, NEAR = "exact_dedup", "near_dedup"
@@ -36,78 +40,145 @@ SETTLED, NOTES = "settled", "notes"  # tagged outputs of the star steps
 CLUSTER_BUCKETS = ((2, "2"), (5, "3-5"), (10, "6-10"), (100, "11-100"), (float("inf"), ">100"))
 
 
-def _rank(doc: Document):
-    return survivor_rank(doc.quality_score, len(doc.text), doc.id)
+class Signed(NamedTuple):
+    """What dedup needs of a document, never its text: signature, survivor rank, tokens (for the funnel)
+    and the prepared part it lies in (where the decision goes back to)."""
+
+    id: str
+    part: str
+    exact_key: str | None               # None: the text could not be hashed in phase 1 (matches nothing)
+    bands: tuple[bytes, ...]             # MinHash band digests, band i at position i
+    rank: tuple[float, int, str]         # stages.dedup.survivor_rank: smaller survives
+    tokens: int
+    shingles: frozenset | None = None    # shingle hashes, only with dedup.verify
 
 
-def _resolve(stage: str, reason: DropReason, docs: Iterable[Document], winner_id: str):
-    """Keep the winner (once, even if an id repeats), send the others to the ledger naming the winner."""
+class Decision(NamedTuple):
+    """A dedup stage drops document `id` of part `part`; the part's documents are read once, later, to
+    ledger it with everything the ledger shows (url, language, file, snippet)."""
+
+    id: str
+    part: str
+    stage: str
+    reason: str
+    detail: str
+    kept_id: str | None = None
+
+
+class Signer:
+    """exact key and MinHash band digests of a text (phase 1 stores them; `--dedup-against` compares them)."""
+
+    def __init__(self, config: DedupConfig):
+        self._config, self._hasher = config, None
+
+    def __call__(self, doc: Document) -> tuple[str | None, list[bytes]]:
+        c = self._config
+        if self._hasher is None:
+            self._hasher = MinHasher(c.num_perm, c.seed)
+        try:
+            key = exact_key(doc.text)
+            doc_shingles = shingles(doc.text, c.shingle_words, doc.lang)
+        except Exception:  # the document still goes on; it just matches nothing
+            count("prepare.note.unsigned")
+            return None, []
+        if not doc_shingles:
+            return key, []
+        bands, rows = c.band_rows()
+        return key, [digest for _, digest in band_keys(self._hasher.signature(doc_shingles), bands, rows)]
+
+
+def signed(doc: Document, part: str, signature: tuple[str | None, list[bytes]],
+           config: DedupConfig | None = None) -> Signed:
+    """The Signed record of a document (with its shingle hashes when `config.verify`)."""
+    shingle_set = verify_shingles(doc.text, doc.lang, config) if config is not None and config.verify else None
+    return Signed(doc.id, part, signature[0], tuple(signature[1] or ()),
+                  survivor_rank(doc.quality_score, len(doc.text), doc.id), approx_tokens(doc.text), shingle_set)
+
+
+def verify_shingles(text: str, lang: str | None, config: DedupConfig) -> frozenset:
+    """The shingle hashes `dedup.verify` compares (none if the text cannot be shingled)."""
+    try:
+        return frozenset(shingle_hash(s) for s in shingles(text, config.shingle_words, lang))
+    except Exception:
+        return frozenset()
+
+
+class SignDocuments(beam.PTransform):
+    """Documents -> Signed records (what the job reads from the prepared parts instead; for tests and benches)."""
+
+    def __init__(self, config: DedupConfig, part: str = "-"):
+        super().__init__()
+        self._config, self._part = config, part
+
+    def expand(self, documents):
+        config, part, signer = self._config, self._part, Signer(self._config)
+        return documents | "Sign" >> beam.Map(lambda d: signed(d, part, signer(d), config))
+
+
+def count_kept_signed(stage: str, s: Signed) -> None:
+    count(f"{stage}.kept")
+    if s.tokens:
+        count(f"{stage}.kept_tokens", s.tokens)
+
+
+def _resolve(stage: str, reason: DropReason, members: Iterable[Signed], winner_id: str):
+    """Keep the winner (once, even if an id repeats); the others become decisions naming the winner."""
     kept = False
-    for doc in docs:
+    for s in members:
         count(f"{stage}.in")
-        if doc.id == winner_id and not kept:
+        if s.id == winner_id and not kept:
             kept = True
-            count_kept(stage, doc)
-            yield doc
+            count_kept_signed(stage, s)
+            yield s
         else:
             count(f"{stage}.drop.{reason}")
-            yield beam.pvalue.TaggedOutput(LEDGER, doc.drop(stage, reason, f"kept {winner_id}", kept_id=winner_id))
+            yield beam.pvalue.TaggedOutput(LEDGER, Decision(s.id, s.part, stage, reason, f"kept {winner_id}",
+                                                            winner_id))
 
 
-def _key_by_text(doc: Document):
-    """(text hash, doc); a document whose text cannot be hashed is ledgered, not a failed job."""
-    try:
-        yield exact_key(doc.text), doc
-    except Exception as exc:
+def _key_by_text(s: Signed):
+    if s.exact_key is None:  # unhashable text (counted in phase 1): it is unique
         count(f"{EXACT}.in")
-        yield route(EXACT, doc.drop_for_error(EXACT, exc))
+        count_kept_signed(EXACT, s)
+        yield beam.pvalue.TaggedOutput("unkeyed", s)
+        return
+    yield s.exact_key, s
 
 
 class ExactDedup(beam.PTransform):
-    """One document per normalized-text hash survives (best quality, then longest, then smallest id)."""
+    """Signed -> (Signed survivors, Decisions): one document per normalized-text hash survives (best
+    quality, then longest, then smallest id)."""
 
-    def expand(self, documents):
-        keyed_or_failed = documents | "KeyByText" >> beam.FlatMap(_key_by_text).with_outputs(LEDGER, main="keyed")
-        keyed = keyed_or_failed["keyed"]
+    def expand(self, signed_docs):
+        keyed_or_not = signed_docs | "KeyByText" >> beam.FlatMap(_key_by_text).with_outputs("unkeyed", main="keyed")
+        keyed = keyed_or_not["keyed"]
         winners = (keyed
-                   | "Rank" >> beam.Map(lambda kv: (kv[0], _rank(kv[1])))
+                   | "Rank" >> beam.Map(lambda kv: (kv[0], kv[1].rank))
                    | "Best" >> beam.CombinePerKey(min))
         results = ({"docs": keyed, "winner": winners}
                    | "Join" >> beam.CoGroupByKey()
                    | "Resolve" >> beam.FlatMap(lambda kv: _resolve(EXACT, DropReason.EXACT_DUPLICATE, kv[1]["docs"],
                                                                    kv[1]["winner"][0][2]))
                    .with_outputs(LEDGER, main=DOCUMENTS))
-        ledger = (results[LEDGER], keyed_or_failed[LEDGER]) | "ExactLedger" >> beam.Flatten()
-        return results[DOCUMENTS], ledger
+        kept = (results[DOCUMENTS], keyed_or_not["unkeyed"]) | "AllKept" >> beam.Flatten()
+        return kept, results[LEDGER]
 
 
-class _Signatures(beam.DoFn):
-    """Document -> (band key, id) pairs; with verification also (id, shingle hashes)."""
+def _band_keys(s: Signed, verify: bool):
+    """Signed -> (band key, id); with verification also (id, shingle hashes)."""
+    if s.exact_key is None:  # the text could not be shingled in phase 1
+        count(f"{NEAR}.note.shingling_failed")
+        return
+    if not s.bands:
+        count(f"{NEAR}.note.no_shingles")
+        return
+    for i, digest in enumerate(s.bands):
+        yield (i, digest), s.id
+    if verify:
+        yield beam.pvalue.TaggedOutput(SHINGLES, (s.id, s.shingles or frozenset()))
 
-    SHINGLES = "shingles"
 
-    def __init__(self, config: DedupConfig):
-        self._config = config
-        self._hasher = None
-
-    def setup(self) -> None:
-        self._hasher = MinHasher(self._config.num_perm, self._config.seed)
-
-    def process(self, doc: Document):
-        c = self._config
-        try:
-            doc_shingles = shingles(doc.text, c.shingle_words, doc.lang)
-        except Exception:  # the document still reaches the output, unmatched: counted, not lost
-            count(f"{NEAR}.note.shingling_failed")
-            return
-        if not doc_shingles:
-            count(f"{NEAR}.note.no_shingles")
-            return
-        bands, rows = c.band_rows()
-        for key in band_keys(self._hasher.signature(doc_shingles), bands, rows):
-            yield key, doc.id
-        if c.verify:
-            yield beam.pvalue.TaggedOutput(self.SHINGLES, (doc.id, frozenset(shingle_hash(s) for s in doc_shingles)))
+SHINGLES = "shingles"
 
 
 def _bucket_edges(bucket: tuple[object, Iterable[str]]) -> list[tuple[str, str]]:
@@ -202,30 +273,22 @@ def _cluster_bucket(size: int) -> str:
 
 
 class NearDedup(beam.PTransform):
-    """documents -> (kept, ledger). With `signatures` ((id, {"exact_key", "bands"}) of phase 1, made by the
-    same functions on the same text) the band keys are looked up by id instead of computed again
-    (not with `verify`, which needs the shingles themselves)."""
+    """Signed -> (Signed survivors, Decisions): per connected component of LSH candidates (exact-Jaccard
+    verified with `verify`), the best document survives."""
 
-    def __init__(self, config: DedupConfig, signatures=None):
+    def __init__(self, config: DedupConfig):
         super().__init__()
-        self._config, self._signatures = config, signatures
+        self._config = config
 
-    def expand(self, documents):
+    def expand(self, signed_docs):
         c = self._config
-        if self._signatures is not None and not c.verify:
-            entering = documents | "EnteringIds" >> beam.Map(lambda d: (d.id, None))
-            band_keys_by_id = (({"doc": entering, "signature": self._signatures} | "JoinSignatures" >> beam.CoGroupByKey())
-                               | "StoredBandKeys" >> beam.FlatMap(_stored_band_keys))
-        else:
-            signed = documents | "Signatures" >> beam.ParDo(_Signatures(c)).with_outputs(_Signatures.SHINGLES,
-                                                                                          main="keys")
-            band_keys_by_id = signed["keys"]
-        edges = (band_keys_by_id
+        keys = signed_docs | "BandKeys" >> beam.FlatMap(_band_keys, c.verify).with_outputs(SHINGLES, main="keys")
+        edges = (keys["keys"]
                  | "GroupBuckets" >> beam.GroupByKey()
                  | "BucketStars" >> beam.FlatMap(_bucket_edges)
                  | "DistinctEdges" >> beam.Distinct())
         if c.verify:
-            shingle_sets = signed[_Signatures.SHINGLES]
+            shingle_sets = keys[SHINGLES]
             edges = (({"edge": edges, "sh": shingle_sets} | "JoinA" >> beam.CoGroupByKey())
                      | "CarryA" >> beam.FlatMap(_carry_shingles))
             edges = (({"edge": edges, "sh": shingle_sets} | "JoinB" >> beam.CoGroupByKey())
@@ -237,11 +300,11 @@ class NearDedup(beam.PTransform):
              | "ClusterSize" >> beam.CombinePerKey(sum)
              | "CountSizes" >> beam.Map(_count_cluster_size))
 
-        by_id = documents | "KeyById" >> beam.Map(_keyed_by_id)
+        by_id = signed_docs | "KeyById" >> beam.Map(lambda s: (s.id, s))
         placed = (({"doc": by_id, "component": component} | "Place" >> beam.CoGroupByKey())
                   | "ToComponent" >> beam.FlatMap(_place).with_outputs("singletons", main="clustered"))
         winners = (placed["clustered"]
-                   | "RankInComponent" >> beam.Map(_ranked)
+                   | "RankInComponent" >> beam.Map(lambda kv: (kv[0], kv[1].rank))
                    | "BestInComponent" >> beam.CombinePerKey(min))
         results = ({"docs": placed["clustered"], "winner": winners}
                    | "JoinWinner" >> beam.CoGroupByKey()
@@ -249,21 +312,6 @@ class NearDedup(beam.PTransform):
         singletons = placed["singletons"] | "CountSingletons" >> beam.Map(_count_singleton)
         kept = (results[DOCUMENTS], singletons) | "AllKept" >> beam.Flatten()
         return kept, results[LEDGER]
-
-
-def _stored_band_keys(kv):
-    """(id, {"doc": [None], "signature": [row]}) -> (band key, id), as `_Signatures` makes them, for the
-    documents entering near dedup."""
-    doc_id, joined = kv
-    if not joined["doc"] or not joined["signature"]:
-        return
-    row = joined["signature"][0]
-    if row["exact_key"] is None:  # the text could not be shingled in phase 1
-        count(f"{NEAR}.note.shingling_failed")
-    elif not row["bands"]:
-        count(f"{NEAR}.note.no_shingles")
-    for i, digest in enumerate(row["bands"] or ()):
-        yield (i, digest), doc_id
 
 
 def _carry_shingles(kv):
@@ -278,14 +326,6 @@ def _one_member(kv):
 
 def _count_cluster_size(kv) -> None:
     count(f"{NEAR}.note.cluster_size.{_cluster_bucket(kv[1])}")
-
-
-def _keyed_by_id(doc: Document):
-    return doc.id, doc
-
-
-def _ranked(kv):
-    return kv[0], _rank(kv[1])  # (component, doc) -> (component, rank)
 
 
 def _resolve_component(kv):
@@ -303,10 +343,10 @@ def _place(kv):
             yield beam.pvalue.TaggedOutput("singletons", doc)
 
 
-def _count_singleton(doc: Document) -> Document:
+def _count_singleton(s: Signed) -> Signed:
     count(f"{NEAR}.in")
-    count_kept(NEAR, doc)
-    return doc
+    count_kept_signed(NEAR, s)
+    return s
 
 
 def rounds_to_converge(counters: dict[str, int], max_rounds: int) -> tuple[int, bool]:

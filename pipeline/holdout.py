@@ -9,14 +9,12 @@ out of training too, and never enter valid/ twice.
 """
 from __future__ import annotations
 
-import apache_beam as beam
-
 from pipeline.transforms import count
 from stages.mix import approx_tokens, original_id, unit_hash
 from stages.record import Document
 
 STAGE = "holdout"
-VALID = "valid"
+VALID, TRAIN = "valid", "train"
 
 
 def held_out(doc_id: str, fraction: float) -> bool:
@@ -24,25 +22,13 @@ def held_out(doc_id: str, fraction: float) -> bool:
     return fraction > 0 and unit_hash(0, STAGE, original_id(doc_id)) < fraction
 
 
-def _split(doc: Document, fraction: float):
+def split(doc: Document, fraction: float) -> str | None:
+    """TRAIN or VALID for a finished document; None for a repeat of a held-out one (left out of both)."""
     if not held_out(doc.id, fraction):
-        yield doc
-        return
+        return TRAIN
     if doc.epoch:
         count(f"{STAGE}.note.repeats_left_out")  # a copy, not a document read: no conservation entry
-        return
+        return None
     count(f"{STAGE}.{VALID}")
     count(f"{STAGE}.{VALID}_tokens", approx_tokens(doc.text))
-    yield beam.pvalue.TaggedOutput(VALID, doc)
-
-
-class HoldOut(beam.PTransform):
-    """documents -> (training documents, validation documents)."""
-
-    def __init__(self, fraction: float):
-        super().__init__()
-        self._fraction = fraction
-
-    def expand(self, documents):
-        parts = documents | "Split" >> beam.FlatMap(_split, self._fraction).with_outputs(VALID, main="train")
-        return parts["train"], parts[VALID]
+    return VALID

@@ -24,12 +24,14 @@ LOCK_FILE = ".refinery.lock"
 # Phase 1's parts (pipeline/prepare.py): kept across failures, reused by --resume, removed by --overwrite.
 PREPARED_PATTERNS = ("prepared/*.docs.parquet", "prepared/*.ledger.parquet", "prepared/*.done.json",
                      "prepared/.*.tmp")
+# Phase 2's finished parts (pipeline/finish.py): removed when the run ends.
+FINISHED_PATTERNS = ("_finished/*.parquet", "_finished/.*.tmp")
 SPLITS = ("anneal", "valid")  # folders beside data/ with the same layout (pipeline/run.py writes them)
 # Everything a run (or an interrupted one) writes, relative to the output folder.
 OWN_PATTERNS = (
     "data/part-*.parquet", "data/.part-*.tmp", "ledger/part-*.parquet", "ledger/beam-temp-*",
     "report.json", "report.html", "manifest.json", ".manifest.json.tmp", "_shard_stats/*",
-    "signatures/part-*.parquet", "signatures/beam-temp-*", LOCK_FILE, *PREPARED_PATTERNS,
+    "signatures/part-*.parquet", "signatures/beam-temp-*", LOCK_FILE, *PREPARED_PATTERNS, *FINISHED_PATTERNS,
     *(f"{split}/{pattern}" for split in SPLITS for pattern in ("data/part-*.parquet", "data/.part-*.tmp",
                                                                 "_shard_stats/*", "manifest.json", ".manifest.json.tmp")),
 )
@@ -163,11 +165,19 @@ def lock_note(output: str) -> str | None:
     return None if is_local(output) else "output on an object store: no exclusive lock was taken"
 
 
+def remove_finished(output: str) -> None:
+    """Phase 2's intermediate copies of the finished documents, once the shards are written."""
+    _delete(_matching(output, FINISHED_PATTERNS))
+    folder = os.path.join(output, "_finished")
+    if is_local(output) and os.path.isdir(folder) and not os.listdir(folder):
+        os.rmdir(folder)
+
+
 def remove_partial(output: str) -> None:
     """After an interrupted or failed job: our temporary files go; finished shards stay until --overwrite."""
     try:
         _delete(_matching(output, ["ledger/beam-temp-*", "data/.part-*.tmp", "_shard_stats", ".manifest.json.tmp",
-                                   "signatures/beam-temp-*", "prepared/.*.tmp",
+                                   "signatures/beam-temp-*", "prepared/.*.tmp", *FINISHED_PATTERNS,
                                    *(f"{split}/{p}" for split in SPLITS for p in ("_shard_stats", "data/.part-*.tmp"))]))
     except Exception:  # best effort: the interrupted run's message matters more
         pass

@@ -1,12 +1,12 @@
-"""Output shards with a seeded global shuffle, and the manifest written last.
+"""Output shards, and the manifest written last.
 
-Each document gets a shard from hash(seed, id, epoch), so every shard mixes all sources and a
-rerun puts the same rows in the same shards in the same order. One GroupByKey per shard
-gathers only that shard's rows (its target size), which one worker writes with pyarrow:
-zstd, fixed-size row groups for streaming readers, written to a temporary name and renamed.
-Each writer reports rows, tokens per source and the SHA-256 of the file; the driver turns
-those into `manifest.json`, written atomically after every shard exists: a manifest means
-the output is complete.
+Each prepared part (one input file) is written as its own shards by the task that streams it
+(pipeline/finish.py), in the part's order: `part-<file>-NNN.parquet`, a new one per `shard_size_mb`
+of text, and the mix's repeats apart (`part-<file>-repeats-NNN`), so no step gathers documents and a
+rerun writes the same bytes. zstd, fixed-size row groups (the unit training readers permute), written
+to a temporary name and renamed. Each writer reports rows, tokens per source and the SHA-256 of the
+file; the driver turns those into `manifest.json`, written atomically after every shard exists: a
+manifest means the output is complete.
 """
 from __future__ import annotations
 
@@ -15,15 +15,12 @@ import io
 import json
 from typing import Any
 
-import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.faults import kill_point
-from pipeline.schema import DOCUMENT_SCHEMA, document_row
-from stages.mix import approx_tokens, num_shards_for, shard_of
-from stages.record import Document
+from pipeline.schema import DOCUMENT_SCHEMA
 
 MANIFEST = "manifest.json"
 STATS_DIR = "_shard_stats"
@@ -46,62 +43,59 @@ def write_atomically(path: str, data: bytes, temp_name: str | None = None) -> No
     FileSystems.rename([temp], [path])
 
 
-class _WriteShard(beam.DoFn):
-    def __init__(self, folder: str, row_group_rows: int):
-        self._folder, self._row_group_rows = folder, row_group_rows
+class ShardWriter:
+    """Document rows -> `<folder>/<prefix>-NNN.parquet`, a new shard once one holds `shard_size_mb` of text.
+    Rows are kept in memory one row group at a time, the shard's compressed bytes until it is written
+    (atomically: a retried task rewrites the same names). `close()` gives each shard's stats."""
 
-    def process(self, shard_rows, num_shards: int):
-        index, keyed = shard_rows
-        rows = [row for _, row in sorted(keyed, key=lambda kv: (kv[0], kv[1]["id"]))]
-        table = pa.Table.from_pylist(rows, schema=DOCUMENT_SCHEMA)
-        buffer = io.BytesIO()
-        pq.write_table(table, buffer, compression="zstd", row_group_size=self._row_group_rows)
-        data = buffer.getvalue()
-        write_atomically(FileSystems.join(self._folder, shard_name(index, num_shards)), data)
+    def __init__(self, folder: str, prefix: str, shard_size_mb: float, row_group_rows: int):
+        self._folder, self._prefix = folder, prefix
+        self._limit, self._row_group_rows = int(shard_size_mb * 1_000_000), row_group_rows
+        self._stats: list[dict[str, Any]] = []
+        self._open()
+
+    def _open(self) -> None:
+        self._buffer, self._rows, self._text_bytes = io.BytesIO(), [], 0
+        self._writer = pq.ParquetWriter(self._buffer, DOCUMENT_SCHEMA, compression="zstd")
+        self._count = {"rows": 0, "originals": 0, "row_groups": 0, "tokens_by_source": {}, "rows_by_source": {}}
+
+    def add(self, row: dict[str, Any]) -> None:
+        self._rows.append(row)
+        size = len(row["text"].encode("utf-8", "surrogatepass"))
+        self._text_bytes += size
+        c = self._count
+        c["rows"] += 1
+        c["originals"] += row["epoch"] == 0
+        c["tokens_by_source"][row["source"]] = c["tokens_by_source"].get(row["source"], 0) + (size + 3) // 4
+        c["rows_by_source"][row["source"]] = c["rows_by_source"].get(row["source"], 0) + 1
+        if len(self._rows) >= self._row_group_rows:
+            self._flush()
+        if self._text_bytes >= self._limit:
+            self._write()
+            self._open()
+
+    def _flush(self) -> None:
+        if self._rows:
+            self._writer.write_table(pa.Table.from_pylist(self._rows, schema=DOCUMENT_SCHEMA))
+            self._count["row_groups"] += 1
+            self._rows = []
+
+    def _write(self) -> None:
+        self._flush()
+        self._writer.close()
+        data = self._buffer.getvalue()
+        name = f"{self._prefix}-{len(self._stats):03d}.parquet"
+        write_atomically(FileSystems.join(self._folder, name), data)
         kill_point("shard")
-        tokens: dict[str, int] = {}
-        for row in rows:
-            tokens[row["source"]] = tokens.get(row["source"], 0) + approx_tokens(row["text"])
-        yield json.dumps({"path": shard_name(index, num_shards), "rows": len(rows), "bytes": len(data),
-                          "sha256": hashlib.sha256(data).hexdigest(),
-                          "row_groups": pq.ParquetFile(io.BytesIO(data)).metadata.num_row_groups,
-                          "tokens_by_source": tokens,
-                          "rows_by_source": _count_by(rows, "source"),
-                          "originals": sum(1 for row in rows if row["epoch"] == 0)})
+        self._stats.append({"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                            **self._count})
 
-
-def _count_by(rows: list[dict[str, Any]], field: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for row in rows:
-        out[row[field]] = out.get(row[field], 0) + 1
-    return out
-
-
-class WriteShards(beam.PTransform):
-    """documents -> Parquet shards in `folder`, plus per-shard stats lines in `stats_prefix`*."""
-
-    def __init__(self, folder: str, stats_prefix: str, shard_size_mb: float, seed: int, row_group_rows: int):
-        super().__init__()
-        self._folder, self._stats_prefix = folder, stats_prefix
-        self._shard_size_mb, self._seed, self._row_group_rows = shard_size_mb, seed, row_group_rows
-
-    def expand(self, documents):
-        size_mb, seed = self._shard_size_mb, self._seed
-        total = (documents
-                 | "TextBytes" >> beam.Map(lambda d: len(d.text.encode("utf-8", "surrogatepass")))
-                 | "TotalBytes" >> beam.CombineGlobally(sum))
-        num_shards = total | "NumShards" >> beam.Map(lambda b: num_shards_for(b, size_mb))
-        shards = beam.pvalue.AsSingleton(num_shards)
-
-        def assign(doc: Document, n: int):
-            index, key = shard_of(doc.id, doc.epoch, n, seed)
-            return index, (key, document_row(doc))
-
-        return (documents
-                | "AssignShard" >> beam.Map(assign, shards)
-                | "GroupShard" >> beam.GroupByKey()
-                | "WriteShard" >> beam.ParDo(_WriteShard(self._folder, self._row_group_rows), shards)
-                | "Stats" >> beam.io.WriteToText(self._stats_prefix, shard_name_template="-SSSSS"))
+    def close(self) -> list[dict[str, Any]]:
+        if self._count["rows"]:
+            self._write()
+        else:
+            self._writer.close()
+        return self._stats
 
 
 def collect_shards(output: str, data_dir: str) -> list[dict[str, Any]]:

@@ -45,13 +45,14 @@ from stages.settings import add_set_flag, set_values
 # One Common Crawl snapshot (e.g. CC-MAIN-2024-22: ~90,000 WARC files of ~1 GB, ~2.7-3.1 billion pages).
 SNAPSHOT = {"name": "one Common Crawl snapshot", "files": 90_000, "pages": 3_000_000_000}
 SAMPLE_FILES = 8
-# Phase 2 moves whole documents through these shuffles: the spread after reading, exact dedup's join,
-# near dedup's placement join, the shard writer's grouping (and --dedup-against's join).
-FULL_DOCUMENT_SHUFFLES = 4
+# Phase 2 shuffles no texts (pipeline/finish.py): a signature record per document goes through exact
+# dedup's join and near dedup's placement join (and --dedup-against's), its band keys through the buckets.
+SIGNED_SHUFFLES = 2
+SIGNED_RECORD_BYTES = 320  # id, part key, exact key, 14 band digests, rank, tokens, as pickled
 KEY_RECORD_BYTES = 60      # one (band digest, id) pair as shuffled: 12 + 32 bytes + framing
 EDGE_RECORD_BYTES = 80     # one (id, id) edge
 COMPONENT_ROUNDS = 4       # rounds that still carry edges (bench/cc_rounds.py: most settle in 2-4)
-DOC_MEMORY_OVERHEAD = 1500  # bytes of a Document beyond its text (fields, metadata dict, Python objects)
+PHASE2_BYTES_PER_DOCUMENT = 3000  # peak memory of one local process per document (bench/run_scale.py)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -222,18 +223,17 @@ def _signature_bytes(rows) -> int:
 def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes: int) -> dict[str, Any]:
     """The sample's figures times `scale` (input bytes, or pages, over the sample's)."""
     docs = m["documents"] * scale
-    doc_bytes = m["text_bytes"] / max(m["documents"], 1) + DOC_MEMORY_OVERHEAD
     fixed = m.get("fixed_run") or {}
     cpu_s = (m["phase1_cpu_s"] + m["phase2_cpu_s"]) * scale + fixed.get("cpu_s", 0)
     baseline = max(m["peak_rss_bytes"], fixed.get("peak_memory_bytes", 0))  # models, runner
-    shuffle = docs * (doc_bytes * FULL_DOCUMENT_SHUFFLES + m["bands"] * KEY_RECORD_BYTES) \
+    shuffle = docs * (SIGNED_RECORD_BYTES * SIGNED_SHUFFLES + m["bands"] * KEY_RECORD_BYTES) \
         + m["candidate_edges"] * scale * 2 * EDGE_RECORD_BYTES * COMPONENT_ROUNDS
     return {
         "what": what, "files": files, "input_bytes": input_bytes, "records": round(m["records"] * scale),
         "documents_after_phase1": round(docs), "cpu_hours": round(cpu_s / 3600, 4),
         "cpu_hours_phase1": round(m["phase1_cpu_s"] * scale / 3600, 4),
         "peak_memory_per_worker_bytes": {"phase1": m["peak_rss_bytes"],
-                                         "phase2_one_local_process": round(baseline + docs * doc_bytes)},
+                                         "phase2_one_local_process": round(baseline + docs * PHASE2_BYTES_PER_DOCUMENT)},
         "prepared_bytes": round(m["prepared_bytes"] * scale),
         "output_bytes_at_most": round((m["docs_bytes"] * m["phase2_kept"] / max(m["documents"], 1) + m["ledger_bytes"]
                                        + m["signature_bytes"]) * scale),
@@ -248,13 +248,14 @@ def assumptions(config, m: dict[str, Any]) -> list[str]:
         f"worker), plus once the fixed cost of a run measured on one record: {_fixed(m)}",
         "phase 2's grouping steps (dedup, mixing, shard writing) are counted as shuffle bytes, not CPU; "
         "decontamination's index build is not counted",
-        f"shuffle bytes: each document {FULL_DOCUMENT_SHUFFLES} times (text + {DOC_MEMORY_OVERHEAD} B), "
+        f"shuffle bytes: no texts; each document's signature record {SIGNED_SHUFFLES} times ({SIGNED_RECORD_BYTES} B), "
         f"{m['bands']} band keys of {KEY_RECORD_BYTES} B each, candidate edges ({m['candidate_edges']} in the sample) "
         f"x 2 directions x {COMPONENT_ROUNDS} component rounds of {EDGE_RECORD_BYTES} B",
         "output bytes are an upper bound: a sample shows few of the duplicates a whole crawl holds, so dedup "
         "removes more at scale than in the sample",
-        "phase-2 memory of one local process (FnApiRunner) holds every document; a cluster runner spills "
-        "shuffles to disk and needs only a partition's share per worker",
+        f"phase-2 memory of one local process (FnApiRunner) holds what dedup gathers, {PHASE2_BYTES_PER_DOCUMENT} B "
+        "per document (bench/run_scale.py), never texts; a cluster runner spills shuffles to disk and needs only "
+        "a partition's share per worker",
     ]
 
 

@@ -29,11 +29,13 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.cli import version
 from pipeline.config import TABLE
+from pipeline.dedup import Signed, Signer, verify_shingles
 from pipeline.faults import kill_point
 from pipeline.output import write_atomically
 from pipeline.schema import LEDGER_SCHEMA, ledger_row
-from pipeline.transforms import DOCUMENTS, LEDGER, ReadFileFn, capture_counts, count
-from stages.dedup import DedupConfig, MinHasher, band_keys, exact_key, shingles
+from pipeline.transforms import LEDGER, ReadFileFn, capture_counts, count
+from stages.dedup import DedupConfig, survivor_rank
+from stages.mix import approx_tokens
 from stages.record import Document
 from stages.table import EXTRACT, GLOBAL, READ
 
@@ -42,7 +44,6 @@ PHASE1_END = min(spec.order for spec in TABLE if spec.runs == GLOBAL)  # phase 1
 EXTRACT_STAGE = next(spec.name for spec in TABLE if spec.runs == EXTRACT)
 READ_COUNTERS = tuple(f"{spec.name}.in" for spec in TABLE if spec.runs == READ)
 PREPARED, REUSED, REDONE = "prepare.files_prepared", "prepare.files_reused", "prepare.files_redone"
-LEDGER_ROWS, SIGNATURES = "ledger_rows", "signatures"  # tagged outputs of ReadPrepared
 CHUNK = 256        # documents taken through the stages together (batched stages see up to this many) ...
 CHUNK_CHARS = 32 << 20  # ... or fewer, once their HTML/text holds this many characters (memory per task)
 ROW_GROUP = 1024   # rows per row group of a part: bounds the writer's buffer
@@ -57,7 +58,8 @@ PART_SCHEMA = pa.schema([
     pa.field("metadata", pa.string()),                  # JSON (ASCII): every key the readers set
     pa.field("exact_key", pa.string()),                 # stages.dedup.exact_key of the text
     pa.field("bands", pa.list_(pa.binary())),           # MinHash band digests, band i at position i
-], metadata={"refinery.schema": "prepared/1"})
+    pa.field("chars", pa.int64()), pa.field("tokens", pa.int64()),  # of the text: dedup ranks without reading it
+], metadata={"refinery.schema": "prepared/2"})
 SIGNATURE_SCHEMA = pa.schema([
     pa.field("id", pa.string(), nullable=False), pa.field("source", pa.string()),
     pa.field("exact_key", pa.string()), pa.field("bands", pa.list_(pa.binary())),
@@ -77,6 +79,15 @@ def in_phase1(spec) -> bool:
 
 def part_key(source: str, name: str) -> str:
     return hashlib.sha256(f"{source}\x1f{name}".encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def file_part_key(file: InputFile, root: str) -> str:
+    """The part key of an input file, named below the inputs' common folder `root` (as ids are)."""
+    return part_key(file.source, file_name(file, root))
+
+
+def file_name(file: InputFile, root: str) -> str:
+    return file.path[len(root):] if root and file.path.startswith(root) else file.path
 
 
 def part_paths(prepared: str, key: str) -> dict[str, str]:
@@ -126,28 +137,6 @@ def _temp_name(name: str) -> str:
     return f".{name}.{uuid.uuid4().hex[:12]}.tmp"
 
 
-class Signer:
-    """exact key and MinHash band digests of a text (the same functions the job's dedup uses)."""
-
-    def __init__(self, config: DedupConfig):
-        self._config, self._hasher = config, None
-
-    def __call__(self, doc: Document) -> tuple[str | None, list[bytes]]:
-        c = self._config
-        if self._hasher is None:
-            self._hasher = MinHasher(c.num_perm, c.seed)
-        try:
-            key = exact_key(doc.text)
-            doc_shingles = shingles(doc.text, c.shingle_words, doc.lang)
-        except Exception:  # the document still goes on; it just matches nothing in a later run
-            count("prepare.note.unsigned")
-            return None, []
-        if not doc_shingles:
-            return key, []
-        bands, rows = c.band_rows()
-        return key, [digest for _, digest in band_keys(self._hasher.signature(doc_shingles), bands, rows)]
-
-
 def _encode(value: str | None) -> bytes | None:
     return None if value is None else value.encode("utf-8", "surrogatepass")
 
@@ -162,7 +151,7 @@ def part_row(doc: Document, signature: tuple[str | None, list[bytes]]) -> dict[s
             "quality_score": doc.quality_score, "toxicity_score": doc.toxicity_score, "epoch": doc.epoch,
             "pii_counts": None if doc.pii_counts is None else json.dumps(dict(doc.pii_counts), sort_keys=True),
             "metadata": json.dumps(dict(doc.metadata), sort_keys=True, default=str),
-            "exact_key": signature[0], "bands": signature[1]}
+            "exact_key": signature[0], "bands": signature[1], "chars": len(doc.text), "tokens": approx_tokens(doc.text)}
 
 
 def document_from_part(row: dict[str, Any]) -> Document:
@@ -173,7 +162,7 @@ def document_from_part(row: dict[str, Any]) -> Document:
                     metadata=json.loads(row["metadata"]))
 
 
-class _PartWriter:
+class PartWriter:
     """Rows -> a Parquet file at a temporary name, in row groups of ROW_GROUP; `commit()` renames it."""
 
     def __init__(self, path: str, schema: pa.Schema):
@@ -236,7 +225,7 @@ class PrepareFiles(beam.DoFn):
                 budget -= records
 
     def prepare_file(self, file: InputFile, cap: int | None) -> tuple[str, int]:
-        name = file.path[len(self._root):] if self._root and file.path.startswith(self._root) else file.path
+        name = file_name(file, self._root)
         key = part_key(file.source, name)
         paths = part_paths(self._prepared, key)
         want = {"source": file.source, "file": name, "size": file.size, "mtime": file.mtime, "digest": self._digest,
@@ -261,7 +250,7 @@ class PrepareFiles(beam.DoFn):
         return key, records
 
     def _write_part(self, file: InputFile, paths: dict[str, str], cap: int | None) -> tuple[int, int]:
-        docs_out, ledger_out = _PartWriter(paths["docs.parquet"], PART_SCHEMA), _PartWriter(paths["ledger.parquet"],
+        docs_out, ledger_out = PartWriter(paths["docs.parquet"], PART_SCHEMA), PartWriter(paths["ledger.parquet"],
                                                                                             LEDGER_SCHEMA)
         readable = fileio.ReadableFile(FileMetadata(file.path, file.size, file.mtime))
         chunk: list[tuple[bool, Document]] = []
@@ -280,66 +269,69 @@ class PrepareFiles(beam.DoFn):
         self._run_chunk(chunk, docs_out, ledger_out)
         return docs_out.commit(), ledger_out.commit()
 
-    def _run_chunk(self, docs: list[tuple[bool, Document]], docs_out: _PartWriter, ledger_out: _PartWriter) -> None:
-        """The stages in order over a chunk (extraction on HTML documents only); drops to the ledger part."""
-        for _, fn, batched, html_only in self._steps:
-            todo = [doc for is_html, doc in docs if is_html or not html_only]
-            if not todo:
-                continue
-            results = iter(list(fn.process(todo)) if batched else [r for doc in todo for r in fn.process(doc)])
-            kept = []
-            for is_html, doc in docs:
-                if html_only and not is_html:
-                    kept.append((is_html, doc))
-                    continue
-                result = next(results)
-                if isinstance(result, beam.pvalue.TaggedOutput):
-                    ledger_out.add(ledger_row(result.value, self._snippet))
-                else:
-                    kept.append((is_html, result))
-            docs = kept
-        for _, doc in docs:
+    def _run_chunk(self, docs: list[tuple[bool, Document]], docs_out: PartWriter, ledger_out: PartWriter) -> None:
+        for doc in run_steps(self._steps, docs, lambda drop: ledger_out.add(ledger_row(drop, self._snippet))):
             docs_out.add(part_row(doc, self._signer(doc)))
 
 
-def read_rows(path: str) -> Iterable[dict[str, Any]]:
+def run_steps(steps, docs: list[tuple[bool, Document]], on_drop) -> list[Document]:
+    """The stages' DoFns, run directly, in order over a chunk of (is HTML?, document): extraction
+    (`html_only`) on HTML documents only; drops go to `on_drop`; returns the documents kept."""
+    for _, fn, batched, html_only in steps:
+        todo = [doc for is_html, doc in docs if is_html or not html_only]
+        if not todo:
+            continue
+        results = iter(list(fn.process(todo)) if batched else [r for doc in todo for r in fn.process(doc)])
+        kept = []
+        for is_html, doc in docs:
+            if html_only and not is_html:
+                kept.append((is_html, doc))
+                continue
+            result = next(results)
+            if isinstance(result, beam.pvalue.TaggedOutput):
+                on_drop(result.value)
+            else:
+                kept.append((is_html, result))
+        docs = kept
+    return [doc for _, doc in docs]
+
+
+def read_rows(path: str, columns: Sequence[str] | None = None) -> Iterable[dict[str, Any]]:
     with FileSystems.open(path) as fh:
-        for batch in pq.ParquetFile(fh).iter_batches(batch_size=ROW_GROUP):
+        for batch in pq.ParquetFile(fh).iter_batches(batch_size=ROW_GROUP, columns=columns):
             yield from batch.to_pylist()
 
 
-class ReadPrepared(beam.DoFn):
-    """A part key -> its documents, its ledger rows (LEDGER_ROWS) and (id, signature row) (SIGNATURES)."""
+class ReadSigned(beam.DoFn):
+    """A part key -> a `Signed` record per document (its signature, rank and tokens; the text only to
+    compute shingles for `dedup.verify`)."""
 
-    def __init__(self, output: str):
-        self._prepared = FileSystems.join(output, PREPARED_DIR)
+    def __init__(self, output: str, dedup: DedupConfig):
+        self._prepared, self._dedup = FileSystems.join(output, PREPARED_DIR), dedup
 
     def process(self, key: str):
-        paths = part_paths(self._prepared, key)
-        for row in read_rows(paths["docs.parquet"]):
-            yield document_from_part(row)
-            yield beam.pvalue.TaggedOutput(SIGNATURES, (row["id"], {k: row[k] for k in SIGNATURE_SCHEMA.names}))
-        for row in read_rows(paths["ledger.parquet"]):
-            yield beam.pvalue.TaggedOutput(LEDGER_ROWS, row)
+        columns = ["id", "exact_key", "bands", "quality_score", "chars", "tokens"]
+        verify = self._dedup.verify
+        for row in read_rows(part_paths(self._prepared, key)["docs.parquet"], columns + (["text", "lang"] if verify else [])):
+            shingle_set = verify_shingles(_decode(row["text"]) or "", row["lang"], self._dedup) if verify else None
+            yield Signed(row["id"], key, row["exact_key"], tuple(row["bands"] or ()),
+                         survivor_rank(row["quality_score"], row["chars"], row["id"]), row["tokens"], shingle_set)
 
 
 class Prepare(beam.PTransform):
-    """Input files -> (documents, phase-1 ledger rows, (id, signature row)) read back from the prepared parts."""
+    """Input files -> the keys of their prepared parts (written, or reused when their markers match)."""
 
-    def __init__(self, files: Sequence[InputFile], prepare_fn: PrepareFiles, output: str, one_task: bool):
+    def __init__(self, files: Sequence[InputFile], prepare_fn: PrepareFiles, one_task: bool):
         super().__init__()
-        self._files, self._fn, self._output, self._one_task = list(files), prepare_fn, output, one_task
+        self._files, self._fn, self._one_task = list(files), prepare_fn, one_task
 
     def expand(self, pbegin):
         elements = [self._files] if self._one_task else [[f] for f in self._files]
-        read = (pbegin
+        return (pbegin
                 | "InputFiles" >> beam.Create(elements)
                 | "SpreadFiles" >> beam.Reshuffle()
                 | "PrepareFiles" >> beam.ParDo(self._fn)
-                | "SpreadParts" >> beam.Reshuffle()
-                | "ReadPrepared" >> beam.ParDo(ReadPrepared(self._output)).with_outputs(LEDGER_ROWS, SIGNATURES,
-                                                                                        main=DOCUMENTS))
-        return read[DOCUMENTS] | "SpreadDocuments" >> beam.Reshuffle(), read[LEDGER_ROWS], read[SIGNATURES]
+                | "SpreadParts" >> beam.Reshuffle())
 
 
 def prepared_markers(output: str) -> list[str]:

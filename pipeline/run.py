@@ -25,12 +25,12 @@ from pipeline.beam_options import check_beam_args, loopback_only_grpc
 from pipeline.cli import version
 from pipeline.config import TABLE, ConfigError, RunConfig, load_config
 from pipeline.dedup import EXACT, NEAR, ExactDedup, NearDedup, dedup_report
-from pipeline.holdout import HoldOut
+from pipeline.finish import FINISHED, LEDGER_ROWS, SIGNATURE_ROWS, FinishPart, WritePart
 from pipeline.ledger import ResolveKeptCopies
 from pipeline.mix import STAGE as MIX_STAGE
-from pipeline.mix import AnnealSplit, Mix
-from pipeline.outdir import OutputLock, lock_note, prepare_output, remove_partial
-from pipeline.output import MANIFEST, STATS_DIR, WriteShards, collect_shards, write_manifest
+from pipeline.mix import Mix, anneal_tokens
+from pipeline.outdir import OutputLock, lock_note, prepare_output, remove_finished, remove_partial
+from pipeline.output import MANIFEST, STATS_DIR, collect_shards, write_manifest
 from pipeline.plan import ResourceUsage
 from pipeline.plan import compare as plan_vs_measured
 from pipeline.prepare import (
@@ -38,28 +38,32 @@ from pipeline.prepare import (
     PREPARED_DIR,
     REDONE,
     REUSED,
+    SIGNATURE_SCHEMA,
     InputFile,
     Prepare,
     PrepareFiles,
+    ReadSigned,
+    file_part_key,
     in_phase1,
     phase1_digest,
     signature_settings,
 )
 from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
-from pipeline.signatures import SIGNATURES_DIR, DedupAgainst, WriteSignatures, check_old_runs
-from pipeline.transforms import SOURCE_RECORDS, ApplyStage, Decontaminate, ReadFileFn, ReadSource
-from stages.decontam import DecontaminationIndex, read_benchmarks
+from pipeline.signatures import SIGNATURES_DIR, DedupAgainst, check_old_runs
+from pipeline.transforms import LEDGER, SOURCE_RECORDS, ApplyStage, ReadFileFn, ReadSource
+from stages.decontam import DecontaminationIndex, Decontaminator, read_benchmarks
 from stages.dedup import DEDUP_AGAINST
 from stages.extraction import trafilatura_speedups
 from stages.extraction.extract import Extractor
 from stages.extraction.warc import STAGE as WARC_STAGE
-from stages.mix import parse_weights
+from stages.mix import mix_rates, parse_weights
 from stages.settings import add_flags, add_set_flag, flag_values, set_values
 from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, WRITE, StageSpec
 
 DEFAULT_RUNNER = "FnApiRunner"  # in-process; DirectRunner first tries to download Prism
 DATA_DIR, LEDGER_DIR, REPORT_FILE, ANNEAL_DIR, VALID_DIR = "data", "ledger", "report.json", "anneal", "valid"
 HTML_REPORT_FILE = "report.html"
+WRITE_STAGE = next(spec.name for spec in TABLE if spec.runs == WRITE)
 
 # Short names kept from before the flags were generated (README examples, users' scripts).
 SHORT_FLAGS = {"langid.languages": ["--languages"], "langid.threshold": ["--lang-threshold"],
@@ -183,15 +187,16 @@ def preflight(config: RunConfig) -> None:
         check_old_runs(config.dedup_against, config.dedup)
 
 
-def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any], signatures=None) -> beam.PTransform:
-    """The Beam transform of a stage that needs all documents at once (what it loaded goes into `facts`;
-    `signatures`: phase 1's (id, signature row), so near dedup does not compute them again)."""
+def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]):
+    """What the job runs for a stage that needs all documents at once (what it loaded goes into `facts`):
+    dedup transforms over signatures, decontamination (a per-document stage with the index loaded here),
+    the mix (applied while shards are written)."""
     if spec.name == DEDUP_AGAINST:
         return DedupAgainst(config.dedup_against, config.dedup)
     if spec.name == "exact_dedup":
         return ExactDedup()
     if spec.name == "near_dedup":
-        return NearDedup(config.dedup, signatures)
+        return NearDedup(config.dedup)
     if spec.name == "decontaminate":
         c = config.decontam
         index = DecontaminationIndex(read_benchmarks(c.benchmarks), c.n, c.min_words)
@@ -200,14 +205,13 @@ def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any], sign
         print("[refinery] decontamination: " + ", ".join(
             f"{b} {n:,} items" + (f" ({index.skipped[b]} too short to match)" if index.skipped.get(b) else "")
             for b, n in sorted(loaded.items())), file=sys.stderr)
-        return Decontaminate(index, c)
+        return ApplyStage(Decontaminator(index, c))
     if spec.name == MIX_STAGE:
         return Mix(parse_weights(config.mix), config.seed, config.mix_max_epochs)
     raise ConfigError(f"stage {spec.name}: runs over all documents, but the pipeline has no transform for it")
 
 
-def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: int | None = None,
-               signatures=None) -> list[tuple]:
+def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: int | None = None) -> list[tuple]:
     """(name, transform) of every enabled stage after reading (of one phase: 1, per input file, or 2),
     in the stage table's order: stages before extraction (on the URL: every document), extraction (HTML
     documents only), the rest; the last is the write check."""
@@ -226,7 +230,7 @@ def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: in
                                                 fail_urls=faults.get(spec.name, ()),
                                                 sources=getattr(spec.settings(config), "sources", ()))))
         elif spec.runs == GLOBAL:
-            steps.append((spec.name, _global_step(spec, config, {} if facts is None else facts, signatures)))
+            steps.append((spec.name, _global_step(spec, config, {} if facts is None else facts)))
         elif spec.runs == WRITE:  # the last check before a shard
             steps.append((spec.name, ApplyStage(OutputCheck())))
     unknown = set(faults) - set(per_document)
@@ -270,41 +274,71 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
                                 config.sample_fraction) for name, _ in source_groups(config)}
     prepare = PrepareFiles(config.output, readers, phase1, root, phase1_digest(config), config.dedup,
                            config.ledger_snippet_chars, config.limit)
-    documents, prepared_ledger, signatures = p | "Prepare" >> Prepare(files, prepare, config.output,
-                                                                       one_task=bool(config.limit))
+    keys = p | "Prepare" >> Prepare(files, prepare, one_task=bool(config.limit))
     names = [spec.name for spec in TABLE if spec.runs == READ] + [name for name, _ in phase1]
-    ledgers = []
-    for name, step in make_steps(config, facts, phase=2, signatures=signatures):
-        documents, drops = documents | f"Stage_{name}" >> step
-        ledgers.append(drops)
+    signed = keys | "ReadSigned" >> beam.ParDo(ReadSigned(config.output, config.dedup))
+    decisions, per_document, mix, write_check = [], [], None, None
+    for name, step in make_steps(config, facts, phase=2):
         names.append(name)
-    _ = (documents, signatures) | "Signatures" >> WriteSignatures(FileSystems.join(config.output, SIGNATURES_DIR))
-    if config.holdout_fraction:
-        documents, valid = documents | "HoldOut" >> HoldOut(config.holdout_fraction)
-        _ = valid | "WriteValid" >> _shards_to(config, VALID_DIR)
-    _ = documents | "WriteShards" >> _shards_to(config, "")
+        if name in (DEDUP_AGAINST, EXACT, NEAR):  # on signatures only
+            signed, decided = signed | f"Stage_{name}" >> step
+            decisions.append(decided)
+        elif isinstance(step, Mix):
+            mix = step
+        elif name == WRITE_STAGE:
+            write_check = step
+        else:
+            per_document.append((name, step))
+    tally = bool(mix or config.anneal_fraction)
+    decided = ((decisions or [p | "NoDecisions" >> beam.Create([])])
+               | "AllDecisions" >> beam.Flatten()
+               | "ByPart" >> beam.Map(lambda d: (d.part, d)))
+    finished = ({"part": keys | "PartKeys" >> beam.Map(lambda k: (k, None)), "decided": decided}
+                 | "DecisionsOfPart" >> beam.CoGroupByKey()
+                 | "FinishParts" >> beam.ParDo(FinishPart(config.output, per_document, tally))
+                 .with_outputs(LEDGER, LEDGER_ROWS, FINISHED, main="keys"))
+    rates, totals = p | "NoRates" >> beam.Create([{}]), p | "NoTotals" >> beam.Create([{}])
+    if mix:
+        weights = mix.weights
+        rates = (finished[FINISHED]
+                 | "SourceTokens" >> beam.Map(lambda f: (f[1], f[2]))
+                 | "PerSource" >> beam.CombinePerKey(sum)
+                 | "TokensBySource" >> beam.combiners.ToDict()
+                 | "MixRates" >> beam.Map(lambda tokens: mix_rates(weights, tokens)))
     if config.anneal_fraction:
-        _ = (documents
-             | "Anneal" >> AnnealSplit(config.anneal_fraction, config.anneal_min_quality, config.seed)
-             | "WriteAnneal" >> _shards_to(config, ANNEAL_DIR))
+        totals = (finished[FINISHED]
+                  | "AnnealTokens" >> beam.FlatMap(anneal_tokens, beam.pvalue.AsSingleton(rates), mix,
+                                                   config.holdout_fraction, config.anneal_min_quality)
+                  | "SumAnneal" >> beam.CombinePerKey(sum)
+                  | "AnnealTotals" >> beam.combiners.ToDict())
+    anneal = (config.anneal_fraction, config.anneal_min_quality, config.seed) if config.anneal_fraction else None
+    shard_index = {file_part_key(f, root): i for i, f in enumerate(files)}
+    written = (finished["keys"]
+               | "SpreadFinished" >> beam.Reshuffle()
+               | "WriteParts" >> beam.ParDo(WritePart(config.output, shard_index, write_check, mix,
+                                                      config.holdout_fraction, anneal, config.shard_size_mb,
+                                                      config.row_group_rows),
+                                            beam.pvalue.AsSingleton(rates), beam.pvalue.AsSingleton(totals))
+               .with_outputs(LEDGER, SIGNATURE_ROWS, VALID_DIR, ANNEAL_DIR, main="stats"))
+    for split, stats in (("", written["stats"]), (VALID_DIR, written[VALID_DIR]), (ANNEAL_DIR, written[ANNEAL_DIR])):
+        if split == "" or (split == VALID_DIR and config.holdout_fraction) or (split == ANNEAL_DIR and anneal):
+            folder = FileSystems.join(config.output, split) if split else config.output
+            _ = stats | f"Stats{split}" >> beam.io.WriteToText(FileSystems.join(folder, STATS_DIR, "stats"),
+                                                               shard_name_template="-SSSSS")
+    _ = written[SIGNATURE_ROWS] | "WriteSignatures" >> beam.io.WriteToParquet(
+        FileSystems.join(config.output, SIGNATURES_DIR, "part"), SIGNATURE_SCHEMA, codec="zstd",
+        file_name_suffix=".parquet")
     dedup_stages = sum(1 for name in names if name in (EXACT, NEAR))
-    phase2_rows = ((ledgers or [p | "NoDrops" >> beam.Create([])])
+    phase2_rows = ((finished[LEDGER], written[LEDGER])
                    | "MergeLedger" >> beam.Flatten()
                    | "ResolveKeptCopies" >> ResolveKeptCopies(rounds=dedup_stages)
                    | "LedgerRows" >> beam.Map(ledger_row, config.ledger_snippet_chars))
-    _ = ((phase2_rows, prepared_ledger)
+    _ = ((phase2_rows, finished[LEDGER_ROWS])
          | "AllLedgerRows" >> beam.Flatten()
          | "WriteLedger" >> beam.io.WriteToParquet(
              FileSystems.join(config.output, LEDGER_DIR, "part"), LEDGER_SCHEMA, codec="zstd",
              file_name_suffix=".parquet", num_shards=config.num_shards))
     return names
-
-
-def _shards_to(config: RunConfig, split: str) -> WriteShards:
-    """The shard writer of the output ("") or of one of its splits (valid/, anneal/: the same layout)."""
-    folder = FileSystems.join(config.output, split) if split else config.output
-    return WriteShards(FileSystems.join(folder, DATA_DIR), FileSystems.join(folder, STATS_DIR, "stats"),
-                       config.shard_size_mb, config.seed, config.row_group_rows)
 
 
 class RunFailed(RuntimeError):
@@ -350,8 +384,11 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
             raise
         elapsed = time.monotonic() - started
         facts["resources"] = usage.measured()
-        report = _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root, interrupted=interrupted,
-                         facts=facts)
+        try:
+            report = _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root,
+                             interrupted=interrupted, facts=facts)
+        finally:
+            remove_finished(config.output)
     return report
 
 

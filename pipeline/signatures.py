@@ -13,29 +13,13 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import ConfigError
-from pipeline.prepare import SIGNATURE_SCHEMA, Signer, read_json, signature_settings
-from pipeline.transforms import DOCUMENTS, LEDGER, count, route
+from pipeline.dedup import Decision, Signed, count_kept_signed
+from pipeline.prepare import read_json, signature_settings
+from pipeline.transforms import DOCUMENTS, LEDGER, count
 from stages.dedup import DEDUP_AGAINST, EXACT_OLD, NEAR_OLD, DedupConfig
-from stages.record import Document
 
 SIGNATURES_DIR = "signatures"
 STAGE = DEDUP_AGAINST
-
-
-class WriteSignatures(beam.PTransform):
-    """(final documents, (id, signature row)) -> OUTPUT/signatures/part-*.parquet for the originals in the output."""
-
-    def __init__(self, folder: str):
-        super().__init__()
-        self._folder = folder
-
-    def expand(self, pcolls):
-        documents, signatures = pcolls
-        kept = documents | "OriginalIds" >> beam.FlatMap(lambda d: [(d.id, None)] if d.epoch == 0 else [])
-        return (({"kept": kept, "signature": signatures} | "JoinKept" >> beam.CoGroupByKey())
-                | "KeptSignatures" >> beam.FlatMap(lambda kv: kv[1]["signature"][:1] if kv[1]["kept"] else [])
-                | "Write" >> beam.io.WriteToParquet(FileSystems.join(self._folder, "part"), SIGNATURE_SCHEMA,
-                                                    codec="zstd", file_name_suffix=".parquet"))
 
 
 def check_old_runs(folders, dedup: DedupConfig) -> list[str]:
@@ -70,16 +54,11 @@ def _old_keys(folder_and_path):
                     yield (i, digest), old
 
 
-class _NewKeys(beam.DoFn):
-    def __init__(self, dedup: DedupConfig):
-        self._signer = Signer(dedup)
-
-    def process(self, doc: Document):
-        key, bands = self._signer(doc)
-        if key:
-            yield ("x", key), doc.id
-        for i, digest in enumerate(bands):
-            yield (i, digest), doc.id
+def _new_keys(s: Signed):
+    if s.exact_key:
+        yield ("x", s.exact_key), s.id
+    for i, digest in enumerate(s.bands):
+        yield (i, digest), s.id
 
 
 def _matches(bucket):
@@ -97,35 +76,37 @@ def _matches(bucket):
 def _resolve(kv):
     _, joined = kv
     match = min(joined["match"]) if joined["match"] else None
-    for doc in joined["doc"]:
+    for s in joined["doc"]:
         count(f"{STAGE}.in")
         if match is None:
-            yield route(STAGE, doc)
+            count_kept_signed(STAGE, s)
+            yield s
         else:
             rank, old_id, folder = match
-            yield route(STAGE, doc.drop(STAGE, NEAR_OLD if rank else EXACT_OLD,
-                                        f"{'near' if rank else 'exact'} duplicate of {old_id} in {folder}"))
+            reason = NEAR_OLD if rank else EXACT_OLD
+            count(f"{STAGE}.drop.{reason}")
+            yield beam.pvalue.TaggedOutput(LEDGER, Decision(s.id, s.part, STAGE, reason, f"{'near' if rank else 'exact'} "
+                                                            f"duplicate of {old_id} in {folder}"))
 
 
 class DedupAgainst(beam.PTransform):
-    """documents -> (those duplicating no document of the old runs, ledger drops naming the old id and run)."""
+    """Signed -> (those duplicating no document of the old runs, Decisions naming the old id and run)."""
 
     def __init__(self, folders, dedup: DedupConfig):
         super().__init__()
         self._files, self._dedup = check_old_runs(folders, dedup), dedup
 
-    def expand(self, documents):
-        old = (documents.pipeline
+    def expand(self, signed_docs):
+        old = (signed_docs.pipeline
                | "OldFiles" >> beam.Create(self._files)
                | "SpreadOldFiles" >> beam.Reshuffle()
                | "OldKeys" >> beam.FlatMap(_old_keys))
-        new = documents | "NewKeys" >> beam.ParDo(_NewKeys(self._dedup))
+        new = signed_docs | "NewKeys" >> beam.FlatMap(_new_keys)
         matches = ((old, new)
                    | "AllKeys" >> beam.Flatten()
                    | "ByKey" >> beam.GroupByKey()
                    | "Matches" >> beam.FlatMap(_matches))
-        by_id = documents | "ById" >> beam.Map(lambda d: (d.id, d))
+        by_id = signed_docs | "ById" >> beam.Map(lambda s: (s.id, s))
         results = (({"doc": by_id, "match": matches} | "Join" >> beam.CoGroupByKey())
                    | "Resolve" >> beam.FlatMap(_resolve).with_outputs(LEDGER, main=DOCUMENTS))
         return results[DOCUMENTS], results[LEDGER]
-

@@ -308,39 +308,3 @@ class ApplyStage(beam.PTransform):
             documents = documents | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=256)
         results = documents | "Run" >> beam.ParDo(self.fn()).with_outputs(LEDGER, main=DOCUMENTS)
         return results[DOCUMENTS], results[LEDGER]
-
-
-class _DecontaminateFn(RunStage):
-    """RunStage whose stage is built on the worker from the index side input."""
-
-    def __init__(self, config):
-        super().__init__(stage=None)
-        self._config = config
-
-    def setup(self) -> None:
-        pass
-
-    def process(self, doc: Document, index) -> Iterable:
-        if self._stage is None or self._stage.index is not index:
-            from stages.decontam import Decontaminator
-
-            self._stage = Decontaminator(index, self._config)
-            self._stage.count = lambda name, n=1: count(f"{self._stage.name}.note.{name}", n)
-        yield from super().process(doc)
-
-    def teardown(self) -> None:
-        pass
-
-
-class Decontaminate(beam.PTransform):
-    """documents -> (kept or excised documents, ledger); the n-gram index reaches workers as a side input."""
-
-    def __init__(self, index, config):
-        super().__init__()
-        self._index, self._config = index, config
-
-    def expand(self, documents):
-        index = documents.pipeline | "Index" >> beam.Create([self._index])
-        results = documents | "Run" >> beam.ParDo(_DecontaminateFn(self._config),
-                                                  beam.pvalue.AsSingleton(index)).with_outputs(LEDGER, main=DOCUMENTS)
-        return results[DOCUMENTS], results[LEDGER]

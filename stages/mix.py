@@ -72,13 +72,3 @@ def copies(doc_id: str, rate: float, seed: int, max_copies: int = 4) -> int:
         return max_copies
     whole = int(rate)
     return whole + (1 if unit_hash(seed, "mix", doc_id) < rate - whole else 0)
-
-
-def shard_of(doc_id: str, epoch: int, num_shards: int, seed: int) -> tuple[int, float]:
-    """(shard index, sort key within the shard): a seeded global shuffle."""
-    key = unit_hash(seed, "shuffle", doc_id, str(epoch))
-    return int(key * num_shards), key
-
-
-def num_shards_for(total_bytes: int, shard_size_mb: float) -> int:
-    return max(1, -(-total_bytes // int(shard_size_mb * 1_000_000)))

@@ -1,16 +1,19 @@
 """The Beam transforms one at a time, on documents made in the test (assert_that inside the
 pipeline): routing and counting, errors, batched stages, exact dedup, mixing. Whole jobs are
 tested elsewhere; these pin each transform's contract in seconds."""
+import collections
+
 import apache_beam as beam
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.dedup import ExactDedup
+from pipeline.dedup import ExactDedup, SignDocuments
 from pipeline.mix import Mix
 from pipeline.transforms import NAMESPACE, ApplyStage
-from stages.mix import approx_tokens
+from stages.dedup import DedupConfig
+from stages.mix import approx_tokens, mix_rates
 from stages.quality import QualityConfig, QualityScorer
 from stages.record import Document, RuleStage, StageEnvironmentError
 from tests.conftest import SENTENCES_DIR
@@ -102,29 +105,25 @@ def test_exact_dedup_keeps_one_copy_and_names_it():
     text = " ".join(EN[:12])
     docs = [doc(0, text), doc(1, text.upper()), doc(2, "  " + text + "\n"), doc(3, " ".join(EN[12:24]))]
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
-        kept, ledger = p | beam.Create(docs) | ExactDedup()
+        kept, ledger = p | beam.Create(docs) | SignDocuments(DedupConfig()) | ExactDedup()
         assert_that(kept | beam.Map(lambda d: d.id), equal_to(["d002", "d003"]), label="Kept")
-        assert_that(ledger | beam.Map(lambda d: (d.id, d.label, d.detail)),
+        assert_that(ledger | beam.Map(lambda d: (d.id, str(d.reason), d.detail)),
                     equal_to([("d000", "exact_duplicate", "kept d002"), ("d001", "exact_duplicate", "kept d002")]),
                     label="Ledger")
 
 
 def test_mix_downsamples_the_large_source_and_repeats_the_small_one():
+    """The draw each part's writer makes (pipeline/finish.py), against rates from the sources' tokens."""
     web = [doc(i, " ".join(EN[i % 50 * 4:(i % 50 + 1) * 4])) for i in range(300)]
     books = [doc(1000 + i, " ".join(EN[i * 4:(i + 1) * 4]), source="books") for i in range(30)]
-    with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
-        kept, ledger = p | beam.Create(web + books) | Mix({"web": 0.5, "books": 0.5}, seed=0, max_epochs=100)
-        tokens = kept | beam.Map(lambda d: (d.source, approx_tokens(d.text))) | "Tokens" >> beam.CombinePerKey(sum)
-        copies_ = kept | beam.Map(lambda d: (d.source, 1)) | "Copies" >> beam.CombinePerKey(sum)
-
-        def balanced(pairs):
-            shares = dict(pairs)
-            assert 0.8 < shares["books"] / shares["web"] < 1.25, shares  # about equal token shares
-
-        def repeated(pairs):
-            assert dict(pairs)["books"] > 30 and dict(pairs)["web"] < 300  # books repeated, web downsampled
-
-        assert_that(tokens, balanced, label="Shares")
-        assert_that(copies_, repeated, label="Copies")
-        assert_that(ledger | beam.Map(lambda d: d.label) | beam.Distinct(), equal_to(["mix_downsampled"]),
-                    label="Reasons")
+    tokens = {"web": sum(approx_tokens(d.text) for d in web), "books": sum(approx_tokens(d.text) for d in books)}
+    mix = Mix({"web": 0.5, "books": 0.5}, seed=0, max_epochs=100)
+    out = [r for d in web + books for r in mix.draw(d, mix_rates(mix.weights, tokens))]
+    kept = [r for r in out if isinstance(r, Document)]
+    drops = [r.value for r in out if not isinstance(r, Document)]
+    shares = {s: sum(approx_tokens(d.text) for d in kept if d.source == s) for s in tokens}
+    assert 0.8 < shares["books"] / shares["web"] < 1.25, shares  # about equal token shares
+    copies_ = collections.Counter(d.source for d in kept)
+    assert copies_["books"] > 30 and copies_["web"] < 300  # books repeated, web downsampled
+    assert {d.label for d in drops} == {"mix_downsampled"} and len(kept) + len(drops) > len(web + books)
+    assert len({d.id for d in kept}) == len(kept)  # repeats have ids of their own

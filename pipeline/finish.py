@@ -1,0 +1,167 @@
+"""Phase 2's passes over the texts: each prepared part is streamed by a task of its own, twice.
+
+    dedup's decisions, grouped by part -> FinishPart: the part's documents minus the dropped ones
+        (ledgered now, with url, language, file and snippet), through the per-document stages after
+        dedup (decontamination, bad words, toxicity, PII) -> OUTPUT/_finished/<key>.parquet
+    -> WritePart: the mix's copies, the write check, the validation and anneal splits -> the part's
+        shards (pipeline/output.py), and the signatures of the originals in the output
+
+Dedup itself reads only signatures (pipeline/dedup.py). So no step holds documents beyond one chunk
+of one part: what the job gathers is a few records per document (signatures, dedup decisions, ledger
+drops and, with a mix or an anneal split, (id, source, tokens, quality) for their totals). The second
+pass exists because the mix's rates and the anneal split depend on every part's finished tokens.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.dedup import Decision
+from pipeline.holdout import VALID
+from pipeline.holdout import split as holdout_split
+from pipeline.mix import Mix, anneal_pick
+from pipeline.output import ShardWriter
+from pipeline.prepare import (
+    CHUNK,
+    PART_SCHEMA,
+    PREPARED_DIR,
+    PartWriter,
+    document_from_part,
+    part_paths,
+    part_row,
+    read_rows,
+    run_steps,
+)
+from pipeline.schema import document_row
+from pipeline.transforms import LEDGER, count
+from stages.mix import approx_tokens
+from stages.record import Document
+
+FINISHED_DIR = "_finished"
+LEDGER_ROWS, FINISHED, SIGNATURE_ROWS = "ledger_rows", "finished", "signature_rows"  # tagged outputs
+ANNEAL = "anneal"
+
+
+def finished_path(output: str, key: str) -> str:
+    return FileSystems.join(output, FINISHED_DIR, f"{key}.parquet")
+
+
+class FinishPart(beam.DoFn):
+    """(part key, {"part": [..], "decided": [Decision]}) -> the key, once the part's finished documents are
+    written; the part's phase-1 ledger rows (LEDGER_ROWS), its drops (LEDGER) and, if `tally`, (id, source,
+    tokens, quality) of each finished document (FINISHED)."""
+
+    def __init__(self, output: str, steps: Sequence[tuple[str, Any]], tally: bool):
+        self._output, self._tally = output, tally
+        self._steps = [(name, step.fn(), step.batched, False) for name, step in steps]
+
+    def setup(self) -> None:
+        for _, fn, _, _ in self._steps:
+            fn.setup()
+
+    def teardown(self) -> None:
+        for _, fn, _, _ in self._steps:
+            fn.teardown()
+
+    def process(self, element):
+        key, joined = element
+        if not joined["part"]:
+            raise RuntimeError(f"dedup decided on documents of part {key}, which is not in this run")
+        decided: dict[str, Decision] = {d.id: d for d in joined["decided"]}
+        paths = part_paths(FileSystems.join(self._output, PREPARED_DIR), key)
+        for row in read_rows(paths["ledger.parquet"]):
+            yield beam.pvalue.TaggedOutput(LEDGER_ROWS, row)
+        out = PartWriter(finished_path(self._output, key), PART_SCHEMA)
+        chunk: list[Document] = []
+        signatures: dict[str, tuple] = {}
+        for row in read_rows(paths["docs.parquet"]):
+            doc = document_from_part(row)
+            decision = decided.get(doc.id)
+            if decision is not None:
+                yield beam.pvalue.TaggedOutput(LEDGER, doc.drop(decision.stage, decision.reason, decision.detail,
+                                                                kept_id=decision.kept_id))
+                continue
+            chunk.append(doc)
+            signatures[doc.id] = (row["exact_key"], row["bands"])  # of the text dedup compared (before PII)
+            if len(chunk) >= CHUNK:
+                yield from self._finish(chunk, signatures, out)
+                chunk, signatures = [], {}
+        yield from self._finish(chunk, signatures, out)
+        out.commit()
+        yield key
+
+    def _finish(self, chunk: list[Document], signatures: dict[str, tuple], out: PartWriter):
+        drops: list = []
+        for doc in run_steps(self._steps, [(False, d) for d in chunk], drops.append):
+            out.add(part_row(doc, signatures[doc.id]))
+            if self._tally:
+                yield beam.pvalue.TaggedOutput(FINISHED, (doc.id, doc.source, approx_tokens(doc.text), doc.quality_score))
+        for drop in drops:
+            yield beam.pvalue.TaggedOutput(LEDGER, drop)
+
+
+class WritePart(beam.DoFn):
+    """A finished part's key -> stats lines of its shards (main output; VALID and ANNEAL tagged), the
+    signature rows of its originals in the output (SIGNATURE_ROWS), and the mix's and the write check's
+    drops (LEDGER). Side inputs: the mix's rates and the anneal split's token totals ({} when off)."""
+
+    def __init__(self, output: str, shard_index: dict[str, int], write_check, mix: Mix | None,
+                 holdout_fraction: float, anneal: tuple[float, float, int] | None, shard_size_mb: float,
+                 row_group_rows: int):
+        self._output, self._index, self._check = output, shard_index, write_check.fn()
+        self._mix, self._holdout, self._anneal = mix, holdout_fraction, anneal
+        self._shard = (shard_size_mb, row_group_rows)
+
+    def setup(self) -> None:
+        self._check.setup()
+
+    def teardown(self) -> None:
+        self._check.teardown()
+
+    def _writer(self, split: str, prefix: str) -> ShardWriter:
+        folder = FileSystems.join(self._output, *([split] if split else []), "data")
+        return ShardWriter(folder, prefix, *self._shard)
+
+    def process(self, key: str, rates: dict[str, float], totals: dict[str, int]):
+        name = f"part-{self._index[key]:05d}"
+        writers = {"": self._writer("", name), "repeats": self._writer("", f"{name}-repeats")}
+        if self._holdout:
+            writers[VALID] = self._writer(VALID, name)
+        if self._anneal:
+            writers[ANNEAL] = self._writer(ANNEAL, name)
+        for row in read_rows(finished_path(self._output, key)):
+            doc = document_from_part(row)
+            copies = self._mix.draw(doc, rates) if self._mix else [doc]
+            for copy in copies:
+                if isinstance(copy, beam.pvalue.TaggedOutput):  # the mix dropped it
+                    yield copy
+                    continue
+                checked = next(iter(self._check.process(copy)))
+                if isinstance(checked, beam.pvalue.TaggedOutput):
+                    yield checked
+                    continue
+                yield from self._place(checked, row, writers, totals)
+        for split, writer in writers.items():
+            for stats in writer.close():
+                line = json.dumps(stats)
+                yield line if split in ("", "repeats") else beam.pvalue.TaggedOutput(split, line)
+
+    def _place(self, doc: Document, row: dict[str, Any], writers: dict, totals: dict[str, int]):
+        split = holdout_split(doc, self._holdout)
+        if split is None:
+            return
+        if doc.epoch == 0:
+            yield beam.pvalue.TaggedOutput(SIGNATURE_ROWS, {"id": doc.id, "source": doc.source,
+                                                            "exact_key": row["exact_key"], "bands": row["bands"]})
+        shard_row = document_row(doc)
+        if split == VALID:
+            writers[VALID].add(shard_row)
+            return
+        writers["repeats" if doc.epoch else ""].add(shard_row)
+        if self._anneal and anneal_pick(doc, totals, *self._anneal):
+            count("anneal.rows")
+            writers[ANNEAL].add(shard_row)
