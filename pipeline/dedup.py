@@ -5,21 +5,26 @@ texts, and give the survivors and a `Decision` per dropped document; the job app
 while it streams each prepared part once (pipeline/finish.py). No step holds all documents, signatures or edges on one worker: every grouping is a
 GroupByKey / CoGroupByKey / CombinePerKey on a document, bucket or component key.
 
-Near duplicates: signature -> 14 band keys per document -> GroupByKey per band key ->
-star edges (member -> smallest id of the bucket) -> [exact-Jaccard verification] ->
+Near duplicates: signature -> 14 band keys per document -> grouped by band and digest prefix ->
+star edges (member -> smallest node number of the bucket) -> [exact-Jaccard verification] ->
 connected components by alternating large-star / small-star rounds, unrolled in the graph
 with a change counter per round, finished components leaving the loop -> per component, the best
 document survives.
 """
 from __future__ import annotations
 
+import hashlib
+import pickle
+import zlib
 from collections.abc import Iterable
 from typing import NamedTuple
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 from pipeline.transforms import DOCUMENTS, LEDGER, count
 from stages.dedup import (
+    BAND_DIGEST_BYTES,
     DedupConfig,
     MinHasher,
     band_keys,
@@ -37,20 +42,60 @@ from stages.record import Document, DropReason
 
 EXACT, NEAR = "exact_dedup", "near_dedup"
 SETTLED, NOTES = "settled", "notes"  # tagged outputs of the star steps
+GROUP_BITS = 12  # joins by id or exact key: 4,096 groups, each of documents / 4,096 records
+BUCKET_GROUP_BITS = 12  # 4,096 bucket groups per band, each of documents / 4,096 entries (~60 MB at 3 B documents)
 CLUSTER_BUCKETS = ((2, "2"), (5, "3-5"), (10, "6-10"), (100, "11-100"), (float("inf"), ">100"))
 
 
 class Signed(NamedTuple):
-    """What dedup needs of a document, never its text: signature, survivor rank, tokens (for the funnel)
-    and the prepared part it lies in (where the decision goes back to)."""
+    """What dedup needs of a document, never its text: signature, what ranks it, tokens (for the funnel)
+    and the prepared part it lies in (where the decision goes back to). Kept small: one job holds one per
+    document in its groupings."""
 
     id: str
     part: str
+    number: int                          # unique in the run: (part's input file index << 32) | row; near dedup's node
     exact_key: str | None               # None: the text could not be hashed in phase 1 (matches nothing)
-    bands: tuple[bytes, ...]             # MinHash band digests, band i at position i
-    rank: tuple[float, int, str]         # stages.dedup.survivor_rank: smaller survives
+    bands: bytes                        # the MinHash band digests, concatenated (band i at i * BAND_DIGEST_BYTES)
+    quality: float | None
+    chars: int
     tokens: int
     shingles: frozenset | None = None    # shingle hashes, only with dedup.verify
+
+    @property
+    def rank(self) -> tuple[float, int, str]:
+        return survivor_rank(self.quality, self.chars, self.id)
+
+    def band_digests(self) -> list[bytes]:
+        n = BAND_DIGEST_BYTES
+        return [self.bands[i:i + n] for i in range(0, len(self.bands), n)]
+
+    def pack(self) -> bytes:
+        """One byte string: what the dedup transforms pass around, so a grouping holds one small object
+        per document (a runner that groups in memory keeps values as Python objects)."""
+        return pickle.dumps(tuple(self), protocol=pickle.HIGHEST_PROTOCOL)
+
+    @staticmethod
+    def unpack(packed: bytes) -> Signed:
+        return Signed(*pickle.loads(packed))
+
+
+def group_of(key: str) -> int:
+    """One of 2**GROUP_BITS groups, from a document id or exact key: the joins of dedup group documents
+    by it rather than one key per document (a per-key entry costs more than the packed record)."""
+    return zlib.crc32(key.encode("utf-8", "surrogatepass")) >> (32 - GROUP_BITS)
+
+
+def _hash64(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
+def _group_of_number(number: int) -> int:
+    return zlib.crc32(number.to_bytes(8, "big")) >> (32 - GROUP_BITS)
+
+
+def by_group_of_id(packed: bytes) -> tuple[int, bytes]:
+    return group_of(Signed.unpack(packed).id), packed
 
 
 class Decision(NamedTuple):
@@ -87,12 +132,12 @@ class Signer:
         return key, [digest for _, digest in band_keys(self._hasher.signature(doc_shingles), bands, rows)]
 
 
-def signed(doc: Document, part: str, signature: tuple[str | None, list[bytes]],
+def signed(doc: Document, part: str, number: int, signature: tuple[str | None, list[bytes]],
            config: DedupConfig | None = None) -> Signed:
     """The Signed record of a document (with its shingle hashes when `config.verify`)."""
     shingle_set = verify_shingles(doc.text, doc.lang, config) if config is not None and config.verify else None
-    return Signed(doc.id, part, signature[0], tuple(signature[1] or ()),
-                  survivor_rank(doc.quality_score, len(doc.text), doc.id), approx_tokens(doc.text), shingle_set)
+    return Signed(doc.id, part, number, signature[0], b"".join(signature[1] or ()), doc.quality_score, len(doc.text),
+                  approx_tokens(doc.text), shingle_set)
 
 
 def verify_shingles(text: str, lang: str | None, config: DedupConfig) -> frozenset:
@@ -104,7 +149,7 @@ def verify_shingles(text: str, lang: str | None, config: DedupConfig) -> frozens
 
 
 class SignDocuments(beam.PTransform):
-    """Documents -> Signed records (what the job reads from the prepared parts instead; for tests and benches)."""
+    """Documents -> packed Signed records (the job reads them from the prepared parts; for tests and benches)."""
 
     def __init__(self, config: DedupConfig, part: str = "-"):
         super().__init__()
@@ -112,7 +157,8 @@ class SignDocuments(beam.PTransform):
 
     def expand(self, documents):
         config, part, signer = self._config, self._part, Signer(self._config)
-        return documents | "Sign" >> beam.Map(lambda d: signed(d, part, signer(d), config))
+        # Documents made in a test or bench have no place in a part: a 64-bit hash of the id numbers them.
+        return documents | "Sign" >> beam.Map(lambda d: signed(d, part, _hash64(d.id), signer(d), config).pack())
 
 
 def count_kept_signed(stage: str, s: Signed) -> None:
@@ -121,74 +167,121 @@ def count_kept_signed(stage: str, s: Signed) -> None:
         count(f"{stage}.kept_tokens", s.tokens)
 
 
-def _resolve(stage: str, reason: DropReason, members: Iterable[Signed], winner_id: str):
-    """Keep the winner (once, even if an id repeats); the others become decisions naming the winner."""
+def _resolve(stage: str, reason: DropReason, members: Iterable[tuple[Signed, bytes]], winner_id: str):
+    """Keep the winner (once, even if an id repeats: packed, as it came); the others become decisions
+    naming the winner."""
     kept = False
-    for s in members:
+    for s, packed in members:
         count(f"{stage}.in")
         if s.id == winner_id and not kept:
             kept = True
             count_kept_signed(stage, s)
-            yield s
+            yield packed
         else:
             count(f"{stage}.drop.{reason}")
             yield beam.pvalue.TaggedOutput(LEDGER, Decision(s.id, s.part, stage, reason, f"kept {winner_id}",
                                                             winner_id))
 
 
-def _key_by_text(s: Signed):
+def _group_by_text(packed: bytes):
+    s = Signed.unpack(packed)
     if s.exact_key is None:  # unhashable text (counted in phase 1): it is unique
         count(f"{EXACT}.in")
         count_kept_signed(EXACT, s)
-        yield beam.pvalue.TaggedOutput("unkeyed", s)
+        yield beam.pvalue.TaggedOutput("unkeyed", packed)
         return
-    yield s.exact_key, s
+    yield group_of(s.exact_key), packed
+
+
+def _resolve_texts(group):
+    """A group of documents -> per exact key, the best survives (best quality, then longest, then smallest id)."""
+    by_text: dict[str, list[tuple[Signed, bytes]]] = {}
+    for packed in group[1]:
+        s = Signed.unpack(packed)
+        by_text.setdefault(s.exact_key, []).append((s, packed))
+    for members in by_text.values():
+        winner = min(s.rank for s, _ in members)[2]
+        yield from _resolve(EXACT, DropReason.EXACT_DUPLICATE, members, winner)
 
 
 class ExactDedup(beam.PTransform):
-    """Signed -> (Signed survivors, Decisions): one document per normalized-text hash survives (best
-    quality, then longest, then smallest id)."""
+    """packed Signed -> (packed survivors, Decisions): one document per normalized-text hash survives."""
 
     def expand(self, signed_docs):
-        keyed_or_not = signed_docs | "KeyByText" >> beam.FlatMap(_key_by_text).with_outputs("unkeyed", main="keyed")
-        keyed = keyed_or_not["keyed"]
-        winners = (keyed
-                   | "Rank" >> beam.Map(lambda kv: (kv[0], kv[1].rank))
-                   | "Best" >> beam.CombinePerKey(min))
-        results = ({"docs": keyed, "winner": winners}
-                   | "Join" >> beam.CoGroupByKey()
-                   | "Resolve" >> beam.FlatMap(lambda kv: _resolve(EXACT, DropReason.EXACT_DUPLICATE, kv[1]["docs"],
-                                                                   kv[1]["winner"][0][2]))
-                   .with_outputs(LEDGER, main=DOCUMENTS))
-        kept = (results[DOCUMENTS], keyed_or_not["unkeyed"]) | "AllKept" >> beam.Flatten()
+        grouped_or_not = signed_docs | "GroupOfText" >> beam.FlatMap(_group_by_text).with_outputs("unkeyed", main="keyed")
+        results = (grouped_or_not["keyed"]
+                   | "ByGroup" >> beam.GroupByKey()
+                   | "Resolve" >> beam.FlatMap(_resolve_texts).with_outputs(LEDGER, main=DOCUMENTS))
+        kept = (results[DOCUMENTS], grouped_or_not["unkeyed"]) | "AllKept" >> beam.Flatten()
         return kept, results[LEDGER]
 
 
-def _band_keys(s: Signed, verify: bool):
-    """Signed -> (band key, id); with verification also (id, shingle hashes)."""
-    if s.exact_key is None:  # the text could not be shingled in phase 1
-        count(f"{NEAR}.note.shingling_failed")
-        return
-    if not s.bands:
-        count(f"{NEAR}.note.no_shingles")
-        return
-    for i, digest in enumerate(s.bands):
-        yield (i, digest), s.id
-    if verify:
-        yield beam.pvalue.TaggedOutput(SHINGLES, (s.id, s.shingles or frozenset()))
+class _BandEntries(beam.DoFn):
+    """packed Signed -> (bucket group, entries): a bucket is (band, digest); buckets travel grouped by band
+    and the digest's first BUCKET_GROUP_BITS bits, each member an entry of digest + node number (20 bytes),
+    concatenated per group over a bundle (flushed every FLUSH_BYTES): a grouping then holds ~280 bytes per
+    document and a few objects per group, not 14 keys or objects per document. With verification also
+    (number, shingle hashes) (SHINGLES)."""
+
+    FLUSH_BYTES = 64 << 20
+
+    def __init__(self, verify: bool):
+        self._verify = verify
+
+    def start_bundle(self) -> None:
+        self._groups: dict[int, bytearray] = {}
+        self._size = 0
+
+    def process(self, packed: bytes):
+        s = Signed.unpack(packed)
+        if s.exact_key is None:  # the text could not be shingled in phase 1
+            count(f"{NEAR}.note.shingling_failed")
+            return
+        if not s.bands:
+            count(f"{NEAR}.note.no_shingles")
+            return
+        number, shift = s.number.to_bytes(8, "big"), 16 - BUCKET_GROUP_BITS
+        for i, digest in enumerate(s.band_digests()):
+            group = (i << BUCKET_GROUP_BITS) | (int.from_bytes(digest[:2], "big") >> shift)
+            self._groups.setdefault(group, bytearray()).extend(digest + number)
+        self._size += len(s.bands) + 8 * len(s.bands) // BAND_DIGEST_BYTES
+        if self._verify:
+            yield beam.pvalue.TaggedOutput(SHINGLES, (s.number, s.shingles or frozenset()))
+        if self._size >= self.FLUSH_BYTES:
+            yield from self._flush()
+
+    def _flush(self):
+        groups, self._groups, self._size = self._groups, {}, 0
+        for group, entries in groups.items():
+            yield group, bytes(entries)
+
+    def finish_bundle(self):
+        for element in self._flush():
+            yield GlobalWindows.windowed_value(element)
+
+
+ENTRY_BYTES = BAND_DIGEST_BYTES + 8
+
+
+def _bucket_stars(group) -> Iterable[tuple[int, int]]:
+    """A group of buckets -> a star per bucket with 2 or more members: every member links to the
+    bucket's smallest node (not all pairs)."""
+    buckets: dict[bytes, set[int]] = {}
+    for entries in group[1]:
+        for at in range(0, len(entries), ENTRY_BYTES):
+            buckets.setdefault(entries[at:at + BAND_DIGEST_BYTES], set()).add(
+                int.from_bytes(entries[at + BAND_DIGEST_BYTES:at + ENTRY_BYTES], "big"))
+    for members in buckets.values():
+        if len(members) < 2:
+            continue
+        centre = min(members)
+        count(f"{NEAR}.note.candidate_buckets")
+        for member in members:
+            if member != centre:
+                yield member, centre
 
 
 SHINGLES = "shingles"
-
-
-def _bucket_edges(bucket: tuple[object, Iterable[str]]) -> list[tuple[str, str]]:
-    """A star inside one LSH bucket: every member links to the bucket's smallest id (not all pairs)."""
-    members = set(bucket[1])
-    if len(members) < 2:
-        return []
-    centre = min(members)
-    count(f"{NEAR}.note.candidate_buckets")
-    return [(m, centre) for m in members if m != centre]
 
 
 def _entering(edge: tuple[str, str], round_name: str) -> list[tuple[str, str]]:
@@ -273,7 +366,7 @@ def _cluster_bucket(size: int) -> str:
 
 
 class NearDedup(beam.PTransform):
-    """Signed -> (Signed survivors, Decisions): per connected component of LSH candidates (exact-Jaccard
+    """packed Signed -> (packed survivors, Decisions): per connected component of LSH candidates (exact-Jaccard
     verified with `verify`), the best document survives."""
 
     def __init__(self, config: DedupConfig):
@@ -282,10 +375,10 @@ class NearDedup(beam.PTransform):
 
     def expand(self, signed_docs):
         c = self._config
-        keys = signed_docs | "BandKeys" >> beam.FlatMap(_band_keys, c.verify).with_outputs(SHINGLES, main="keys")
+        keys = signed_docs | "BandKeys" >> beam.ParDo(_BandEntries(c.verify)).with_outputs(SHINGLES, main="keys")
         edges = (keys["keys"]
                  | "GroupBuckets" >> beam.GroupByKey()
-                 | "BucketStars" >> beam.FlatMap(_bucket_edges)
+                 | "BucketStars" >> beam.FlatMap(_bucket_stars)
                  | "DistinctEdges" >> beam.Distinct())
         if c.verify:
             shingle_sets = keys[SHINGLES]
@@ -300,17 +393,17 @@ class NearDedup(beam.PTransform):
              | "ClusterSize" >> beam.CombinePerKey(sum)
              | "CountSizes" >> beam.Map(_count_cluster_size))
 
-        by_id = signed_docs | "KeyById" >> beam.Map(lambda s: (s.id, s))
-        placed = (({"doc": by_id, "component": component} | "Place" >> beam.CoGroupByKey())
+        placed = (({"doc": signed_docs | "GroupOfNumber" >> beam.Map(_by_group_of_number),
+                    "component": component | "ComponentGroup" >> beam.Map(lambda kv: (_group_of_number(kv[0]), kv))}
+                   | "Place" >> beam.CoGroupByKey())
                   | "ToComponent" >> beam.FlatMap(_place).with_outputs("singletons", main="clustered"))
         winners = (placed["clustered"]
-                   | "RankInComponent" >> beam.Map(lambda kv: (kv[0], kv[1].rank))
+                   | "RankInComponent" >> beam.Map(lambda kv: (kv[0], Signed.unpack(kv[1]).rank))
                    | "BestInComponent" >> beam.CombinePerKey(min))
         results = ({"docs": placed["clustered"], "winner": winners}
                    | "JoinWinner" >> beam.CoGroupByKey()
                    | "Resolve" >> beam.FlatMap(_resolve_component).with_outputs(LEDGER, main=DOCUMENTS))
-        singletons = placed["singletons"] | "CountSingletons" >> beam.Map(_count_singleton)
-        kept = (results[DOCUMENTS], singletons) | "AllKept" >> beam.Flatten()
+        kept = (results[DOCUMENTS], placed["singletons"]) | "AllKept" >> beam.Flatten()
         return kept, results[LEDGER]
 
 
@@ -329,24 +422,29 @@ def _count_cluster_size(kv) -> None:
 
 
 def _resolve_component(kv):
-    """(component, {"docs": [...], "winner": [rank]}): the best copy goes on, the others to the ledger."""
-    return _resolve(NEAR, DropReason.NEAR_DUPLICATE, kv[1]["docs"], kv[1]["winner"][0][2])
+    """(component, {"docs": [packed], "winner": [rank]}): the best copy goes on, the others to the ledger."""
+    members = [(Signed.unpack(packed), packed) for packed in kv[1]["docs"]]
+    return _resolve(NEAR, DropReason.NEAR_DUPLICATE, members, kv[1]["winner"][0][2])
+
+
+def _by_group_of_number(packed: bytes) -> tuple[int, bytes]:
+    return _group_of_number(Signed.unpack(packed).number), packed
 
 
 def _place(kv):
-    """(id, {"doc": [doc], "component": [c]}) -> (component, doc), or the doc alone if it has no near duplicate."""
+    """(group, {"doc": [packed], "component": [(node, component)]}) -> (component, packed), or the packed
+    document alone (counted kept) if it has no near duplicate."""
     _, joined = kv
-    for doc in joined["doc"]:
-        if joined["component"]:
-            yield joined["component"][0], doc
+    components = dict(joined["component"])
+    for packed in joined["doc"]:
+        s = Signed.unpack(packed)
+        component = components.get(s.number)
+        if component is not None:
+            yield component, packed
         else:
-            yield beam.pvalue.TaggedOutput("singletons", doc)
-
-
-def _count_singleton(s: Signed) -> Signed:
-    count(f"{NEAR}.in")
-    count_kept_signed(NEAR, s)
-    return s
+            count(f"{NEAR}.in")
+            count_kept_signed(NEAR, s)
+            yield beam.pvalue.TaggedOutput("singletons", packed)
 
 
 def rounds_to_converge(counters: dict[str, int], max_rounds: int) -> tuple[int, bool]:

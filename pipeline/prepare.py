@@ -34,7 +34,7 @@ from pipeline.faults import kill_point
 from pipeline.output import write_atomically
 from pipeline.schema import LEDGER_SCHEMA, ledger_row
 from pipeline.transforms import LEDGER, ReadFileFn, capture_counts, count
-from stages.dedup import DedupConfig, survivor_rank
+from stages.dedup import DedupConfig
 from stages.mix import approx_tokens
 from stages.record import Document
 from stages.table import EXTRACT, GLOBAL, READ
@@ -303,19 +303,20 @@ def read_rows(path: str, columns: Sequence[str] | None = None) -> Iterable[dict[
 
 
 class ReadSigned(beam.DoFn):
-    """A part key -> a `Signed` record per document (its signature, rank and tokens; the text only to
+    """A part key -> a packed `Signed` record per document (its signature, rank and tokens; the text only to
     compute shingles for `dedup.verify`)."""
 
-    def __init__(self, output: str, dedup: DedupConfig):
-        self._prepared, self._dedup = FileSystems.join(output, PREPARED_DIR), dedup
+    def __init__(self, output: str, dedup: DedupConfig, file_index: dict[str, int]):
+        self._prepared, self._dedup, self._file_index = FileSystems.join(output, PREPARED_DIR), dedup, file_index
 
     def process(self, key: str):
         columns = ["id", "exact_key", "bands", "quality_score", "chars", "tokens"]
-        verify = self._dedup.verify
-        for row in read_rows(part_paths(self._prepared, key)["docs.parquet"], columns + (["text", "lang"] if verify else [])):
+        verify, first = self._dedup.verify, self._file_index[key] << 32
+        rows = read_rows(part_paths(self._prepared, key)["docs.parquet"], columns + (["text", "lang"] if verify else []))
+        for number, row in enumerate(rows, start=first):
             shingle_set = verify_shingles(_decode(row["text"]) or "", row["lang"], self._dedup) if verify else None
-            yield Signed(row["id"], key, row["exact_key"], tuple(row["bands"] or ()),
-                         survivor_rank(row["quality_score"], row["chars"], row["id"]), row["tokens"], shingle_set)
+            yield Signed(row["id"], key, number, row["exact_key"], b"".join(row["bands"] or ()), row["quality_score"],
+                         row["chars"], row["tokens"], shingle_set).pack()
 
 
 class Prepare(beam.PTransform):

@@ -276,7 +276,8 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
                            config.ledger_snippet_chars, config.limit)
     keys = p | "Prepare" >> Prepare(files, prepare, one_task=bool(config.limit))
     names = [spec.name for spec in TABLE if spec.runs == READ] + [name for name, _ in phase1]
-    signed = keys | "ReadSigned" >> beam.ParDo(ReadSigned(config.output, config.dedup))
+    file_index = {file_part_key(f, root): i for i, f in enumerate(files)}  # numbers shards and dedup's nodes
+    signed = keys | "ReadSigned" >> beam.ParDo(ReadSigned(config.output, config.dedup, file_index))
     decisions, per_document, mix, write_check = [], [], None, None
     for name, step in make_steps(config, facts, phase=2):
         names.append(name)
@@ -312,10 +313,9 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
                   | "SumAnneal" >> beam.CombinePerKey(sum)
                   | "AnnealTotals" >> beam.combiners.ToDict())
     anneal = (config.anneal_fraction, config.anneal_min_quality, config.seed) if config.anneal_fraction else None
-    shard_index = {file_part_key(f, root): i for i, f in enumerate(files)}
     written = (finished["keys"]
                | "SpreadFinished" >> beam.Reshuffle()
-               | "WriteParts" >> beam.ParDo(WritePart(config.output, shard_index, write_check, mix,
+               | "WriteParts" >> beam.ParDo(WritePart(config.output, file_index, write_check, mix,
                                                       config.holdout_fraction, anneal, config.shard_size_mb,
                                                       config.row_group_rows),
                                             beam.pvalue.AsSingleton(rates), beam.pvalue.AsSingleton(totals))

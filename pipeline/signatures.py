@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import ConfigError
-from pipeline.dedup import Decision, Signed, count_kept_signed
+from pipeline.dedup import Decision, Signed, by_group_of_id, count_kept_signed, group_of
 from pipeline.prepare import read_json, signature_settings
 from pipeline.transforms import DOCUMENTS, LEDGER, count
 from stages.dedup import DEDUP_AGAINST, EXACT_OLD, NEAR_OLD, DedupConfig
@@ -54,10 +54,11 @@ def _old_keys(folder_and_path):
                     yield (i, digest), old
 
 
-def _new_keys(s: Signed):
+def _new_keys(packed: bytes):
+    s = Signed.unpack(packed)
     if s.exact_key:
         yield ("x", s.exact_key), s.id
-    for i, digest in enumerate(s.bands):
+    for i, digest in enumerate(s.band_digests()):
         yield (i, digest), s.id
 
 
@@ -74,13 +75,18 @@ def _matches(bucket):
 
 
 def _resolve(kv):
+    """(group, {"doc": [packed], "match": [(id, match)]}) -> the documents matching nothing, Decisions for the others."""
     _, joined = kv
-    match = min(joined["match"]) if joined["match"] else None
-    for s in joined["doc"]:
+    matches: dict = {}
+    for doc_id, match in joined["match"]:
+        matches[doc_id] = min(match, matches.get(doc_id, match))
+    for packed in joined["doc"]:
+        s = Signed.unpack(packed)
         count(f"{STAGE}.in")
+        match = matches.get(s.id)
         if match is None:
             count_kept_signed(STAGE, s)
-            yield s
+            yield packed
         else:
             rank, old_id, folder = match
             reason = NEAR_OLD if rank else EXACT_OLD
@@ -90,7 +96,7 @@ def _resolve(kv):
 
 
 class DedupAgainst(beam.PTransform):
-    """Signed -> (those duplicating no document of the old runs, Decisions naming the old id and run)."""
+    """packed Signed -> (those duplicating no document of the old runs, Decisions naming the old id and run)."""
 
     def __init__(self, folders, dedup: DedupConfig):
         super().__init__()
@@ -106,7 +112,8 @@ class DedupAgainst(beam.PTransform):
                    | "AllKeys" >> beam.Flatten()
                    | "ByKey" >> beam.GroupByKey()
                    | "Matches" >> beam.FlatMap(_matches))
-        by_id = signed_docs | "ById" >> beam.Map(lambda s: (s.id, s))
-        results = (({"doc": by_id, "match": matches} | "Join" >> beam.CoGroupByKey())
+        results = (({"doc": signed_docs | "GroupOfId" >> beam.Map(by_group_of_id),
+                     "match": matches | "MatchGroup" >> beam.Map(lambda kv: (group_of(kv[0]), kv))}
+                    | "Join" >> beam.CoGroupByKey())
                    | "Resolve" >> beam.FlatMap(_resolve).with_outputs(LEDGER, main=DOCUMENTS))
         return results[DOCUMENTS], results[LEDGER]

@@ -122,9 +122,12 @@ class MinHasher:
         return m.hashvalues
 
 
+BAND_DIGEST_BYTES = 12
+
+
 def band_keys(signature: np.ndarray, bands: int, rows: int) -> list[tuple[int, bytes]]:
     """(band index, digest of that band's values): documents sharing any key are candidates."""
-    return [(i, hashlib.blake2b(signature[i * rows:(i + 1) * rows].tobytes(), digest_size=12).digest())
+    return [(i, hashlib.blake2b(signature[i * rows:(i + 1) * rows].tobytes(), digest_size=BAND_DIGEST_BYTES).digest())
             for i in range(bands)]
 
 

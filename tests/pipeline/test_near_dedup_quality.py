@@ -6,7 +6,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from datasketch import MinHash, MinHashLSH
 
-from pipeline.dedup import NearDedup, SignDocuments
+from pipeline.dedup import NearDedup, SignDocuments, Signed
 from stages.dedup import DedupConfig, MinHasher, jaccard, shingles
 from tests import dedup_corpus
 from tests.union_find import union_find_components
@@ -16,7 +16,7 @@ def run_near_dedup(docs, tmp_path, config=DedupConfig()):
     """NearDedup in a real Beam pipeline; returns (kept ids, {removed id: kept id})."""
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         kept, ledger = p | beam.Create(docs) | SignDocuments(config) | NearDedup(config)
-        _ = kept | "KeptIds" >> beam.Map(lambda d: d.id) | "WriteKept" >> beam.io.WriteToText(str(tmp_path / "kept"))
+        _ = kept | "KeptIds" >> beam.Map(lambda packed: Signed.unpack(packed).id) | "WriteKept" >> beam.io.WriteToText(str(tmp_path / "kept"))
         _ = (ledger | "Pairs" >> beam.Map(lambda d: json.dumps([d.id, d.detail.split(" ", 1)[1], str(d.reason)]))
              | "WriteLedger" >> beam.io.WriteToText(str(tmp_path / "ledger")))
     def read(prefix):

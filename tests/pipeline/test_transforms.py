@@ -9,7 +9,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.dedup import ExactDedup, SignDocuments
+from pipeline.dedup import ExactDedup, SignDocuments, Signed
 from pipeline.mix import Mix
 from pipeline.transforms import NAMESPACE, ApplyStage
 from stages.dedup import DedupConfig
@@ -106,7 +106,7 @@ def test_exact_dedup_keeps_one_copy_and_names_it():
     docs = [doc(0, text), doc(1, text.upper()), doc(2, "  " + text + "\n"), doc(3, " ".join(EN[12:24]))]
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         kept, ledger = p | beam.Create(docs) | SignDocuments(DedupConfig()) | ExactDedup()
-        assert_that(kept | beam.Map(lambda d: d.id), equal_to(["d002", "d003"]), label="Kept")
+        assert_that(kept | beam.Map(lambda packed: Signed.unpack(packed).id), equal_to(["d002", "d003"]), label="Kept")
         assert_that(ledger | beam.Map(lambda d: (d.id, str(d.reason), d.detail)),
                     equal_to([("d000", "exact_duplicate", "kept d002"), ("d001", "exact_duplicate", "kept d002")]),
                     label="Ledger")
