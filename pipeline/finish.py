@@ -23,12 +23,13 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.dedup import Decision
 from pipeline.holdout import VALID
 from pipeline.holdout import split as holdout_split
-from pipeline.mix import Mix, anneal_pick
-from pipeline.output import ShardWriter
+from pipeline.mix import Mix, anneal_pick, anneal_tokens
+from pipeline.output import STATS_DIR, ShardWriter
 from pipeline.prepare import (
     CHUNK,
     PART_SCHEMA,
     PREPARED_DIR,
+    SIGNATURE_SCHEMA,
     PartWriter,
     document_from_part,
     part_paths,
@@ -37,8 +38,9 @@ from pipeline.prepare import (
     run_steps,
 )
 from pipeline.schema import document_row
+from pipeline.signatures import SIGNATURES_DIR
 from pipeline.transforms import LEDGER, count
-from stages.mix import approx_tokens
+from stages.mix import approx_tokens, mix_rates
 from stages.record import Document
 
 FINISHED_DIR = "_finished"
@@ -165,3 +167,57 @@ class WritePart(beam.DoFn):
         if self._anneal and anneal_pick(doc, totals, *self._anneal):
             count("anneal.rows")
             writers[ANNEAL].add(shard_row)
+
+
+class Finish(beam.PTransform):
+    """(part keys, dedup's Decisions) -> (phase 2's ledger drops, phase 1's ledger rows). Writes every part's
+    finished documents, then its shards (data/, valid/, anneal/), the shards' stats and signatures/."""
+
+    def __init__(self, config, per_document: Sequence[tuple[str, Any]], mix: Mix | None, write_check,
+                 file_index: dict[str, int]):
+        super().__init__()
+        self._config, self._per_document, self._mix = config, list(per_document), mix
+        self._write_check, self._file_index = write_check, file_index
+
+    def expand(self, pcolls):
+        keys, decisions = pcolls
+        c, mix, p = self._config, self._mix, keys.pipeline
+        finished = ({"part": keys | "PartKeys" >> beam.Map(lambda k: (k, None)),
+                      "decided": decisions | "ByPart" >> beam.Map(lambda d: (d.part, d))}
+                     | "DecisionsOfPart" >> beam.CoGroupByKey()
+                     | "FinishParts" >> beam.ParDo(FinishPart(c.output, self._per_document,
+                                                              tally=bool(mix or c.anneal_fraction)))
+                     .with_outputs(LEDGER, LEDGER_ROWS, FINISHED, main="keys"))
+        rates, totals = p | "NoRates" >> beam.Create([{}]), p | "NoTotals" >> beam.Create([{}])
+        if mix:
+            weights = mix.weights
+            rates = (finished[FINISHED]
+                     | "SourceTokens" >> beam.Map(lambda f: (f[1], f[2]))
+                     | "PerSource" >> beam.CombinePerKey(sum)
+                     | "TokensBySource" >> beam.combiners.ToDict()
+                     | "MixRates" >> beam.Map(lambda tokens: mix_rates(weights, tokens)))
+        if c.anneal_fraction:
+            totals = (finished[FINISHED]
+                      | "AnnealTokens" >> beam.FlatMap(anneal_tokens, beam.pvalue.AsSingleton(rates), mix,
+                                                       c.holdout_fraction, c.anneal_min_quality)
+                      | "SumAnneal" >> beam.CombinePerKey(sum)
+                      | "AnnealTotals" >> beam.combiners.ToDict())
+        anneal = (c.anneal_fraction, c.anneal_min_quality, c.seed) if c.anneal_fraction else None
+        written = (finished["keys"]
+                   | "SpreadFinished" >> beam.Reshuffle()
+                   | "WriteParts" >> beam.ParDo(WritePart(c.output, self._file_index, self._write_check, mix,
+                                                          c.holdout_fraction, anneal, c.shard_size_mb,
+                                                          c.row_group_rows),
+                                                beam.pvalue.AsSingleton(rates), beam.pvalue.AsSingleton(totals))
+                   .with_outputs(LEDGER, SIGNATURE_ROWS, VALID, ANNEAL, main="stats"))
+        for split, on in (("", True), (VALID, bool(c.holdout_fraction)), (ANNEAL, bool(anneal))):
+            if on:
+                folder = FileSystems.join(c.output, split) if split else c.output
+                _ = (written[split or "stats"]
+                     | f"Stats{split}" >> beam.io.WriteToText(FileSystems.join(folder, STATS_DIR, "stats"),
+                                                              shard_name_template="-SSSSS"))
+        _ = written[SIGNATURE_ROWS] | "WriteSignatures" >> beam.io.WriteToParquet(
+            FileSystems.join(c.output, SIGNATURES_DIR, "part"), SIGNATURE_SCHEMA, codec="zstd",
+            file_name_suffix=".parquet")
+        drops = (finished[LEDGER], written[LEDGER]) | "AllDrops" >> beam.Flatten()
+        return drops, finished[LEDGER_ROWS]

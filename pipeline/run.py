@@ -25,12 +25,12 @@ from pipeline.beam_options import check_beam_args, loopback_only_grpc
 from pipeline.cli import version
 from pipeline.config import TABLE, ConfigError, RunConfig, load_config
 from pipeline.dedup import EXACT, NEAR, ExactDedup, NearDedup, dedup_report
-from pipeline.finish import FINISHED, LEDGER_ROWS, SIGNATURE_ROWS, FinishPart, WritePart
+from pipeline.finish import Finish
 from pipeline.ledger import ResolveKeptCopies
 from pipeline.mix import STAGE as MIX_STAGE
-from pipeline.mix import Mix, anneal_tokens
+from pipeline.mix import Mix
 from pipeline.outdir import OutputLock, lock_note, prepare_output, remove_finished, remove_partial
-from pipeline.output import MANIFEST, STATS_DIR, collect_shards, write_manifest
+from pipeline.output import MANIFEST, collect_shards, write_manifest
 from pipeline.plan import ResourceUsage
 from pipeline.plan import compare as plan_vs_measured
 from pipeline.prepare import (
@@ -38,7 +38,6 @@ from pipeline.prepare import (
     PREPARED_DIR,
     REDONE,
     REUSED,
-    SIGNATURE_SCHEMA,
     InputFile,
     Prepare,
     PrepareFiles,
@@ -50,13 +49,13 @@ from pipeline.prepare import (
 )
 from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
 from pipeline.signatures import SIGNATURES_DIR, DedupAgainst, check_old_runs
-from pipeline.transforms import LEDGER, SOURCE_RECORDS, ApplyStage, ReadFileFn, ReadSource
+from pipeline.transforms import SOURCE_RECORDS, ApplyStage, ReadFileFn, ReadSource
 from stages.decontam import DecontaminationIndex, Decontaminator, read_benchmarks
 from stages.dedup import DEDUP_AGAINST
 from stages.extraction import trafilatura_speedups
 from stages.extraction.extract import Extractor
 from stages.extraction.warc import STAGE as WARC_STAGE
-from stages.mix import mix_rates, parse_weights
+from stages.mix import parse_weights
 from stages.settings import add_flags, add_set_flag, flag_values, set_values
 from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, WRITE, StageSpec
 
@@ -290,50 +289,13 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
             write_check = step
         else:
             per_document.append((name, step))
-    tally = bool(mix or config.anneal_fraction)
-    decided = ((decisions or [p | "NoDecisions" >> beam.Create([])])
-               | "AllDecisions" >> beam.Flatten()
-               | "ByPart" >> beam.Map(lambda d: (d.part, d)))
-    finished = ({"part": keys | "PartKeys" >> beam.Map(lambda k: (k, None)), "decided": decided}
-                 | "DecisionsOfPart" >> beam.CoGroupByKey()
-                 | "FinishParts" >> beam.ParDo(FinishPart(config.output, per_document, tally))
-                 .with_outputs(LEDGER, LEDGER_ROWS, FINISHED, main="keys"))
-    rates, totals = p | "NoRates" >> beam.Create([{}]), p | "NoTotals" >> beam.Create([{}])
-    if mix:
-        weights = mix.weights
-        rates = (finished[FINISHED]
-                 | "SourceTokens" >> beam.Map(lambda f: (f[1], f[2]))
-                 | "PerSource" >> beam.CombinePerKey(sum)
-                 | "TokensBySource" >> beam.combiners.ToDict()
-                 | "MixRates" >> beam.Map(lambda tokens: mix_rates(weights, tokens)))
-    if config.anneal_fraction:
-        totals = (finished[FINISHED]
-                  | "AnnealTokens" >> beam.FlatMap(anneal_tokens, beam.pvalue.AsSingleton(rates), mix,
-                                                   config.holdout_fraction, config.anneal_min_quality)
-                  | "SumAnneal" >> beam.CombinePerKey(sum)
-                  | "AnnealTotals" >> beam.combiners.ToDict())
-    anneal = (config.anneal_fraction, config.anneal_min_quality, config.seed) if config.anneal_fraction else None
-    written = (finished["keys"]
-               | "SpreadFinished" >> beam.Reshuffle()
-               | "WriteParts" >> beam.ParDo(WritePart(config.output, file_index, write_check, mix,
-                                                      config.holdout_fraction, anneal, config.shard_size_mb,
-                                                      config.row_group_rows),
-                                            beam.pvalue.AsSingleton(rates), beam.pvalue.AsSingleton(totals))
-               .with_outputs(LEDGER, SIGNATURE_ROWS, VALID_DIR, ANNEAL_DIR, main="stats"))
-    for split, stats in (("", written["stats"]), (VALID_DIR, written[VALID_DIR]), (ANNEAL_DIR, written[ANNEAL_DIR])):
-        if split == "" or (split == VALID_DIR and config.holdout_fraction) or (split == ANNEAL_DIR and anneal):
-            folder = FileSystems.join(config.output, split) if split else config.output
-            _ = stats | f"Stats{split}" >> beam.io.WriteToText(FileSystems.join(folder, STATS_DIR, "stats"),
-                                                               shard_name_template="-SSSSS")
-    _ = written[SIGNATURE_ROWS] | "WriteSignatures" >> beam.io.WriteToParquet(
-        FileSystems.join(config.output, SIGNATURES_DIR, "part"), SIGNATURE_SCHEMA, codec="zstd",
-        file_name_suffix=".parquet")
+    decided = (decisions or [p | "NoDecisions" >> beam.Create([])]) | "AllDecisions" >> beam.Flatten()
+    drops, prepared_rows = (keys, decided) | "Finish" >> Finish(config, per_document, mix, write_check, file_index)
     dedup_stages = sum(1 for name in names if name in (EXACT, NEAR))
-    phase2_rows = ((finished[LEDGER], written[LEDGER])
-                   | "MergeLedger" >> beam.Flatten()
+    phase2_rows = (drops
                    | "ResolveKeptCopies" >> ResolveKeptCopies(rounds=dedup_stages)
                    | "LedgerRows" >> beam.Map(ledger_row, config.ledger_snippet_chars))
-    _ = ((phase2_rows, finished[LEDGER_ROWS])
+    _ = ((phase2_rows, prepared_rows)
          | "AllLedgerRows" >> beam.Flatten()
          | "WriteLedger" >> beam.io.WriteToParquet(
              FileSystems.join(config.output, LEDGER_DIR, "part"), LEDGER_SCHEMA, codec="zstd",
