@@ -50,7 +50,7 @@ class JobConfig:
     anneal_min_quality: float = 0.8     # quality_score needed to enter the anneal split
     holdout_fraction: float = 0.005     # share of documents written to valid/ instead of data/ (chosen by a
                                         # hash of the id: the same documents on every rerun); 0: no valid/
-    num_shards: int = 0                 # ledger files (0 lets the runner choose)
+    num_shards: int = 0                 # files per ledger writer, phase 1 and 2 (0 lets the runner choose)
     ledger_snippet_chars: int = 300     # text kept per ledger row, to judge a drop by; 0 keeps no text (privacy)
     inject_errors: tuple[str, ...] = () # testing only: "STAGE=URL_SUBSTRING" makes STAGE raise ValueError there
     # Per-language thresholds: a file `refinery calibrate` writes, or "bundled" (stages/models/thresholds.yaml,

@@ -13,6 +13,7 @@ pass exists because the mix's rates and the anneal split depend on every part's 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +28,7 @@ from pipeline.mix import Mix, anneal_pick, anneal_tokens
 from pipeline.output import STATS_DIR, ShardWriter
 from pipeline.prepare import (
     CHUNK,
+    CHUNK_CHARS,
     PART_SCHEMA,
     PREPARED_DIR,
     SIGNATURE_SCHEMA,
@@ -41,7 +43,7 @@ from pipeline.schema import document_row
 from pipeline.signatures import SIGNATURES_DIR
 from pipeline.transforms import LEDGER, count
 from stages.mix import approx_tokens, mix_rates
-from stages.record import Document
+from stages.record import Document, Drop
 
 FINISHED_DIR = "_finished"
 LEDGER_ROWS, FINISHED, SIGNATURE_ROWS = "ledger_rows", "finished", "signature_rows"  # tagged outputs
@@ -57,8 +59,8 @@ class FinishPart(beam.DoFn):
     written; the part's phase-1 ledger rows (LEDGER_ROWS), its drops (LEDGER) and, if `tally`, (id, source,
     tokens, quality) of each finished document (FINISHED)."""
 
-    def __init__(self, output: str, steps: Sequence[tuple[str, Any]], tally: bool):
-        self._output, self._tally = output, tally
+    def __init__(self, output: str, steps: Sequence[tuple[str, Any]], tally: bool, snippet_chars: int):
+        self._output, self._tally, self._snippet = output, tally, snippet_chars
         self._steps = [(name, step.fn(), step.batched, False) for name, step in steps]
 
     def setup(self) -> None:
@@ -80,18 +82,20 @@ class FinishPart(beam.DoFn):
         out = PartWriter(finished_path(self._output, key), PART_SCHEMA)
         chunk: list[Document] = []
         signatures: dict[str, tuple] = {}
+        chars = 0
         for row in read_rows(paths["docs.parquet"]):
             doc = document_from_part(row)
             decision = decided.get(doc.id)
             if decision is not None:
-                yield beam.pvalue.TaggedOutput(LEDGER, doc.drop(decision.stage, decision.reason, decision.detail,
-                                                                kept_id=decision.kept_id))
+                yield self._ledgered(doc.drop(decision.stage, decision.reason, decision.detail,
+                                              kept_id=decision.kept_id))
                 continue
             chunk.append(doc)
+            chars += len(doc.text)
             signatures[doc.id] = (row["exact_key"], row["bands"])  # of the text dedup compared (before PII)
-            if len(chunk) >= CHUNK:
+            if len(chunk) >= CHUNK or chars >= CHUNK_CHARS:
                 yield from self._finish(chunk, signatures, out)
-                chunk, signatures = [], {}
+                chunk, signatures, chars = [], {}, 0
         yield from self._finish(chunk, signatures, out)
         out.commit()
         yield key
@@ -103,7 +107,12 @@ class FinishPart(beam.DoFn):
             if self._tally:
                 yield beam.pvalue.TaggedOutput(FINISHED, (doc.id, doc.source, approx_tokens(doc.text), doc.quality_score))
         for drop in drops:
-            yield beam.pvalue.TaggedOutput(LEDGER, drop)
+            yield self._ledgered(drop)
+
+    def _ledgered(self, drop: Drop):
+        """To the ledger, with the snippet already cut to the run's length (the job holds its drops until
+        their kept copies are resolved)."""
+        return beam.pvalue.TaggedOutput(LEDGER, dataclasses.replace(drop, snippet=drop.snippet[:self._snippet]))
 
 
 class WritePart(beam.DoFn):
@@ -186,7 +195,7 @@ class Finish(beam.PTransform):
                       "decided": decisions | "ByPart" >> beam.Map(lambda d: (d.part, d))}
                      | "DecisionsOfPart" >> beam.CoGroupByKey()
                      | "FinishParts" >> beam.ParDo(FinishPart(c.output, self._per_document,
-                                                              tally=bool(mix or c.anneal_fraction)))
+                                                              bool(mix or c.anneal_fraction), c.ledger_snippet_chars))
                      .with_outputs(LEDGER, LEDGER_ROWS, FINISHED, main="keys"))
         rates, totals = p | "NoRates" >> beam.Create([{}]), p | "NoTotals" >> beam.Create([{}])
         if mix:

@@ -295,11 +295,10 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
     phase2_rows = (drops
                    | "ResolveKeptCopies" >> ResolveKeptCopies(rounds=dedup_stages)
                    | "LedgerRows" >> beam.Map(ledger_row, config.ledger_snippet_chars))
-    _ = ((phase2_rows, prepared_rows)
-         | "AllLedgerRows" >> beam.Flatten()
-         | "WriteLedger" >> beam.io.WriteToParquet(
-             FileSystems.join(config.output, LEDGER_DIR, "part"), LEDGER_SCHEMA, codec="zstd",
-             file_name_suffix=".parquet", num_shards=config.num_shards))
+    # Two writers: phase 1's rows stream from the parts to their files, never held with phase 2's.
+    for name, rows, prefix in (("WriteLedger", phase2_rows, "part-p2"), ("WritePreparedLedger", prepared_rows, "part-p1")):
+        _ = rows | name >> beam.io.WriteToParquet(FileSystems.join(config.output, LEDGER_DIR, prefix), LEDGER_SCHEMA,
+                                                  codec="zstd", file_name_suffix=".parquet", num_shards=config.num_shards)
     return names
 
 
