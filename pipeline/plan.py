@@ -48,8 +48,8 @@ SAMPLE_FILES = 8
 # Phase 2 shuffles no texts (pipeline/finish.py): a signature record per document goes through exact
 # dedup's join and near dedup's placement join (and --dedup-against's), its band keys through the buckets.
 SIGNED_SHUFFLES = 2
-SIGNED_RECORD_BYTES = 320  # id, part key, exact key, 14 band digests, rank, tokens, as pickled
-KEY_RECORD_BYTES = 60      # one (band digest, id) pair as shuffled: 12 + 32 bytes + framing
+SIGNED_RECORD_BYTES = 280  # packed: id, part key, node number, exact key, 14 band digests, quality, length, tokens
+KEY_RECORD_BYTES = 20      # one band entry as shuffled: 12-byte digest + 8-byte node number (packed per group)
 EDGE_RECORD_BYTES = 80     # one (id, id) edge
 COMPONENT_ROUNDS = 4       # rounds that still carry edges (bench/cc_rounds.py: most settle in 2-4)
 PHASE2_BYTES_PER_DOCUMENT = 3000  # peak memory of one local process per document (bench/run_scale.py)
@@ -249,7 +249,7 @@ def assumptions(config, m: dict[str, Any]) -> list[str]:
         "phase 2's grouping steps (dedup, mixing, shard writing) are counted as shuffle bytes, not CPU; "
         "decontamination's index build is not counted",
         f"shuffle bytes: no texts; each document's signature record {SIGNED_SHUFFLES} times ({SIGNED_RECORD_BYTES} B), "
-        f"{m['bands']} band keys of {KEY_RECORD_BYTES} B each, candidate edges ({m['candidate_edges']} in the sample) "
+        f"{m['bands']} band entries of {KEY_RECORD_BYTES} B each, candidate edges ({m['candidate_edges']} in the sample) "
         f"x 2 directions x {COMPONENT_ROUNDS} component rounds of {EDGE_RECORD_BYTES} B",
         "output bytes are an upper bound: a sample shows few of the duplicates a whole crawl holds, so dedup "
         "removes more at scale than in the sample",
