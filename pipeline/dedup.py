@@ -216,37 +216,21 @@ class ExactDedup(beam.PTransform):
         return kept, results[LEDGER]
 
 
-class _BandEntries(beam.DoFn):
-    """packed Signed -> (bucket group, entries): a bucket is (band, digest); buckets travel grouped by band
-    and the digest's first BUCKET_GROUP_BITS bits, each member an entry of digest + node number (20 bytes),
-    concatenated per group over a bundle (flushed every FLUSH_BYTES): a grouping then holds ~280 bytes per
-    document and a few objects per group, not 14 keys or objects per document. With verification also
-    (number, shingle hashes) (SHINGLES)."""
+class GroupedEntries(beam.DoFn):
+    """Base of DoFns that emit (group, entries): small fixed-layout byte records concatenated per group over
+    a bundle (flushed every FLUSH_BYTES), so a grouping holds a few objects per group instead of a key or
+    an object per record (an in-memory runner keeps grouped values as Python objects)."""
 
     FLUSH_BYTES = 64 << 20
-
-    def __init__(self, verify: bool):
-        self._verify = verify
 
     def start_bundle(self) -> None:
         self._groups: dict[int, bytearray] = {}
         self._size = 0
 
-    def process(self, packed: bytes):
-        s = Signed.unpack(packed)
-        if s.exact_key is None:  # the text could not be shingled in phase 1
-            count(f"{NEAR}.note.shingling_failed")
-            return
-        if not s.bands:
-            count(f"{NEAR}.note.no_shingles")
-            return
-        number, shift = s.number.to_bytes(8, "big"), 16 - BUCKET_GROUP_BITS
-        for i, digest in enumerate(s.band_digests()):
-            group = (i << BUCKET_GROUP_BITS) | (int.from_bytes(digest[:2], "big") >> shift)
-            self._groups.setdefault(group, bytearray()).extend(digest + number)
-        self._size += len(s.bands) + 8 * len(s.bands) // BAND_DIGEST_BYTES
-        if self._verify:
-            yield beam.pvalue.TaggedOutput(SHINGLES, (s.number, s.shingles or frozenset()))
+    def add(self, group: int, entry: bytes):
+        """Adds an entry; yields the groups when the buffer is full."""
+        self._groups.setdefault(group, bytearray()).extend(entry)
+        self._size += len(entry)
         if self._size >= self.FLUSH_BYTES:
             yield from self._flush()
 
@@ -258,6 +242,35 @@ class _BandEntries(beam.DoFn):
     def finish_bundle(self):
         for element in self._flush():
             yield GlobalWindows.windowed_value(element)
+
+
+def bucket_group(kind: int, digest: bytes) -> int:
+    """The group of bucket (kind: a band index, or another key kind, digest): the kind and the digest's
+    first BUCKET_GROUP_BITS bits."""
+    return (kind << BUCKET_GROUP_BITS) | (int.from_bytes(digest[:2], "big") >> (16 - BUCKET_GROUP_BITS))
+
+
+class _BandEntries(GroupedEntries):
+    """packed Signed -> (bucket group, entries): a bucket is (band, digest); each member is an entry of
+    digest + node number (20 bytes), ~280 bytes per document in all. With verification also (number,
+    shingle hashes) (SHINGLES)."""
+
+    def __init__(self, verify: bool):
+        self._verify = verify
+
+    def process(self, packed: bytes):
+        s = Signed.unpack(packed)
+        if s.exact_key is None:  # the text could not be shingled in phase 1
+            count(f"{NEAR}.note.shingling_failed")
+            return
+        if not s.bands:
+            count(f"{NEAR}.note.no_shingles")
+            return
+        number = s.number.to_bytes(8, "big")
+        for i, digest in enumerate(s.band_digests()):
+            yield from self.add(bucket_group(i, digest), digest + number)
+        if self._verify:
+            yield beam.pvalue.TaggedOutput(SHINGLES, (s.number, s.shingles or frozenset()))
 
 
 ENTRY_BYTES = BAND_DIGEST_BYTES + 8

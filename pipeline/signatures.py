@@ -3,8 +3,9 @@ stage that drops new documents duplicating those of earlier runs (`--dedup-again
 
 Signatures are computed in phase 1 (pipeline/prepare.py) on the text that dedup compares, so a page of
 next month's crawl is compared with this one's exactly as two pages of one crawl are. Only the old
-runs' signatures are read, never their texts: one GroupByKey per exact key / band digest joins them
-with the new documents' (no gather onto one worker), one CoGroupByKey by id drops the duplicates.
+runs' signatures are read, never their texts: one GroupByKey of bucket groups (exact key or band digest,
+packed entries) joins them with the new documents' (no gather onto one worker), one CoGroupByKey of id
+groups drops the duplicates.
 """
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import ConfigError
-from pipeline.dedup import Decision, Signed, by_group_of_id, count_kept_signed, group_of
+from pipeline.dedup import Decision, GroupedEntries, Signed, bucket_group, by_group_of_id, count_kept_signed, group_of
 from pipeline.prepare import read_json, signature_settings
 from pipeline.transforms import DOCUMENTS, LEDGER, count
-from stages.dedup import DEDUP_AGAINST, EXACT_OLD, NEAR_OLD, DedupConfig
+from stages.dedup import BAND_DIGEST_BYTES, DEDUP_AGAINST, EXACT_OLD, NEAR_OLD, DedupConfig
 
 SIGNATURES_DIR = "signatures"
 STAGE = DEDUP_AGAINST
@@ -42,36 +43,63 @@ def check_old_runs(folders, dedup: DedupConfig) -> list[str]:
     return files
 
 
-def _old_keys(folder_and_path):
-    folder, path = folder_and_path
-    with FileSystems.open(path) as fh:
-        for batch in pq.ParquetFile(fh).iter_batches(columns=["id", "exact_key", "bands"]):
-            for row in batch.to_pylist():
-                old = (row["id"], folder)
-                if row["exact_key"]:
-                    yield ("x", row["exact_key"]), old
-                for i, digest in enumerate(row["bands"] or ()):
-                    yield (i, digest), old
+# Buckets of the old and new signatures, packed per group (pipeline/dedup.py, GroupedEntries). An entry:
+# kind (1 byte: band index, or EXACT_KIND), digest (12 bytes; the exact key's 16), who (1 byte: new 0, old:
+# 1 + the old run's index in --dedup-against), id length (2 bytes), id.
+EXACT_KIND = 255
 
 
-def _new_keys(packed: bytes):
-    s = Signed.unpack(packed)
-    if s.exact_key:
-        yield ("x", s.exact_key), s.id
-    for i, digest in enumerate(s.band_digests()):
-        yield (i, digest), s.id
+def _entry(kind: int, digest: bytes, who: int, doc_id: str) -> bytes:
+    raw = doc_id.encode("utf-8", "surrogatepass")
+    return bytes((kind,)) + digest + bytes((who,)) + len(raw).to_bytes(2, "big") + raw
 
 
-def _matches(bucket):
-    """(key, [old (id, folder) or new id]) -> (new id, (0 exact / 1 near, old id, folder)) for each new member."""
-    (kind, _), members = bucket
-    members = list(members)
-    olds = [m for m in members if isinstance(m, tuple)]
-    if not olds:
-        return []
-    old = min(olds)
-    rank = 0 if kind == "x" else 1
-    return [(m, (rank, *old)) for m in members if not isinstance(m, tuple)]
+def _keys(exact: str | None, bands: list[bytes]):
+    if exact:
+        yield EXACT_KIND, bytes.fromhex(exact)
+    yield from enumerate(bands)
+
+
+class _OldEntries(GroupedEntries):
+    """(old run index, signature file) -> (bucket group, entries) of every document there."""
+
+    def process(self, index_and_path):
+        index, path = index_and_path
+        with FileSystems.open(path) as fh:
+            for batch in pq.ParquetFile(fh).iter_batches(columns=["id", "exact_key", "bands"]):
+                for row in batch.to_pylist():
+                    for kind, digest in _keys(row["exact_key"], row["bands"] or []):
+                        yield from self.add(bucket_group(kind, digest), _entry(kind, digest, 1 + index, row["id"]))
+
+
+class _NewEntries(GroupedEntries):
+    def process(self, packed: bytes):
+        s = Signed.unpack(packed)
+        for kind, digest in _keys(s.exact_key, s.band_digests()):
+            yield from self.add(bucket_group(kind, digest), _entry(kind, digest, 0, s.id))
+
+
+def _matches(group, folders: list[str]):
+    """(group, [entries]) -> (new id, (0 exact / 1 near, old id, old folder)) for each new document in a
+    bucket with an old one (the smallest old id)."""
+    buckets: dict[tuple[int, bytes], tuple[list, list]] = {}
+    for entries in group[1]:
+        at = 0
+        while at < len(entries):
+            kind = entries[at]
+            end = at + 1 + (16 if kind == EXACT_KIND else BAND_DIGEST_BYTES)
+            who, size = entries[end], int.from_bytes(entries[end + 1:end + 3], "big")
+            doc_id = entries[end + 3:end + 3 + size].decode("utf-8", "surrogatepass")
+            olds, news = buckets.setdefault((kind, entries[at + 1:end]), ([], []))
+            if who:
+                olds.append((doc_id, folders[who - 1]))
+            else:
+                news.append(doc_id)
+            at = end + 3 + size
+    for (kind, _), (olds, news) in buckets.items():
+        if olds:
+            old = min(olds)
+            yield from ((new, (0 if kind == EXACT_KIND else 1, *old)) for new in news)
 
 
 def _resolve(kv):
@@ -100,18 +128,19 @@ class DedupAgainst(beam.PTransform):
 
     def __init__(self, folders, dedup: DedupConfig):
         super().__init__()
-        self._files, self._dedup = check_old_runs(folders, dedup), dedup
+        self._files, self._folders = check_old_runs(folders, dedup), list(folders)
 
     def expand(self, signed_docs):
+        indexed = [(self._folders.index(folder), path) for folder, path in self._files]
         old = (signed_docs.pipeline
-               | "OldFiles" >> beam.Create(self._files)
+               | "OldFiles" >> beam.Create(indexed)
                | "SpreadOldFiles" >> beam.Reshuffle()
-               | "OldKeys" >> beam.FlatMap(_old_keys))
-        new = signed_docs | "NewKeys" >> beam.FlatMap(_new_keys)
+               | "OldEntries" >> beam.ParDo(_OldEntries()))
+        new = signed_docs | "NewEntries" >> beam.ParDo(_NewEntries())
         matches = ((old, new)
-                   | "AllKeys" >> beam.Flatten()
-                   | "ByKey" >> beam.GroupByKey()
-                   | "Matches" >> beam.FlatMap(_matches))
+                   | "AllEntries" >> beam.Flatten()
+                   | "ByGroup" >> beam.GroupByKey()
+                   | "Matches" >> beam.FlatMap(_matches, self._folders))
         results = (({"doc": signed_docs | "GroupOfId" >> beam.Map(by_group_of_id),
                      "match": matches | "MatchGroup" >> beam.Map(lambda kv: (group_of(kv[0]), kv))}
                     | "Join" >> beam.CoGroupByKey())
