@@ -1,4 +1,4 @@
-"""Several sources in one run, token-share mixing, shuffled shards and the manifest."""
+"""Several sources in one run, token-share mixing, shards per input file and the manifest."""
 import hashlib
 import json
 
@@ -81,6 +81,12 @@ def test_shards_follow_input_files_repeats_apart_and_reruns_are_identical(mixed_
         else:
             assert epochs == {0}
     assert repeats == first["output"]["repeats"] > 0
+    # --shard-size-mb 0.1: a part with more text rolls over to a next shard once one holds 0.1 MB of it
+    rolled = [s for s in manifest_a["shards"] if s["path"].endswith("-001.parquet")]
+    assert rolled
+    for shard in rolled:
+        first_shard = next(s for s in manifest_a["shards"] if s["path"] == shard["path"].replace("-001.", "-000."))
+        assert first_shard["tokens"] * 4 >= 100_000
 
 
 def test_manifest_agrees_with_the_shards(mixed_run):
