@@ -33,6 +33,7 @@ from pipeline.prepare import (
     PREPARED_DIR,
     SIGNATURE_SCHEMA,
     PartWriter,
+    RunsSteps,
     document_from_part,
     part_paths,
     part_row,
@@ -54,7 +55,7 @@ def finished_path(output: str, key: str) -> str:
     return FileSystems.join(output, FINISHED_DIR, f"{key}.parquet")
 
 
-class FinishPart(beam.DoFn):
+class FinishPart(RunsSteps):
     """(part key, {"part": [..], "decided": [Decision]}) -> the key, once the part's finished documents are
     written; the part's phase-1 ledger rows (LEDGER_ROWS), its drops (LEDGER) and, if `tally`, (id, source,
     tokens, quality) of each finished document (FINISHED)."""
@@ -62,14 +63,6 @@ class FinishPart(beam.DoFn):
     def __init__(self, output: str, steps: Sequence[tuple[str, Any]], tally: bool, snippet_chars: int):
         self._output, self._tally, self._snippet = output, tally, snippet_chars
         self._steps = [(name, step.fn(), step.batched, False) for name, step in steps]
-
-    def setup(self) -> None:
-        for _, fn, _, _ in self._steps:
-            fn.setup()
-
-    def teardown(self) -> None:
-        for _, fn, _, _ in self._steps:
-            fn.teardown()
 
     def process(self, element):
         key, joined = element

@@ -194,7 +194,21 @@ class PartWriter:
         return self.rows
 
 
-class PrepareFiles(beam.DoFn):
+class RunsSteps(beam.DoFn):
+    """A DoFn that runs stages' DoFns directly (`run_steps`): `self._steps` is [(name, fn, batched, html_only)]."""
+
+    _steps: list = []
+
+    def setup(self) -> None:
+        for _, fn, _, _ in self._steps:
+            fn.setup()
+
+    def teardown(self) -> None:
+        for _, fn, _, _ in self._steps:
+            fn.teardown()
+
+
+class PrepareFiles(RunsSteps):
     """A list of input files -> the part key of each, its part written (or reused when its marker matches).
     One file per element, except with --limit: then all files in name order in one element, each read
     until the run's record budget is spent (files after that are not read)."""
@@ -205,14 +219,6 @@ class PrepareFiles(beam.DoFn):
         self._readers, self._root, self._digest = readers, root, digest
         self._steps = [(name, step.fn(), step.batched, name == EXTRACT_STAGE) for name, step in steps]
         self._signer, self._snippet, self._limit = Signer(dedup), snippet_chars, limit
-
-    def setup(self) -> None:
-        for _, fn, _, _ in self._steps:
-            fn.setup()
-
-    def teardown(self) -> None:
-        for _, fn, _, _ in self._steps:
-            fn.teardown()
 
     def process(self, files: Sequence[InputFile]) -> Iterable[str]:
         budget = self._limit or None
