@@ -109,13 +109,16 @@ def test_bad_data_gives_clear_errors(shards, tmp_path):
         stream(tmp_path)
     copy = tmp_path / "copy"
     shutil.copytree(shards, copy)
-    shard = next((copy / "data").glob("*.parquet"))
-    raw = bytearray(shard.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF
-    shard.write_bytes(bytes(raw))
+    shards_copied = sorted((copy / "data").glob("*.parquet"))  # every one: whichever the first batch reads
+    damaged = []
+    for shard in shards_copied:
+        raw = bytearray(shard.read_bytes())
+        raw[16] ^= 0xFF  # in the first column chunk (a small shard's middle can be its footer)
+        shard.write_bytes(bytes(raw))
+        damaged.append(raw)
     with pytest.raises(DataError, match="sha256"):
         next(iter(stream(copy)))
-    shard.write_bytes(bytes(raw[: len(raw) // 3]))  # truncated: the footer is gone
+    shards_copied[0].write_bytes(bytes(damaged[0][: len(damaged[0]) // 3]))  # truncated: the footer is gone
     with pytest.raises(DataError, match="cannot be read"):
         stream(copy, verify_checksums=False)
 
