@@ -22,7 +22,7 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from pipeline.transforms import DOCUMENTS, LEDGER, count
+from pipeline.transforms import DOCUMENTS, LEDGER, count, count_kept_tokens
 from stages.dedup import (
     BAND_DIGEST_BYTES,
     DedupConfig,
@@ -162,9 +162,7 @@ class SignDocuments(beam.PTransform):
 
 
 def count_kept_signed(stage: str, s: Signed) -> None:
-    count(f"{stage}.kept")
-    if s.tokens:
-        count(f"{stage}.kept_tokens", s.tokens)
+    count_kept_tokens(stage, s.tokens)
 
 
 def _resolve(stage: str, reason: DropReason, members: Iterable[tuple[Signed, bytes]], winner_id: str):

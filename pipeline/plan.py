@@ -137,7 +137,6 @@ def measure_sample(config, files, sample: int) -> dict[str, Any]:
         measured = {
             "files": len(picked), "records": sum(counts.get(c, 0) for c in READ_COUNTERS),
             "bytes_read": counts.get(BYTES_READ, 0), "documents": len(docs),
-            "text_bytes": sum(len(d.text.encode("utf-8", "surrogatepass")) for d in docs),
             "phase1_cpu_s": round(phase1_cpu, 3), "phase1_wall_s": round(phase1_wall, 3),
             "phase2_cpu_s": round(phase2_cpu, 3), "phase2_kept": phase2_kept,
             "prepared_bytes": sum(os.path.getsize(p) for paths in parts
@@ -246,7 +245,7 @@ def assumptions(config, m: dict[str, Any]) -> list[str]:
         f"costs scale linearly with input bytes (whole input) or pages (named scale) from a sample of "
         f"{m['records']} records in {m['files']} file(s); CPU is process time (this process and the extraction "
         f"worker), plus once the fixed cost of a run measured on one record: {_fixed(m)}",
-        "phase 2's grouping steps (dedup, mixing, shard writing) are counted as shuffle bytes, not CPU; "
+        "phase 2's grouping steps (dedup's signature records and band entries) are counted as shuffle bytes, not CPU; "
         "decontamination's index build is not counted",
         f"shuffle bytes: no texts; each document's signature record {SIGNED_SHUFFLES} times ({SIGNED_RECORD_BYTES} B), "
         f"{m['bands']} band entries of {KEY_RECORD_BYTES} B each, candidate edges ({m['candidate_edges']} in the sample) "

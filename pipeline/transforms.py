@@ -97,9 +97,14 @@ def route(stage: str, result):
 
 def count_kept(stage: str, doc: Document) -> None:
     """A document leaving `stage` towards the output: one document and its tokens (UTF-8 bytes / 4)."""
+    count_kept_tokens(stage, approx_tokens(doc.text) if doc.text else 0)
+
+
+def count_kept_tokens(stage: str, tokens: int) -> None:
+    """The same, for a record that carries its token count instead of its text (dedup's signatures)."""
     count(f"{stage}.kept")
-    if doc.text:
-        count(f"{stage}.kept_tokens", approx_tokens(doc.text))
+    if tokens:
+        count(f"{stage}.kept_tokens", tokens)
 
 
 class ReadFileFn(beam.DoFn):
