@@ -56,8 +56,8 @@ def one(paths: list[str], dedup: bool) -> int:
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         signed = p | beam.Create(paths) | beam.Reshuffle() | beam.FlatMap(load)
         if dedup:
-            signed, _ = signed | ExactDedup()
-            signed, _ = signed | NearDedup(DedupConfig())
+            kept, _ = signed | ExactDedup()
+            signed, _ = {"kept": kept, "signed": signed} | NearDedup(DedupConfig())
         _ = signed | beam.combiners.Count.Globally()
     return int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM")))
 

@@ -49,7 +49,7 @@ def one(n: int, threshold: float | None = None) -> dict:
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         signed = p | beam.Create(docs, reshuffle=False) | SignDocuments(config)
         kept, exact_drops = signed | ExactDedup()
-        kept, near_drops = kept | NearDedup(config)
+        kept, near_drops = {"kept": kept, "signed": signed} | NearDedup(config)
         _ = ((kept | "CountKept" >> beam.combiners.Count.Globally()),
              (near_drops | "CountNear" >> beam.combiners.Count.Globally()))
     wall = time.perf_counter() - start

@@ -5,7 +5,8 @@ texts, and give the survivors and a `Decision` per dropped document; the job app
 while it streams each prepared part once (pipeline/finish.py). No step holds all documents, signatures or edges on one worker: every grouping is a
 GroupByKey / CoGroupByKey / CombinePerKey on a document, bucket or component key.
 
-Near duplicates: signature -> 14 band keys per document -> grouped by band and digest prefix ->
+Near duplicates: signature -> 14 band keys per document (every document that entered exact dedup, in
+passes of `bands_per_shuffle` bands) -> grouped by band and digest prefix ->
 star edges (member -> smallest node number of the bucket) -> [exact-Jaccard verification] ->
 connected components by alternating large-star / small-star rounds, unrolled in the graph
 with a change counter per round, finished components leaving the loop -> per component, the best
@@ -56,7 +57,8 @@ class Signed(NamedTuple):
     part: str
     number: int                          # unique in the run: (part's input file index << 32) | row; near dedup's node
     exact_key: str | None               # None: the text could not be hashed in phase 1 (matches nothing)
-    bands: bytes                        # the MinHash band digests, concatenated (band i at i * BAND_DIGEST_BYTES)
+    bands: bytes | None                 # the MinHash band digests, concatenated (band i at i * BAND_DIGEST_BYTES);
+                                        # None in the slim records that exact dedup groups and passes on
     quality: float | None
     chars: int
     tokens: int
@@ -69,6 +71,10 @@ class Signed(NamedTuple):
     def band_digests(self) -> list[bytes]:
         n = BAND_DIGEST_BYTES
         return [self.bands[i:i + n] for i in range(0, len(self.bands), n)]
+
+    def slim(self) -> bytes:
+        """Packed without band digests and shingles: what ranks and places a document, ~40 % of its size."""
+        return self._replace(bands=None, shingles=None).pack()
 
     def pack(self) -> bytes:
         """One byte string: what the dedup transforms pass around, so a grouping holds one small object
@@ -181,43 +187,12 @@ def _resolve(stage: str, reason: DropReason, members: Iterable[tuple[Signed, byt
                                                             winner_id))
 
 
-def _group_by_text(packed: bytes):
-    s = Signed.unpack(packed)
-    if s.exact_key is None:  # unhashable text (counted in phase 1): it is unique
-        count(f"{EXACT}.in")
-        count_kept_signed(EXACT, s)
-        yield beam.pvalue.TaggedOutput("unkeyed", packed)
-        return
-    yield group_of(s.exact_key), packed
-
-
-def _resolve_texts(group):
-    """A group of documents -> per exact key, the best survives (best quality, then longest, then smallest id)."""
-    by_text: dict[str, list[tuple[Signed, bytes]]] = {}
-    for packed in group[1]:
-        s = Signed.unpack(packed)
-        by_text.setdefault(s.exact_key, []).append((s, packed))
-    for members in by_text.values():
-        winner = min(s.rank for s, _ in members)[2]
-        yield from _resolve(EXACT, DropReason.EXACT_DUPLICATE, members, winner)
-
-
-class ExactDedup(beam.PTransform):
-    """packed Signed -> (packed survivors, Decisions): one document per normalized-text hash survives."""
-
-    def expand(self, signed_docs):
-        grouped_or_not = signed_docs | "GroupOfText" >> beam.FlatMap(_group_by_text).with_outputs("unkeyed", main="keyed")
-        results = (grouped_or_not["keyed"]
-                   | "ByGroup" >> beam.GroupByKey()
-                   | "Resolve" >> beam.FlatMap(_resolve_texts).with_outputs(LEDGER, main=DOCUMENTS))
-        kept = (results[DOCUMENTS], grouped_or_not["unkeyed"]) | "AllKept" >> beam.Flatten()
-        return kept, results[LEDGER]
-
-
 class GroupedEntries(beam.DoFn):
-    """Base of DoFns that emit (group, entries): small fixed-layout byte records concatenated per group over
-    a bundle (flushed every FLUSH_BYTES), so a grouping holds a few objects per group instead of a key or
-    an object per record (an in-memory runner keeps grouped values as Python objects)."""
+    """Base of DoFns that emit (group, entries): byte records concatenated per group over a bundle (flushed
+    every FLUSH_BYTES), so a grouping holds a few large objects per group instead of a key or an object per
+    record. An in-memory runner (FnApiRunner) keeps grouped values as Python objects: a million small ones
+    cost their headers and leave the heap fragmented after they are freed, which measured twice the
+    records' own size in peak memory (bench/dedup_memory.py)."""
 
     FLUSH_BYTES = 64 << 20
 
@@ -226,20 +201,84 @@ class GroupedEntries(beam.DoFn):
         self._size = 0
 
     def add(self, group: int, entry: bytes):
-        """Adds an entry; yields the groups when the buffer is full."""
+        """Adds a fixed-layout entry; yields the groups when the buffer is full."""
         self._groups.setdefault(group, bytearray()).extend(entry)
         self._size += len(entry)
         if self._size >= self.FLUSH_BYTES:
             yield from self._flush()
 
+    def add_record(self, group: int, record: bytes):
+        """Adds a record of any length (read back with `records_in`)."""
+        yield from self.add(group, len(record).to_bytes(RECORD_LENGTH_BYTES, "big") + record)
+
     def _flush(self):
         groups, self._groups, self._size = self._groups, {}, 0
-        for group, entries in groups.items():
+        while groups:  # each buffer is freed as soon as it is copied out
+            group, entries = groups.popitem()
             yield group, bytes(entries)
 
     def finish_bundle(self):
         for element in self._flush():
             yield GlobalWindows.windowed_value(element)
+
+
+RECORD_LENGTH_BYTES = 4
+
+
+def records_in(blobs: Iterable[bytes]) -> Iterable[bytes]:
+    """The records that `GroupedEntries.add_record` concatenated into blobs."""
+    n = RECORD_LENGTH_BYTES
+    for blob in blobs:
+        at = 0
+        while at < len(blob):
+            size = int.from_bytes(blob[at:at + n], "big")
+            yield blob[at + n:at + n + size]
+            at += n + size
+
+
+class GroupedRecords(GroupedEntries):
+    """packed record -> (group, records): `group_and_record(packed)` gives a record's group and what of it
+    the grouping carries."""
+
+    def __init__(self, group_and_record):
+        self._group_and_record = group_and_record
+
+    def process(self, packed: bytes, *_wait_for):
+        yield from self.add_record(*self._group_and_record(packed))
+
+
+def _by_group_of_text(packed: bytes) -> tuple[int, bytes]:
+    s = Signed.unpack(packed)
+    return group_of(s.exact_key if s.exact_key is not None else s.id), s.slim()
+
+
+def _resolve_texts(group):
+    """A group of documents -> per exact key, the best survives (best quality, then longest, then smallest
+    id); a document whose text could not be hashed in phase 1 (counted there) is unique."""
+    by_text: dict[str, list[tuple[Signed, bytes]]] = {}
+    for packed in records_in(group[1]):
+        s = Signed.unpack(packed)
+        if s.exact_key is None:
+            count(f"{EXACT}.in")
+            count_kept_signed(EXACT, s)
+            yield packed
+        else:
+            by_text.setdefault(s.exact_key, []).append((s, packed))
+    for members in by_text.values():
+        winner = min(s.rank for s, _ in members)[2]
+        yield from _resolve(EXACT, DropReason.EXACT_DUPLICATE, members, winner)
+
+
+class ExactDedup(beam.PTransform):
+    """packed Signed -> (slim packed survivors, Decisions): one document per normalized-text hash survives.
+    Near dedup takes its band digests from the records before this step (NearDedup)."""
+
+    def expand(self, signed_docs):
+        results = (signed_docs
+                   | "GroupOfText" >> beam.ParDo(GroupedRecords(_by_group_of_text))
+                   | "ByGroup" >> beam.GroupByKey()
+                   | "Resolve" >> beam.FlatMap(_resolve_texts).with_outputs(LEDGER, main=DOCUMENTS))
+        return results[DOCUMENTS], results[LEDGER]
 
 
 def bucket_group(kind: int, digest: bytes) -> int:
@@ -248,27 +287,44 @@ def bucket_group(kind: int, digest: bytes) -> int:
     return (kind << BUCKET_GROUP_BITS) | (int.from_bytes(digest[:2], "big") >> (16 - BUCKET_GROUP_BITS))
 
 
-class _BandEntries(GroupedEntries):
-    """packed Signed -> (bucket group, entries): a bucket is (band, digest); each member is an entry of
-    digest + node number (20 bytes), ~280 bytes per document in all. With verification also (number,
-    shingle hashes) (SHINGLES)."""
+class _BandRecords(beam.DoFn):
+    """packed Signed -> its node number (8 bytes) and band digests, the record the LSH passes read; with
+    verification also (number, shingle hashes) (SHINGLES). Counts the documents that cannot be banded."""
 
     def __init__(self, verify: bool):
         self._verify = verify
 
     def process(self, packed: bytes):
         s = Signed.unpack(packed)
+        if s.bands is None:
+            raise ValueError("near dedup needs records with their band digests: give it those that entered "
+                             "exact dedup as 'signed' (exact dedup passes on slim records)")
         if s.exact_key is None:  # the text could not be shingled in phase 1
             count(f"{NEAR}.note.shingling_failed")
             return
         if not s.bands:
             count(f"{NEAR}.note.no_shingles")
             return
-        number = s.number.to_bytes(8, "big")
-        for i, digest in enumerate(s.band_digests()):
-            yield from self.add(bucket_group(i, digest), digest + number)
+        yield s.number.to_bytes(NUMBER_BYTES, "big") + s.bands
         if self._verify:
             yield beam.pvalue.TaggedOutput(SHINGLES, (s.number, s.shingles or frozenset()))
+
+
+NUMBER_BYTES = 8
+
+
+class _BandEntries(GroupedEntries):
+    """band record -> (bucket group, entries) for the bands of one pass: a bucket is (band, digest); each
+    member is an entry of digest + node number (20 bytes)."""
+
+    def __init__(self, bands: range):
+        self._bands = bands
+
+    def process(self, record: bytes, *_pass_before):
+        number = record[:NUMBER_BYTES]
+        for i in self._bands:
+            digest = record[NUMBER_BYTES + i * BAND_DIGEST_BYTES:NUMBER_BYTES + (i + 1) * BAND_DIGEST_BYTES]
+            yield from self.add(bucket_group(i, digest), digest + number)
 
 
 ENTRY_BYTES = BAND_DIGEST_BYTES + 8
@@ -377,37 +433,53 @@ def _cluster_bucket(size: int) -> str:
 
 
 class NearDedup(beam.PTransform):
-    """packed Signed -> (packed survivors, Decisions): per connected component of LSH candidates (exact-Jaccard
-    verified with `verify`), the best document survives."""
+    """{"kept": packed records reaching near dedup, "signed": every packed Signed that entered dedup} (or one
+    PCollection of packed Signed, both at once) -> (packed survivors, Decisions): per connected component of
+    LSH candidates (exact-Jaccard verified with `verify`), the best document survives.
+
+    The graph is built from every record that entered dedup, exact dedup's losers too: a loser has its
+    survivor's normalized text, so its survivor is in every bucket it is in, and the components that
+    reaching documents form are the same. So exact dedup groups slim records and the band digests are read
+    once. They are bucketed `bands_per_shuffle` bands per pass, one pass after the other (each pass waits
+    for the one before through a side input) so that a local run holds one pass's entries at a time; the
+    first pass waits for the documents reaching near dedup, the placement for the last pass."""
 
     def __init__(self, config: DedupConfig):
         super().__init__()
         self._config = config
 
-    def expand(self, signed_docs):
+    def expand(self, docs):
         c = self._config
-        keys = signed_docs | "BandKeys" >> beam.ParDo(_BandEntries(c.verify)).with_outputs(SHINGLES, main="keys")
-        edges = (keys["keys"]
-                 | "GroupBuckets" >> beam.GroupByKey()
-                 | "BucketStars" >> beam.FlatMap(_bucket_stars)
-                 | "DistinctEdges" >> beam.Distinct())
+        kept, signed = (docs["kept"], docs["signed"]) if isinstance(docs, dict) else (docs, docs)
+        records = signed | "BandRecords" >> beam.ParDo(_BandRecords(c.verify)).with_outputs(SHINGLES, main="records")
+        done = kept | "Reaching" >> beam.combiners.Count.Globally()
+        stars = []
+        bands, _ = c.band_rows()
+        for i, first in enumerate(range(0, bands, c.bands_per_shuffle)):
+            pass_bands = range(first, min(first + c.bands_per_shuffle, bands))
+            stars.append(records["records"]
+                         | f"BandKeys{i}" >> beam.ParDo(_BandEntries(pass_bands), beam.pvalue.AsSingleton(done))
+                         | f"GroupBuckets{i}" >> beam.GroupByKey()
+                         | f"BucketStars{i}" >> beam.FlatMap(_bucket_stars))
+            done = stars[-1] | f"Pass{i}Done" >> beam.combiners.Count.Globally()
+        edges = tuple(stars) | "AllStars" >> beam.Flatten() | "DistinctEdges" >> beam.Distinct()
         if c.verify:
-            shingle_sets = keys[SHINGLES]
+            shingle_sets = records[SHINGLES]
             edges = (({"edge": edges, "sh": shingle_sets} | "JoinA" >> beam.CoGroupByKey())
                      | "CarryA" >> beam.FlatMap(_carry_shingles))
             edges = (({"edge": edges, "sh": shingle_sets} | "JoinB" >> beam.CoGroupByKey())
                      | "Verify" >> beam.FlatMap(_verify, c.verify_threshold))
-        component = edges | "Components" >> ConnectedComponents(c.max_rounds)  # (id, component)
+        component = edges | "Components" >> ConnectedComponents(c.max_rounds)  # (node, component)
 
-        _ = (component
-             | "ComponentOnly" >> beam.Map(_one_member)
-             | "ClusterSize" >> beam.CombinePerKey(sum)
-             | "CountSizes" >> beam.Map(_count_cluster_size))
-
-        placed = (({"doc": signed_docs | "GroupOfNumber" >> beam.Map(_by_group_of_number),
+        by_number = kept | "GroupOfNumber" >> beam.ParDo(GroupedRecords(_by_group_of_number), beam.pvalue.AsSingleton(done))
+        placed = (({"doc": by_number,
                     "component": component | "ComponentGroup" >> beam.Map(lambda kv: (_group_of_number(kv[0]), kv))}
                    | "Place" >> beam.CoGroupByKey())
                   | "ToComponent" >> beam.FlatMap(_place).with_outputs("singletons", main="clustered"))
+        _ = (placed["clustered"]
+             | "ComponentOnly" >> beam.Map(_one_member)
+             | "ClusterSize" >> beam.CombinePerKey(sum)
+             | "CountSizes" >> beam.Map(_count_cluster_size))
         winners = (placed["clustered"]
                    | "RankInComponent" >> beam.Map(lambda kv: (kv[0], Signed.unpack(kv[1]).rank))
                    | "BestInComponent" >> beam.CombinePerKey(min))
@@ -425,11 +497,12 @@ def _carry_shingles(kv):
 
 
 def _one_member(kv):
-    return kv[1], 1  # (id, component) -> (component, 1)
+    return kv[0], 1  # (component, packed) -> (component, 1)
 
 
 def _count_cluster_size(kv) -> None:
-    count(f"{NEAR}.note.cluster_size.{_cluster_bucket(kv[1])}")
+    if kv[1] > 1:  # a component whose other members were exact copies: no near duplicate
+        count(f"{NEAR}.note.cluster_size.{_cluster_bucket(kv[1])}")
 
 
 def _resolve_component(kv):
@@ -439,17 +512,17 @@ def _resolve_component(kv):
 
 
 def _by_group_of_number(packed: bytes) -> tuple[int, bytes]:
-    """(group, the record without its band digests): what places and ranks a document, a third of its size."""
+    """(group, the slim record): what places and ranks a document."""
     s = Signed.unpack(packed)
-    return _group_of_number(s.number), s._replace(bands=b"", shingles=None).pack()
+    return _group_of_number(s.number), s.slim()
 
 
 def _place(kv):
-    """(group, {"doc": [packed], "component": [(node, component)]}) -> (component, packed), or the packed
+    """(group, {"doc": [records], "component": [(node, component)]}) -> (component, packed), or the packed
     document alone (counted kept) if it has no near duplicate."""
     _, joined = kv
     components = dict(joined["component"])
-    for packed in joined["doc"]:
+    for packed in records_in(joined["doc"]):
         s = Signed.unpack(packed)
         component = components.get(s.number)
         if component is not None:

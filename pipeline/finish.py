@@ -8,7 +8,8 @@
 
 Dedup itself reads only signatures (pipeline/dedup.py). So no step holds documents beyond one chunk
 of one part: what the job gathers is a few records per document (signatures, dedup decisions, ledger
-drops and, with a mix or an anneal split, (id, source, tokens, quality) for their totals). The second
+drops and, with a mix or an anneal split, (id, source, tokens, quality) for their totals); shards and
+signatures are written by the part's task, never gathered. The second
 pass exists because the mix's rates and the anneal split depend on every part's finished tokens.
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pipeline.dedup import Decision
 from pipeline.holdout import VALID
 from pipeline.holdout import split as holdout_split
 from pipeline.mix import Mix, anneal_pick, anneal_tokens
-from pipeline.output import STATS_DIR, ShardWriter
+from pipeline.output import STATS_DIR, BufferedParquet, ShardWriter, write_atomically
 from pipeline.prepare import (
     CHUNK,
     CHUNK_CHARS,
@@ -47,7 +48,7 @@ from stages.mix import approx_tokens, mix_rates
 from stages.record import Document, Drop
 
 FINISHED_DIR = "_finished"
-LEDGER_ROWS, FINISHED, SIGNATURE_ROWS = "ledger_rows", "finished", "signature_rows"  # tagged outputs
+LEDGER_ROWS, FINISHED = "ledger_rows", "finished"  # tagged outputs
 ANNEAL = "anneal"
 
 
@@ -109,9 +110,10 @@ class FinishPart(RunsSteps):
 
 
 class WritePart(beam.DoFn):
-    """A finished part's key -> stats lines of its shards (main output; VALID and ANNEAL tagged), the
-    signature rows of its originals in the output (SIGNATURE_ROWS), and the mix's and the write check's
-    drops (LEDGER). Side inputs: the mix's rates and the anneal split's token totals ({} when off)."""
+    """A finished part's key -> stats lines of its shards (main output; VALID and ANNEAL tagged) and the
+    mix's and the write check's drops (LEDGER); writes the shards and the signatures of its originals in
+    the output (signatures/part-FFFFF.parquet). Side inputs: the mix's rates and the anneal split's token
+    totals ({} when off)."""
 
     def __init__(self, output: str, shard_index: dict[str, int], write_check, mix: Mix | None,
                  holdout_fraction: float, anneal: tuple[float, float, int] | None, shard_size_mb: float,
@@ -137,6 +139,7 @@ class WritePart(beam.DoFn):
             writers[VALID] = self._writer(VALID, name)
         if self._anneal:
             writers[ANNEAL] = self._writer(ANNEAL, name)
+        signatures = BufferedParquet(SIGNATURE_SCHEMA, self._shard[1])
         for row in read_rows(finished_path(self._output, key)):
             doc = document_from_part(row)
             copies = self._mix.draw(doc, rates) if self._mix else [doc]
@@ -148,19 +151,20 @@ class WritePart(beam.DoFn):
                 if isinstance(checked, beam.pvalue.TaggedOutput):
                     yield checked
                     continue
-                yield from self._place(checked, row, writers, totals)
+                self._place(checked, row, writers, signatures, totals)
+        write_atomically(FileSystems.join(self._output, SIGNATURES_DIR, f"{name}.parquet"), signatures.close())
         for split, writer in writers.items():
             for stats in writer.close():
                 line = json.dumps(stats)
                 yield line if split in ("", "repeats") else beam.pvalue.TaggedOutput(split, line)
 
-    def _place(self, doc: Document, row: dict[str, Any], writers: dict, totals: dict[str, int]):
+    def _place(self, doc: Document, row: dict[str, Any], writers: dict, signatures: BufferedParquet,
+               totals: dict[str, int]) -> None:
         split = holdout_split(doc, self._holdout)
         if split is None:
             return
         if doc.epoch == 0:
-            yield beam.pvalue.TaggedOutput(SIGNATURE_ROWS, {"id": doc.id, "source": doc.source,
-                                                            "exact_key": row["exact_key"], "bands": row["bands"]})
+            signatures.add({"id": doc.id, "source": doc.source, "exact_key": row["exact_key"], "bands": row["bands"]})
         shard_row = document_row(doc)
         if split == VALID:
             writers[VALID].add(shard_row)
@@ -211,15 +215,12 @@ class Finish(beam.PTransform):
                                                           c.holdout_fraction, anneal, c.shard_size_mb,
                                                           c.row_group_rows),
                                                 beam.pvalue.AsSingleton(rates), beam.pvalue.AsSingleton(totals))
-                   .with_outputs(LEDGER, SIGNATURE_ROWS, VALID, ANNEAL, main="stats"))
+                   .with_outputs(LEDGER, VALID, ANNEAL, main="stats"))
         for split, on in (("", True), (VALID, bool(c.holdout_fraction)), (ANNEAL, bool(anneal))):
             if on:
                 folder = FileSystems.join(c.output, split) if split else c.output
                 _ = (written[split or "stats"]
                      | f"Stats{split}" >> beam.io.WriteToText(FileSystems.join(folder, STATS_DIR, "stats"),
                                                               shard_name_template="-SSSSS"))
-        _ = written[SIGNATURE_ROWS] | "WriteSignatures" >> beam.io.WriteToParquet(
-            FileSystems.join(c.output, SIGNATURES_DIR, "part"), SIGNATURE_SCHEMA, codec="zstd",
-            file_name_suffix=".parquet")
         drops = (finished[LEDGER], written[LEDGER]) | "AllDrops" >> beam.Flatten()
         return drops, finished[LEDGER_ROWS]

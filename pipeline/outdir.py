@@ -31,7 +31,7 @@ SPLITS = ("anneal", "valid")  # folders beside data/ with the same layout (pipel
 OWN_PATTERNS = (
     "data/part-*.parquet", "data/.part-*.tmp", "ledger/part-*.parquet", "ledger/beam-temp-*",
     "report.json", "report.html", "manifest.json", ".manifest.json.tmp", "_shard_stats/*",
-    "signatures/part-*.parquet", "signatures/beam-temp-*", LOCK_FILE, *PREPARED_PATTERNS, *FINISHED_PATTERNS,
+    "signatures/part-*.parquet", "signatures/.part-*.tmp", LOCK_FILE, *PREPARED_PATTERNS, *FINISHED_PATTERNS,
     *(f"{split}/{pattern}" for split in SPLITS for pattern in ("data/part-*.parquet", "data/.part-*.tmp",
                                                                 "_shard_stats/*", "manifest.json", ".manifest.json.tmp")),
 )
@@ -177,7 +177,7 @@ def remove_partial(output: str) -> None:
     """After an interrupted or failed job: our temporary files go; finished shards stay until --overwrite."""
     try:
         _delete(_matching(output, ["ledger/beam-temp-*", "data/.part-*.tmp", "_shard_stats", ".manifest.json.tmp",
-                                   "signatures/beam-temp-*", "prepared/.*.tmp", *FINISHED_PATTERNS,
+                                   "signatures/.part-*.tmp", "prepared/.*.tmp", *FINISHED_PATTERNS,
                                    *(f"{split}/{p}" for split in SPLITS for p in ("_shard_stats", "data/.part-*.tmp"))]))
     except Exception:  # best effort: the interrupted run's message matters more
         pass

@@ -277,11 +277,13 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
     names = [spec.name for spec in TABLE if spec.runs == READ] + [name for name, _ in phase1]
     file_index = {file_part_key(f, root): i for i, f in enumerate(files)}  # numbers shards and dedup's nodes
     signed = keys | "ReadSigned" >> beam.ParDo(ReadSigned(config.output, config.dedup, file_index))
-    decisions, per_document, mix, write_check = [], [], None, None
+    decisions, per_document, mix, write_check, entering = [], [], None, None, None
     for name, step in make_steps(config, facts, phase=2):
         names.append(name)
         if name in (DEDUP_AGAINST, EXACT, NEAR):  # on signatures only
-            signed, decided = signed | f"Stage_{name}" >> step
+            if name != DEDUP_AGAINST and entering is None:
+                entering = signed  # near dedup bands every record that enters exact dedup (NearDedup says why)
+            signed, decided = ({"kept": signed, "signed": entering} if name == NEAR else signed) | f"Stage_{name}" >> step
             decisions.append(decided)
         elif isinstance(step, Mix):
             mix = step

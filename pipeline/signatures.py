@@ -14,7 +14,17 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import ConfigError
-from pipeline.dedup import Decision, GroupedEntries, Signed, bucket_group, by_group_of_id, count_kept_signed, group_of
+from pipeline.dedup import (
+    Decision,
+    GroupedEntries,
+    GroupedRecords,
+    Signed,
+    bucket_group,
+    by_group_of_id,
+    count_kept_signed,
+    group_of,
+    records_in,
+)
 from pipeline.prepare import read_json, signature_settings
 from pipeline.transforms import DOCUMENTS, LEDGER, count
 from stages.dedup import BAND_DIGEST_BYTES, DEDUP_AGAINST, EXACT_OLD, NEAR_OLD, DedupConfig
@@ -103,12 +113,12 @@ def _matches(group, folders: list[str]):
 
 
 def _resolve(kv):
-    """(group, {"doc": [packed], "match": [(id, match)]}) -> the documents matching nothing, Decisions for the others."""
+    """(group, {"doc": [records], "match": [(id, match)]}) -> the documents matching nothing, Decisions for the others."""
     _, joined = kv
     matches: dict = {}
     for doc_id, match in joined["match"]:
         matches[doc_id] = min(match, matches.get(doc_id, match))
-    for packed in joined["doc"]:
+    for packed in records_in(joined["doc"]):
         s = Signed.unpack(packed)
         count(f"{STAGE}.in")
         match = matches.get(s.id)
@@ -141,7 +151,7 @@ class DedupAgainst(beam.PTransform):
                    | "AllEntries" >> beam.Flatten()
                    | "ByGroup" >> beam.GroupByKey()
                    | "Matches" >> beam.FlatMap(_matches, self._folders))
-        results = (({"doc": signed_docs | "GroupOfId" >> beam.Map(by_group_of_id),
+        results = (({"doc": signed_docs | "GroupOfId" >> beam.ParDo(GroupedRecords(by_group_of_id)),
                      "match": matches | "MatchGroup" >> beam.Map(lambda kv: (group_of(kv[0]), kv))}
                     | "Join" >> beam.CoGroupByKey())
                    | "Resolve" >> beam.FlatMap(_resolve).with_outputs(LEDGER, main=DOCUMENTS))

@@ -40,6 +40,9 @@ class DedupConfig:
     seed: int = 1
     verify: bool = False          # drop candidate links whose exact shingle Jaccard is below `verify_threshold`
     verify_threshold: float = 0.7
+    # LSH bands bucketed per shuffle (NeMo Curator's buckets_per_shuffle): a local run holds one shuffle's
+    # band entries at a time, ~5x their 20 bytes each; fewer, less memory, one more pass over the signatures
+    bands_per_shuffle: int = 5
     max_rounds: int = 30          # connected-component rounds unrolled in the Beam graph (a 10k chain needs ~15);
                                   # the run fails, saying so, if they are not enough
 
@@ -49,7 +52,8 @@ class DedupConfig:
         check(self.num_perm >= 1 and self.bands >= 1 and self.rows >= 1, "num_perm, bands and rows must be >= 1")
         check(self.threshold is not None or self.bands * self.rows <= self.num_perm,
               f"bands x rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
-        check(self.max_rounds >= 1 and self.shingle_words >= 1, "max_rounds and shingle_words must be >= 1")
+        check(self.max_rounds >= 1 and self.shingle_words >= 1 and self.bands_per_shuffle >= 1,
+              "max_rounds, shingle_words and bands_per_shuffle must be >= 1")
 
     def band_rows(self) -> tuple[int, int]:
         if self.threshold is None:
