@@ -438,9 +438,12 @@ class NearDedup(beam.PTransform):
     LSH candidates (exact-Jaccard verified with `verify`), the best document survives.
 
     The graph is built from every record that entered dedup, exact dedup's losers too: a loser has its
-    survivor's normalized text, so its survivor is in every bucket it is in, and the components that
-    reaching documents form are the same. So exact dedup groups slim records and the band digests are read
-    once. They are bucketed `bands_per_shuffle` bands per pass, one pass after the other (each pass waits
+    survivor's normalized text, so (same words, same shingles) its survivor is in every bucket it is in, and
+    the components that reaching documents form are the same. So exact dedup groups slim records and the
+    band digests are read once. The exception: a copy whose words differ from its survivor's although the
+    exact keys agree (exact dedup casefolds, shingling lowercases: "STRASSE" vs "straße"; or language ID
+    split the two differently) can link its survivor to a document that is a near duplicate of the copy
+    only, and that document is then removed as a near duplicate of the survivor. They are bucketed `bands_per_shuffle` bands per pass, one pass after the other (each pass waits
     for the one before through a side input) so that a local run holds one pass's entries at a time; the
     first pass waits for the documents reaching near dedup, the placement for the last pass."""
 

@@ -1,4 +1,5 @@
 """Near-duplicate removal measured on a corpus with known Jaccard, and checked against a brute-force reference."""
+import dataclasses
 import json
 
 import apache_beam as beam
@@ -6,16 +7,22 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from datasketch import MinHash, MinHashLSH
 
-from pipeline.dedup import NearDedup, SignDocuments, Signed
-from stages.dedup import DedupConfig, MinHasher, jaccard, shingles
+from pipeline.dedup import ExactDedup, NearDedup, SignDocuments, Signed
+from stages.dedup import DedupConfig, MinHasher, exact_key, jaccard, shingles, survivor_rank
 from tests import dedup_corpus
 from tests.union_find import union_find_components
 
 
-def run_near_dedup(docs, tmp_path, config=DedupConfig()):
-    """NearDedup in a real Beam pipeline; returns (kept ids, {removed id: kept id})."""
+def run_near_dedup(docs, tmp_path, config=DedupConfig(), exact_first=False):
+    """NearDedup in a real Beam pipeline (after ExactDedup, as a run wires them, with `exact_first`);
+    returns (kept ids, {removed id: kept id}) of near dedup."""
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
-        kept, ledger = p | beam.Create(docs) | SignDocuments(config) | NearDedup(config)
+        signed = p | beam.Create(docs) | SignDocuments(config)
+        if exact_first:
+            kept, _ = signed | ExactDedup()
+            kept, ledger = {"kept": kept, "signed": signed} | NearDedup(config)
+        else:
+            kept, ledger = signed | NearDedup(config)
         _ = kept | "KeptIds" >> beam.Map(lambda packed: Signed.unpack(packed).id) | "WriteKept" >> beam.io.WriteToText(str(tmp_path / "kept"))
         _ = (ledger | "Pairs" >> beam.Map(lambda d: json.dumps([d.id, d.detail.split(" ", 1)[1], str(d.reason)]))
              | "WriteLedger" >> beam.io.WriteToText(str(tmp_path / "ledger")))
@@ -88,3 +95,25 @@ def test_verification_drops_links_below_the_threshold(corpus, tmp_path):
         assert corpus.group[doc_id] == corpus.group[kept_id]
     low = [d for d, k in removed.items() if jaccard(shingles(by_id[d].text), shingles(by_id[k].text)) < 0.5]
     assert not low
+
+
+def test_exact_copies_in_the_graph_and_band_passes_change_nothing(corpus, tmp_path):
+    """Near dedup bands every document that entered exact dedup, exact copies too, in passes: it must
+    decide as it would on exact dedup's survivors alone, in one pass."""
+    # exact copies with the same words (shingles lowercase: an upper-cased ß would give other ones, NearDedup says so)
+    copies = [dataclasses.replace(d, id=f"copy-{i}-{d.id}", text=d.text.replace(" ", "  ").lower())
+              for i, d in enumerate(corpus.docs[::4])]
+    docs = corpus.docs + copies
+    survivors: dict[str, object] = {}
+    for d in docs:
+        key = exact_key(d.text)
+        if key not in survivors or survivor_rank(d.quality_score, len(d.text), d.id) < survivor_rank(
+                survivors[key].quality_score, len(survivors[key].text), survivors[key].id):
+            survivors[key] = d
+    assert len({exact_key(d.text) for d in corpus.docs}) == len(survivors)  # the copies add no text
+    one_pass = DedupConfig(bands_per_shuffle=14)
+    expected = run_near_dedup(list(survivors.values()), tmp_path / "survivors", one_pass)
+    for per_shuffle in (1, 5):
+        got = run_near_dedup(docs, tmp_path / f"passes{per_shuffle}", DedupConfig(bands_per_shuffle=per_shuffle),
+                             exact_first=True)
+        assert got == expected and expected[1]
