@@ -46,8 +46,11 @@ def one(paths: list[str], dedup: bool) -> int:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    from pipeline.beam_options import give_freed_buffers_back
     from pipeline.dedup import ExactDedup, NearDedup
     from stages.dedup import DedupConfig
+
+    give_freed_buffers_back()  # as `refinery run` does for FnApiRunner
 
     def load(path):
         with open(path, "rb") as fh:

@@ -45,10 +45,11 @@ from stages.settings import add_set_flag, set_values
 # One Common Crawl snapshot (e.g. CC-MAIN-2024-22: ~90,000 WARC files of ~1 GB, ~2.7-3.1 billion pages).
 SNAPSHOT = {"name": "one Common Crawl snapshot", "files": 90_000, "pages": 3_000_000_000}
 SAMPLE_FILES = 8
-# Phase 2 shuffles no texts (pipeline/finish.py): a signature record per document goes through exact
-# dedup's join and near dedup's placement join (and --dedup-against's), its band keys through the buckets.
+# Phase 2 shuffles no texts (pipeline/finish.py): a slim signature record per document goes through exact
+# dedup's grouping and near dedup's placement join (--dedup-against's join takes the whole record), its band
+# keys through the buckets.
 SIGNED_SHUFFLES = 2
-SIGNED_RECORD_BYTES = 280  # packed: id, part key, node number, exact key, 14 band digests, quality, length, tokens
+SIGNED_RECORD_BYTES = 110  # slim, packed: id, part key, node number, exact key, quality, length, tokens
 KEY_RECORD_BYTES = 20      # one band entry as shuffled: 12-byte digest + 8-byte node number (packed per group)
 EDGE_RECORD_BYTES = 80     # one (id, id) edge
 COMPONENT_ROUNDS = 4       # rounds that still carry edges (bench/cc_rounds.py: most settle in 2-4)

@@ -21,7 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from pipeline import html_report
 from pipeline import report as reporting
-from pipeline.beam_options import check_beam_args, loopback_only_grpc
+from pipeline.beam_options import check_beam_args, give_freed_buffers_back, loopback_only_grpc
 from pipeline.cli import version
 from pipeline.config import TABLE, ConfigError, RunConfig, load_config
 from pipeline.dedup import EXACT, NEAR, ExactDedup, NearDedup, dedup_report
@@ -336,6 +336,8 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
         root = input_root([f.path for f in files])
         facts: dict[str, Any] = {}
         names = build_pipeline(p, config, files, root, facts)
+        if str(runner).endswith("FnApiRunner"):  # the job's groupings live in this process
+            give_freed_buffers_back()
         try:
             with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
                 result = _run_with_progress(p, options, names, total_bytes,
