@@ -77,8 +77,7 @@ class Signed(NamedTuple):
         return self._replace(bands=None, shingles=None).pack()
 
     def pack(self) -> bytes:
-        """One byte string: what the dedup transforms pass around, so a grouping holds one small object
-        per document (a runner that groups in memory keeps values as Python objects)."""
+        """One byte string: what the dedup transforms pass around (groupings concatenate them, GroupedRecords)."""
         return pickle.dumps(tuple(self), protocol=pickle.HIGHEST_PROTOCOL)
 
     @staticmethod
@@ -190,9 +189,8 @@ def _resolve(stage: str, reason: DropReason, members: Iterable[tuple[Signed, byt
 class GroupedEntries(beam.DoFn):
     """Base of DoFns that emit (group, entries): byte records concatenated per group over a bundle (flushed
     every FLUSH_BYTES), so a grouping holds a few large objects per group instead of a key or an object per
-    record. An in-memory runner (FnApiRunner) keeps grouped values as Python objects: a million small ones
-    cost their headers and leave the heap fragmented after they are freed, which measured twice the
-    records' own size in peak memory (bench/dedup_memory.py)."""
+    record (an in-memory runner keeps grouped values as Python objects, each with its header and list slot;
+    for the 20-byte band entries that was most of their cost, bench/RESULTS.md)."""
 
     FLUSH_BYTES = 64 << 20
 
@@ -327,7 +325,7 @@ class _BandEntries(GroupedEntries):
             yield from self.add(bucket_group(i, digest), digest + number)
 
 
-ENTRY_BYTES = BAND_DIGEST_BYTES + 8
+ENTRY_BYTES = BAND_DIGEST_BYTES + NUMBER_BYTES
 
 
 def _bucket_stars(group) -> Iterable[tuple[int, int]]:
@@ -443,8 +441,10 @@ class NearDedup(beam.PTransform):
     band digests are read once. The exception: a copy whose words differ from its survivor's although the
     exact keys agree (exact dedup casefolds, shingling lowercases: "STRASSE" vs "straße"; or language ID
     split the two differently) can link its survivor to a document that is a near duplicate of the copy
-    only, and that document is then removed as a near duplicate of the survivor. They are bucketed `bands_per_shuffle` bands per pass, one pass after the other (each pass waits
-    for the one before through a side input) so that a local run holds one pass's entries at a time; the
+    only, and that document is then removed as a near duplicate of the survivor.
+
+    The band digests are bucketed `bands_per_shuffle` bands per pass, one pass after the other (each waits
+    for the one before through a side input), so that a local run holds one pass's entries at a time; the
     first pass waits for the documents reaching near dedup, the placement for the last pass."""
 
     def __init__(self, config: DedupConfig):
