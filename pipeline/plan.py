@@ -53,7 +53,7 @@ SIGNED_RECORD_BYTES = 110  # slim, packed: id, part key, node number, exact key,
 KEY_RECORD_BYTES = 20      # one band entry as shuffled: 12-byte digest + 8-byte node number (packed per group)
 EDGE_RECORD_BYTES = 80     # one (id, id) edge
 COMPONENT_ROUNDS = 4       # rounds that still carry edges (bench/cc_rounds.py: most settle in 2-4)
-PHASE2_BYTES_PER_DOCUMENT = 2200  # peak memory of one local process per document (bench/run_scale.py, 300k -> 1M)
+PHASE2_BYTES_PER_DOCUMENT = 900  # peak memory of one local process per document (bench/run_scale.py, 300k -> 1M)
 
 
 def build_parser() -> argparse.ArgumentParser:
