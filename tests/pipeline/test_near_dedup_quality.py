@@ -113,7 +113,5 @@ def test_exact_copies_in_the_graph_and_band_passes_change_nothing(corpus, tmp_pa
     assert len({exact_key(d.text) for d in corpus.docs}) == len(survivors)  # the copies add no text
     one_pass = DedupConfig(bands_per_shuffle=14)
     expected = run_near_dedup(list(survivors.values()), tmp_path / "survivors", one_pass)
-    for per_shuffle in (1, 5):
-        got = run_near_dedup(docs, tmp_path / f"passes{per_shuffle}", DedupConfig(bands_per_shuffle=per_shuffle),
-                             exact_first=True)
-        assert got == expected and expected[1]
+    got = run_near_dedup(docs, tmp_path / "passes", DedupConfig(bands_per_shuffle=5), exact_first=True)  # 5, 5, 4
+    assert got == expected and expected[1]
