@@ -26,7 +26,7 @@ from pipeline.dedup import Decision
 from pipeline.holdout import VALID
 from pipeline.holdout import split as holdout_split
 from pipeline.mix import Mix, anneal_pick, anneal_tokens
-from pipeline.output import STATS_DIR, BufferedParquet, ShardWriter, write_atomically
+from pipeline.output import STATS_DIR, ShardWriter
 from pipeline.prepare import (
     CHUNK,
     CHUNK_CHARS,
@@ -139,7 +139,7 @@ class WritePart(beam.DoFn):
             writers[VALID] = self._writer(VALID, name)
         if self._anneal:
             writers[ANNEAL] = self._writer(ANNEAL, name)
-        signatures = BufferedParquet(SIGNATURE_SCHEMA, self._shard[1])
+        signatures = PartWriter(FileSystems.join(self._output, SIGNATURES_DIR, f"{name}.parquet"), SIGNATURE_SCHEMA)
         for row in read_rows(finished_path(self._output, key)):
             doc = document_from_part(row)
             copies = self._mix.draw(doc, rates) if self._mix else [doc]
@@ -152,13 +152,13 @@ class WritePart(beam.DoFn):
                     yield checked
                     continue
                 self._place(checked, row, writers, signatures, totals)
-        write_atomically(FileSystems.join(self._output, SIGNATURES_DIR, f"{name}.parquet"), signatures.close())
+        signatures.commit()
         for split, writer in writers.items():
             for stats in writer.close():
                 line = json.dumps(stats)
                 yield line if split in ("", "repeats") else beam.pvalue.TaggedOutput(split, line)
 
-    def _place(self, doc: Document, row: dict[str, Any], writers: dict, signatures: BufferedParquet,
+    def _place(self, doc: Document, row: dict[str, Any], writers: dict, signatures: PartWriter,
                totals: dict[str, int]) -> None:
         split = holdout_split(doc, self._holdout)
         if split is None:

@@ -43,31 +43,6 @@ def write_atomically(path: str, data: bytes, temp_name: str | None = None) -> No
     FileSystems.rename([temp], [path])
 
 
-class BufferedParquet:
-    """Rows -> the bytes of one zstd Parquet file, in memory: rows are held one row group at a time."""
-
-    def __init__(self, schema: pa.Schema, row_group_rows: int):
-        self._schema, self._row_group_rows = schema, row_group_rows
-        self._buffer, self._rows, self.row_groups = io.BytesIO(), [], 0
-        self._writer = pq.ParquetWriter(self._buffer, schema, compression="zstd")
-
-    def add(self, row: dict[str, Any]) -> None:
-        self._rows.append(row)
-        if len(self._rows) >= self._row_group_rows:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._rows:
-            self._writer.write_table(pa.Table.from_pylist(self._rows, schema=self._schema))
-            self.row_groups += 1
-            self._rows = []
-
-    def close(self) -> bytes:
-        self._flush()
-        self._writer.close()
-        return self._buffer.getvalue()
-
-
 class ShardWriter:
     """Document rows -> `<folder>/<prefix>-NNN.parquet`, a new shard once one holds `shard_size_mb` of text.
     Rows are kept in memory one row group at a time, the shard's compressed bytes until it is written
@@ -80,11 +55,12 @@ class ShardWriter:
         self._open()
 
     def _open(self) -> None:
-        self._file, self._text_bytes = BufferedParquet(DOCUMENT_SCHEMA, self._row_group_rows), 0
-        self._count = {"rows": 0, "originals": 0, "tokens_by_source": {}, "rows_by_source": {}}
+        self._buffer, self._rows, self._text_bytes = io.BytesIO(), [], 0
+        self._writer = pq.ParquetWriter(self._buffer, DOCUMENT_SCHEMA, compression="zstd")
+        self._count = {"rows": 0, "originals": 0, "row_groups": 0, "tokens_by_source": {}, "rows_by_source": {}}
 
     def add(self, row: dict[str, Any]) -> None:
-        self._file.add(row)
+        self._rows.append(row)
         size = len(row["text"].encode("utf-8", "surrogatepass"))
         self._text_bytes += size
         c = self._count
@@ -92,23 +68,33 @@ class ShardWriter:
         c["originals"] += row["epoch"] == 0
         c["tokens_by_source"][row["source"]] = c["tokens_by_source"].get(row["source"], 0) + (size + 3) // 4
         c["rows_by_source"][row["source"]] = c["rows_by_source"].get(row["source"], 0) + 1
+        if len(self._rows) >= self._row_group_rows:
+            self._flush()
         if self._text_bytes >= self._limit:
             self._write()
             self._open()
 
+    def _flush(self) -> None:
+        if self._rows:
+            self._writer.write_table(pa.Table.from_pylist(self._rows, schema=DOCUMENT_SCHEMA))
+            self._count["row_groups"] += 1
+            self._rows = []
+
     def _write(self) -> None:
-        data = self._file.close()
+        self._flush()
+        self._writer.close()
+        data = self._buffer.getvalue()
         name = f"{self._prefix}-{len(self._stats):03d}.parquet"
         write_atomically(FileSystems.join(self._folder, name), data)
         kill_point("shard")
         self._stats.append({"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-                            **self._count, "row_groups": self._file.row_groups})
+                            **self._count})
 
     def close(self) -> list[dict[str, Any]]:
         if self._count["rows"]:
             self._write()
         else:
-            self._file.close()
+            self._writer.close()
         return self._stats
 
 
