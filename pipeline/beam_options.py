@@ -97,22 +97,32 @@ class _LoopbackGrpc:
         return _LoopbackServer(self._grpc.server(*args, **kwargs))
 
 
+# Beam modules that start gRPC servers for a local run's workers, each bound to [::] (every interface):
+# FnApiRunner's control/data/state/logging servers, and the logging server each SDK worker subprocess of
+# `--direct_running_mode=multi_processing` gets (local_job_service.SubprocessSdkWorker).
+_SERVER_MODULES = ("apache_beam.runners.portability.fn_api_runner.worker_handlers",
+                   "apache_beam.runners.portability.local_job_service",
+                   "apache_beam.runners.portability.abstract_job_service")
+
+
 @contextlib.contextmanager
 def loopback_only_grpc() -> Iterator[None]:
-    """While active, the control/data/state/logging servers that FnApiRunner starts for its worker
-    processes (`--direct_running_mode=multi_processing` or `multi_threading`) listen on loopback only:
-    Beam binds them to [::] (every interface), unauthenticated. Affects only that Beam module."""
-    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+    """While active, the gRPC servers that Beam starts for a local run's worker processes listen on loopback
+    only: Beam binds them to [::] (every interface), unauthenticated. Affects only those Beam modules."""
+    import importlib
 
-    original = getattr(worker_handlers, "grpc", None)
-    if original is None:  # a Beam release that no longer starts servers there: nothing to narrow
-        yield
-        return
-    worker_handlers.grpc = _LoopbackGrpc(original)
+    patched = []
+    for name in _SERVER_MODULES:
+        module = importlib.import_module(name)
+        original = getattr(module, "grpc", None)
+        if original is not None:  # a Beam release that no longer starts servers there: nothing to narrow
+            module.grpc = _LoopbackGrpc(original)
+            patched.append((module, original))
     try:
         yield
     finally:
-        worker_handlers.grpc = original
+        for module, original in patched:
+            module.grpc = original
 
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter

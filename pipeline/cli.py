@@ -1,6 +1,7 @@
 """`refinery` console script: one entry point, one sub-command per job."""
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -83,6 +84,11 @@ def _run(argv: Sequence[str]) -> int:
     output = flag_value(argv, "--output")
     for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, `timeout`, a scheduler's kill: unwind (lock, temp files)
         signal.signal(sig, interrupt)
+    if not os.environ.get("REFINERY_DEBUG"):  # Beam logs each failing bundle's traceback; we print one line
+        import logging
+
+        for name in BEAM_ERROR_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         run(argv, interrupted=lambda: INTERRUPTED)
     except BaseException as exc:  # noqa: B036  (every way out is one line; see below)
@@ -95,11 +101,53 @@ def _run(argv: Sequence[str]) -> int:
         if isinstance(exc, RunFailed):
             print(f"refinery run: error: {exc}", file=sys.stderr)
             return RunFailed.exit_code
-        if isinstance(exc, (ConfigError, StageEnvironmentError, OSError, ValueError)):
+        cause = _cause(exc)
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            print(f"refinery run: error: no space left on the device ({_one_line(exc)}); nothing was published. "
+                  "Free space, then run the same command with --resume (input files already prepared are kept)",
+                  file=sys.stderr)
+            return 1
+        if _is_grpc_error(cause):
+            print(f"refinery run: error: the Beam job service stopped answering ({_grpc_summary(cause)}); the job's "
+                  "state is unknown and nothing was published: check the runner, then rerun with --resume",
+                  file=sys.stderr)
+            return 1
+        if isinstance(cause, (ConfigError, StageEnvironmentError, OSError, ValueError)):
             print(f"refinery run: error: {_one_line(exc)}", file=sys.stderr)
             return 2
         return _internal_error(exc)
     return 0
+
+
+# Beam loggers that print a traceback for an error our one line reports (a DoFn's, a worker's).
+BEAM_ERROR_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.portability.local_job_service",
+                      "apache_beam.runners.worker.sdk_worker")
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The exception behind Beam's wrapping: Beam re-raises a DoFn's error as RuntimeError('OSError: ... [while
+    running STEP]') when it cannot rebuild its type (an OSError with an errno), from inside the handler."""
+    seen = exc
+    for _ in range(10):
+        if not isinstance(seen, RuntimeError) or type(seen).__module__ != "builtins":
+            return seen
+        inner = seen.__cause__ or seen.__context__
+        if inner is None:
+            return seen
+        seen = inner
+    return seen
+
+
+def _is_grpc_error(exc: BaseException) -> bool:
+    return any(cls.__module__.startswith("grpc") for cls in type(exc).__mro__)
+
+
+def _grpc_summary(exc: BaseException) -> str:
+    code, details = getattr(exc, "code", None), getattr(exc, "details", None)
+    try:
+        return f"{code().name}: {details()}" if callable(code) and callable(details) else type(exc).__name__
+    except Exception:
+        return type(exc).__name__
 
 
 def _internal_error(exc: BaseException) -> int:

@@ -48,7 +48,7 @@ from stages.mix import approx_tokens, mix_rates
 from stages.record import Document, Drop
 
 FINISHED_DIR = "_finished"
-LEDGER_ROWS, FINISHED = "ledger_rows", "finished"  # tagged outputs
+LEDGER_ROWS, FINISHED, SIGNATURE_FILES = "ledger_rows", "finished", "signature_files"  # tagged outputs
 ANNEAL = "anneal"
 
 
@@ -110,9 +110,10 @@ class FinishPart(RunsSteps):
 
 
 class WritePart(beam.DoFn):
-    """A finished part's key -> stats lines of its shards (main output; VALID and ANNEAL tagged) and the
-    mix's and the write check's drops (LEDGER); writes the shards and the signatures of its originals in
-    the output (signatures/part-FFFFF.parquet). Side inputs: the mix's rates and the anneal split's token
+    """A finished part's key -> stats lines of its shards (main output; VALID and ANNEAL tagged), the mix's
+    and the write check's drops (LEDGER) and its signature file's (SIGNATURE_FILES: path, rows, bytes,
+    SHA-256, for the manifest); writes the shards and the signatures of its originals in the output
+    (signatures/part-FFFFF.parquet). Side inputs: the mix's rates and the anneal split's token
     totals ({} when off)."""
 
     def __init__(self, output: str, shard_index: dict[str, int], write_check, mix: Mix | None,
@@ -153,6 +154,8 @@ class WritePart(beam.DoFn):
                     continue
                 self._place(checked, row, writers, signatures, totals)
         signatures.commit()
+        yield beam.pvalue.TaggedOutput(SIGNATURE_FILES, json.dumps(
+            {"path": f"{SIGNATURES_DIR}/{name}.parquet", "rows": signatures.rows, **signatures.digest}))
         for split, writer in writers.items():
             for stats in writer.close():
                 line = json.dumps(stats)
@@ -215,7 +218,10 @@ class Finish(beam.PTransform):
                                                           c.holdout_fraction, anneal, c.shard_size_mb,
                                                           c.row_group_rows),
                                                 beam.pvalue.AsSingleton(rates), beam.pvalue.AsSingleton(totals))
-                   .with_outputs(LEDGER, VALID, ANNEAL, main="stats"))
+                   .with_outputs(LEDGER, VALID, ANNEAL, SIGNATURE_FILES, main="stats"))
+        _ = (written[SIGNATURE_FILES]
+             | "SignatureFiles" >> beam.io.WriteToText(FileSystems.join(c.output, STATS_DIR, SIGNATURE_FILES),
+                                                        shard_name_template="-SSSSS"))
         for split, on in (("", True), (VALID, bool(c.holdout_fraction)), (ANNEAL, bool(anneal))):
             if on:
                 folder = FileSystems.join(c.output, split) if split else c.output

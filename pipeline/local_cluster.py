@@ -13,9 +13,11 @@ on them by pipeline.dask_runner; afterwards the tasks each worker ran are printe
 LOG_DIR/dask_tasks.json. Workers run with daemon off (the extraction stage starts a child process).
 
 The servers would listen on every interface, so they only start inside a fresh network namespace
-holding nothing but loopback (`unshare -n`, needs root or user namespaces): the process re-executes
-itself there, and binds 127.0.0.1 besides. Every wait has a timeout (a crashed worker makes a job
-hang), and every process started is killed by process group on every way out, SIGTERM included.
+holding nothing but loopback (`unshare --net`, needs root or user namespaces): the process re-executes
+itself there, and binds 127.0.0.1 besides. It is also the init of a fresh PID namespace, so when it
+dies, SIGKILL included, the kernel ends every process started in it; and it dies with this process.
+Every wait has a timeout (a crashed worker makes a job hang), and every process started is killed by
+process group on every way out, SIGTERM included.
 --same-as DIR compares the output with an earlier run's (e.g. the local runner's) and fails if the
 shards are not byte-identical or the ledger or funnel differ.
 """
@@ -31,6 +33,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+
+from stages.processes import die_with_parent
 
 INSIDE = "REFINERY_LOCAL_CLUSTER_NETNS"
 JOB_PORT, WORKER_PORT = 8099, 50000  # a private namespace: fixed ports cannot collide
@@ -233,22 +237,51 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     env = dict(os.environ, **{INSIDE: "1"})
-    cmd = ["unshare", "-n", sys.executable, "-m", "pipeline.local_cluster", *argv, "--", *run_args]
+    # A network namespace (loopback only) and a PID namespace whose init is the inner process: when it dies,
+    # however it dies, the kernel kills every process in the namespace (servers, workers, the submission);
+    # --kill-child ends it when `unshare` dies, and `unshare` dies with this process (PR_SET_PDEATHSIG), so
+    # even a kill -9 of this process leaves nothing running. Its own /proc (a mount namespace of its own):
+    # Dask's nanny looks its worker up by PID there.
+    cmd = ["unshare", "--net", "--pid", "--mount-proc", "--kill-child", sys.executable, "-m", "pipeline.local_cluster", *argv, "--",
+           *run_args]
     if os.geteuid() != 0:
-        cmd = ["unshare", "-r", "-n", *cmd[2:]]  # an unprivileged user namespace, where the kernel allows it
-    child = subprocess.Popen(cmd, env=env)
+        cmd.insert(1, "--map-root-user")  # an unprivileged user namespace, where the kernel allows it
+    child = subprocess.Popen(cmd, env=env, preexec_fn=die_with_parent)
+    stopping: list[float] = []
 
-    def forward(signum, frame):  # the namespace's own process tidies up on SIGTERM (see _inside)
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
+    def forward(signum, frame):  # `unshare` ignores SIGTERM while it waits: tell the namespace's init, which tidies up
+        stopping.append(time.monotonic())
+        for pid in _children(child.pid):
+            os.kill(pid, signal.SIGTERM)
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, forward)
     while True:
         try:
-            return child.wait()
+            return child.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            if stopping and time.monotonic() - stopping[0] > STOP_GRACE_S:  # it did not tidy up: end the namespace
+                for pid in _children(child.pid):
+                    os.kill(pid, signal.SIGKILL)
         except InterruptedError:
             continue
+
+
+STOP_GRACE_S = 30
+
+
+def _children(pid: int) -> list[int]:
+    """PIDs whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """The output folder: one run at a time (an exclusive lock), only our own files, old outputs replaced safely.
 
-The lock is a file created with O_CREAT | O_EXCL (atomic on local and network filesystems that
-honour it), naming the run's host, pid and start time. A lock whose process is gone (same host)
-is reported as stale with the command that clears it; a live one refuses the second run.
-Object stores (gs://, s3://) have no atomic create: there the lock is not taken, and the report says so.
+The lock is a file holding an exclusive flock(2) for the run's lifetime (OutputLock), naming the run's
+host, pid and start time. A lock file whose flock is free belongs to a run that is gone: it is reported
+as stale with what clears it; a held one refuses the second run. Object stores (gs://, s3://) have no
+locks: there the lock is not taken, and the report says so.
 """
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import glob
 import json
@@ -19,6 +20,7 @@ import time
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import ConfigError
+from stages.formats import parse_json
 
 LOCK_FILE = ".refinery.lock"
 # Phase 1's parts (pipeline/prepare.py): kept across failures, reused by --resume, removed by --overwrite.
@@ -46,10 +48,19 @@ def is_local(path: str) -> bool:
 
 
 class OutputLock:
-    """`with OutputLock(folder):` holds the folder for one run; released on every exit path."""
+    """`with OutputLock(folder):` holds the folder for one run; released on every exit path.
+
+    The lock file holds an exclusive flock(2) for the whole run, and names the run (host, pid, start). The
+    kernel drops a flock when its process dies, however it dies, so a lock file whose flock is free is a
+    dead run's (stale): only `--resume` takes it over, and only the one process that gets the flock can,
+    so several runs started together on a dead run's lock cannot all take it over. A run that got the
+    flock checks that the path still names the file it locked (a run ending at that moment unlinks it).
+    Where the filesystem has no flock (some FUSE mounts), the file is created with O_EXCL and a stale
+    one must be deleted by hand."""
 
     def __init__(self, folder: str, take_stale: bool = False):
         self.path = os.path.join(folder, LOCK_FILE) if is_local(folder) else None
+        self._fd: int | None = None
         self._held, self._take_stale = False, take_stale
 
     def __enter__(self) -> OutputLock:
@@ -60,17 +71,38 @@ class OutputLock:
             raise OutputError(f"--output {folder} is a file, not a folder")
         os.makedirs(folder or ".", exist_ok=True)
         owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        for _ in range(100):  # another run may unlink the file between our open and flock: open it again
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise OutputError(self._held_message(_read_owner(self.path), stale=False)) from None
+            except OSError:  # no flock on this filesystem
+                os.close(fd)
+                return self._exclusive_create(owner)
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)
+        else:
+            raise OutputError(f"cannot take the lock {self.path}: it keeps being replaced")
+        previous = os.read(fd, 1 << 16)
+        if previous.strip():  # a run held this flock and died without removing its lock
+            if not self._take_stale:
+                os.close(fd)
+                raise OutputError(self._held_message(_parse_owner(previous), stale=True))
+            print(f"[refinery] the stale lock of a run that is gone ({_who(_parse_owner(previous))}) is taken over "
+                  "by --resume", file=sys.stderr)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(owner).encode(), 0)
+        self._fd, self._held = fd, True
+        return self
+
+    def _exclusive_create(self, owner: dict) -> OutputLock:
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            owner = self._owner()
-            if not (self._take_stale and _stale(owner)):
-                raise OutputError(self._held_message(owner)) from None
-            # --resume continues the run that died holding it (same host, its process gone)
-            print(f"[refinery] the stale lock of a run that is gone (pid {owner.get('pid')}) is taken over by --resume",
-                  file=sys.stderr)
-            os.remove(self.path)
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            raise OutputError(self._held_message(_read_owner(self.path), stale=None)) from None
         with os.fdopen(fd, "w") as fh:
             json.dump(owner, fh)
         self._held = True
@@ -79,40 +111,58 @@ class OutputLock:
     def __exit__(self, *exc) -> None:
         if self._held:
             try:
-                os.remove(self.path)
+                os.remove(self.path)  # while the flock is held: a run waiting on this file retries
             except FileNotFoundError:
                 pass
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
             self._held = False
 
-    def _owner(self) -> dict:
-        try:
-            with open(self.path, encoding="utf-8") as fh:
-                return json.load(fh)
-        except (OSError, ValueError):
-            return {}
-
-    def _held_message(self, owner: dict) -> str:
-        who = f"pid {owner.get('pid', '?')} on {owner.get('host', '?')} since {owner.get('started', '?')}"
-        if _stale(owner):
-            return (f"{os.path.dirname(self.path)} has a stale lock from a run that is gone ({who}): pass --resume to "
+    def _held_message(self, owner: dict | None, stale: bool | None) -> str:
+        folder = os.path.dirname(self.path)
+        if owner is None:
+            return (f"{folder} holds a lock file refinery cannot read ({self.path}); if no refinery run is using "
+                    f"this folder, delete {self.path} and rerun (or pass --resume to take it over)")
+        if stale:
+            return (f"{folder} has a stale lock from a run that is gone ({_who(owner)}): pass --resume to "
                     f"continue that run (its finished input files are not read again), or delete {self.path} "
                     "and rerun")
-        return f"{os.path.dirname(self.path)} is in use by another refinery run ({who}); wait for it or choose another --output"
+        held = f"{folder} is in use by another refinery run ({_who(owner)}); wait for it or choose another --output"
+        if stale is None:  # no flock here: a dead run's lock cannot be told from a live one's
+            held += f" (if that run is gone, delete {self.path})"
+        return held
 
 
-def _stale(owner: dict) -> bool:
-    """The lock's run is gone: same host, its process no longer exists."""
-    return owner.get("host") == socket.gethostname() and not _alive(owner.get("pid"))
-
-
-def _alive(pid) -> bool:
+def _same_file(fd: int, path: str) -> bool:
     try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, ValueError, TypeError):
+        st = os.stat(path)
+    except FileNotFoundError:
         return False
-    except PermissionError:
-        return True
-    return True
+    return (st.st_dev, st.st_ino) == (os.fstat(fd).st_dev, os.fstat(fd).st_ino)
+
+
+def _parse_owner(raw: bytes) -> dict | None:
+    """The lock's owner, or None when the file is not a lock refinery wrote."""
+    try:
+        owner = parse_json(raw.decode("utf-8"))
+    except ValueError:
+        return None
+    return owner if isinstance(owner, dict) else None
+
+
+def _read_owner(path: str) -> dict | None:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(1 << 16)
+    except OSError:
+        return {}
+    return _parse_owner(raw) if raw.strip() else {}
+
+
+def _who(owner: dict | None) -> str:
+    owner = owner or {}
+    return f"pid {owner.get('pid', '?')} on {owner.get('host', '?')} since {owner.get('started', '?')}"
 
 
 def foreign_files(folder: str) -> list[str]:

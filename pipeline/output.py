@@ -98,11 +98,19 @@ class ShardWriter:
         return self._stats
 
 
+class MissingShardStats(OSError):
+    """The shard writers' stats are gone: the shards on disk cannot be vouched for."""
+
+
 def collect_shards(output: str, data_dir: str) -> list[dict[str, Any]]:
     """The shard writers' stats (path relative to `output`, rows, bytes, sha256, tokens per source);
-    an empty shard is written when no document survived, so readers still find a dataset."""
+    an empty shard is written when no document survived (the writers' stats exist and list no shard), so
+    readers still find a dataset."""
     stats_glob = FileSystems.join(output, STATS_DIR, "stats*")
     stat_files = [m.path for r in FileSystems.match([stats_glob]) for m in r.metadata_list]
+    if not stat_files:  # the job writes one even when no shard was written: they vanished under this run
+        raise MissingShardStats(f"{FileSystems.join(output, STATS_DIR)} holds none of the shard writers' stats "
+                                "(removed by another process while this run went on?); nothing is published")
     shards = []
     for path in stat_files:
         with FileSystems.open(path) as fh:
@@ -121,6 +129,17 @@ def collect_shards(output: str, data_dir: str) -> list[dict[str, Any]]:
         s["path"] = f"{data_dir}/{s['path']}"
         s["tokens"] = sum(s["tokens_by_source"].values())
     return shards
+
+
+def collect_signature_files(output: str) -> list[dict[str, Any]]:
+    """The signature files the part writers reported (path, rows, bytes, sha256), for the manifest:
+    `--dedup-against` refuses a folder whose signatures/ does not match them."""
+    pattern = FileSystems.join(output, STATS_DIR, "signature_files*")
+    files = []
+    for path in (m.path for r in FileSystems.match([pattern]) for m in r.metadata_list):
+        with FileSystems.open(path) as fh:
+            files += [json.loads(line) for line in fh.read().decode("utf-8").splitlines() if line.strip()]
+    return sorted(files, key=lambda f: f["path"])
 
 
 def write_manifest(output: str, shards: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:

@@ -5,12 +5,16 @@ resumed (`refinery run --resume`) without redoing the files that were finished.
 
     OUTPUT/prepared/<key>.docs.parquet    documents that passed phase 1, with their dedup signature
     OUTPUT/prepared/<key>.ledger.parquet  that file's ledger rows
-    OUTPUT/prepared/<key>.done.json       the marker: source, file, size, mtime, phase-1 digest, record cap,
-                                          and the file's counts (replayed into the job's counters on reuse)
+    OUTPUT/prepared/<key>.done.json       the marker: source, file, size, mtime, a hash of the input's first
+                                          and last MiB, phase-1 digest, record cap, each part file's size and
+                                          SHA-256, and the file's counts (replayed into the counters on reuse)
 
-A part is reused only when its marker matches the input file (size, mtime) and the digest of every
-setting phase 1 depends on (its stages' sections, the readers', the signature settings, the per-language
-thresholds, refinery's version); any other part is written again.
+A part is reused only when its marker matches the input file (size, mtime, the hash of its first and
+last MiB: a same-size rewrite with its mtime put back), the digest of every setting phase 1 depends on
+(its stages' sections, the readers', the signature settings, the per-language thresholds, refinery's
+version), and both part files still have the size and SHA-256 they were committed with (a part altered
+or damaged after its marker is written again, never published); any other part is written again.
+The markers protect against accidents, not against someone who rewrites a part and its marker alike.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io import fileio
-from apache_beam.io.filesystem import FileMetadata
+from apache_beam.io.filesystem import CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.cli import version
@@ -33,7 +37,7 @@ from pipeline.dedup import Signed, Signer, verify_shingles
 from pipeline.faults import kill_point
 from pipeline.output import write_atomically
 from pipeline.schema import LEDGER_SCHEMA, ledger_row
-from pipeline.transforms import LEDGER, ReadFileFn, capture_counts, count
+from pipeline.transforms import LEDGER, ReadFileFn, capture_counts, count, local_file_problem
 from stages.dedup import DedupConfig
 from stages.mix import approx_tokens
 from stages.record import Document
@@ -121,6 +125,39 @@ def _file_digest(path: str | None) -> str | None:
         return hashlib.sha256(fh.read()).hexdigest()
 
 
+EDGE_BYTES = 1 << 20  # the input's first and last MiB are hashed into its marker
+
+
+def edge_digest(path: str, size: int) -> str | None:
+    """SHA-256 of a file's first and last MiB (all of it when smaller); None when it is not a regular file (a
+    FIFO would block) or cannot be read."""
+    if local_file_problem(path):
+        return None
+    digest = hashlib.sha256()
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
+            digest.update(fh.read(EDGE_BYTES))
+            if size > EDGE_BYTES:
+                fh.seek(max(size - EDGE_BYTES, EDGE_BYTES))
+                digest.update(fh.read(EDGE_BYTES))
+    except Exception:  # unreadable: the part is redone, and reading ledgers why
+        return None
+    return digest.hexdigest()
+
+
+def file_digest(path: str) -> tuple[int, str] | None:
+    """(bytes, SHA-256) of a file, or None when it cannot be read."""
+    digest, size = hashlib.sha256(), 0
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
+            while chunk := fh.read(8 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+    except Exception:
+        return None
+    return size, digest.hexdigest()
+
+
 def read_json(path: str) -> dict[str, Any] | None:
     try:
         with FileSystems.open(path) as fh:
@@ -162,16 +199,53 @@ def document_from_part(row: dict[str, Any]) -> Document:
                     metadata=json.loads(row["metadata"]))
 
 
+class _HashingStream:
+    """A write-only stream that hashes what passes through it (a part's SHA-256 without reading it back)."""
+
+    def __init__(self, stream):
+        self._stream, self.sha256, self.bytes = stream, hashlib.sha256(), 0
+
+    def write(self, data) -> int:
+        self.sha256.update(data)
+        self.bytes += len(data)
+        self._stream.write(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.bytes
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def close(self) -> None:
+        self._stream.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._stream.closed
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+
 class PartWriter:
-    """Rows -> a Parquet file at a temporary name, in row groups of ROW_GROUP; `commit()` renames it."""
+    """Rows -> a Parquet file at a temporary name, in row groups of ROW_GROUP; `commit()` renames it and
+    keeps its size and SHA-256 (`digest`)."""
 
     def __init__(self, path: str, schema: pa.Schema):
         self.path, self.rows = path, 0
         folder, name = path.rsplit("/", 1)
         self._temp = FileSystems.join(folder, _temp_name(name))
         self._schema, self._buffer = schema, []
-        self._stream = FileSystems.create(self._temp)
+        self._stream = _HashingStream(FileSystems.create(self._temp))
         self._writer = pq.ParquetWriter(self._stream, schema, compression="zstd")
+        self.digest: dict[str, Any] = {}
 
     def add(self, row: dict[str, Any]) -> None:
         self._buffer.append(row)
@@ -188,6 +262,7 @@ class PartWriter:
         self._flush()
         self._writer.close()
         self._stream.close()
+        self.digest = {"bytes": self._stream.bytes, "sha256": self._stream.sha256.hexdigest()}
         if FileSystems.exists(self.path):
             FileSystems.delete([self.path])
         FileSystems.rename([self._temp], [self.path])
@@ -234,11 +309,10 @@ class PrepareFiles(RunsSteps):
         name = file_name(file, self._root)
         key = part_key(file.source, name)
         paths = part_paths(self._prepared, key)
-        want = {"source": file.source, "file": name, "size": file.size, "mtime": file.mtime, "digest": self._digest,
-                "cap": cap}
+        want = {"source": file.source, "file": name, "size": file.size, "mtime": file.mtime,
+                "edges": edge_digest(file.path, file.size), "digest": self._digest, "cap": cap}
         marker = read_json(paths["done.json"])
-        if marker is not None and all(marker.get(k) == v for k, v in want.items()) \
-                and all(FileSystems.exists(paths[kind]) for kind in ("docs.parquet", "ledger.parquet")):
+        if marker is not None and all(marker.get(k) == v for k, v in want.items()) and _parts_intact(marker, paths):
             for counter, n in marker["counts"].items():
                 count(counter, n)
             count(REUSED)
@@ -247,15 +321,15 @@ class PrepareFiles(RunsSteps):
         if marker is not None:
             FileSystems.delete([paths["done.json"]])  # the old part is no longer committed
         with capture_counts() as counts:
-            docs, ledger = self._write_part(file, paths, cap)
+            docs, ledger, digests = self._write_part(file, paths, cap)
         records = sum(counts.get(c, 0) for c in READ_COUNTERS)
         write_atomically(paths["done.json"], json.dumps(
-            dict(want, records=records, documents=docs, ledger_rows=ledger, counts=dict(sorted(counts.items()))),
-            indent=1).encode(), temp_name=_temp_name(f"{key}.done.json"))
+            dict(want, records=records, documents=docs, ledger_rows=ledger, parts=digests,
+                 counts=dict(sorted(counts.items()))), indent=1).encode(), temp_name=_temp_name(f"{key}.done.json"))
         kill_point("prepared")
         return key, records
 
-    def _write_part(self, file: InputFile, paths: dict[str, str], cap: int | None) -> tuple[int, int]:
+    def _write_part(self, file: InputFile, paths: dict[str, str], cap: int | None) -> tuple[int, int, dict]:
         docs_out, ledger_out = PartWriter(paths["docs.parquet"], PART_SCHEMA), PartWriter(paths["ledger.parquet"],
                                                                                             LEDGER_SCHEMA)
         readable = fileio.ReadableFile(FileMetadata(file.path, file.size, file.mtime))
@@ -273,11 +347,23 @@ class PrepareFiles(RunsSteps):
                 self._run_chunk(chunk, docs_out, ledger_out)
                 chunk, chars = [], 0
         self._run_chunk(chunk, docs_out, ledger_out)
-        return docs_out.commit(), ledger_out.commit()
+        docs, ledger = docs_out.commit(), ledger_out.commit()
+        return docs, ledger, {"docs.parquet": docs_out.digest, "ledger.parquet": ledger_out.digest}
 
     def _run_chunk(self, docs: list[tuple[bool, Document]], docs_out: PartWriter, ledger_out: PartWriter) -> None:
         for doc in run_steps(self._steps, docs, lambda drop: ledger_out.add(ledger_row(drop, self._snippet))):
             docs_out.add(part_row(doc, self._signer(doc)))
+
+
+def _parts_intact(marker: dict[str, Any], paths: dict[str, str]) -> bool:
+    """Both part files exist with the size and SHA-256 the marker committed."""
+    parts = marker.get("parts") or {}
+    for kind in ("docs.parquet", "ledger.parquet"):
+        want = parts.get(kind) or {}
+        found = file_digest(paths[kind]) if FileSystems.exists(paths[kind]) else None
+        if found is None or found != (want.get("bytes"), want.get("sha256")):
+            return False
+    return True
 
 
 def run_steps(steps, docs: list[tuple[bool, Document]], on_drop) -> list[Document]:
@@ -302,10 +388,27 @@ def run_steps(steps, docs: list[tuple[bool, Document]], on_drop) -> list[Documen
     return [doc for _, doc in docs]
 
 
+class PartUnreadable(OSError):
+    """A prepared or finished part that phase 2 cannot read (changed or damaged during the run)."""
+
+
 def read_rows(path: str, columns: Sequence[str] | None = None) -> Iterable[dict[str, Any]]:
-    with FileSystems.open(path) as fh:
-        for batch in pq.ParquetFile(fh).iter_batches(batch_size=ROW_GROUP, columns=columns):
-            yield from batch.to_pylist()
+    """The rows of a part; a part that cannot be read raises PartUnreadable naming it and its input file."""
+    try:
+        with FileSystems.open(path) as fh:
+            for batch in pq.ParquetFile(fh).iter_batches(batch_size=ROW_GROUP, columns=columns):
+                yield from batch.to_pylist()
+    except Exception as exc:
+        raise PartUnreadable(f"{path} ({_input_of(path)}) cannot be read: {type(exc).__name__}: {exc}; run again "
+                             "with --resume: parts that do not match their marker are prepared again") from None
+
+
+def _input_of(path: str) -> str:
+    """The input file a prepared or finished part (OUTPUT/prepared/KEY.*, OUTPUT/_finished/KEY.parquet) was
+    made from, as its marker names it."""
+    folder, name = path.rsplit("/", 1)
+    marker = read_json(FileSystems.join(folder.rsplit("/", 1)[0], PREPARED_DIR, f"{name.split('.', 1)[0]}.done.json"))
+    return f"input {marker.get('source')}:{marker.get('file')}" if marker else "its marker is gone"
 
 
 class ReadSigned(beam.DoFn):

@@ -10,13 +10,16 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.localfilesystem import LocalFileSystem
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from pipeline import html_report
@@ -30,7 +33,7 @@ from pipeline.ledger import ResolveKeptCopies
 from pipeline.mix import STAGE as MIX_STAGE
 from pipeline.mix import Mix
 from pipeline.outdir import OutputLock, lock_note, prepare_output, remove_finished, remove_partial
-from pipeline.output import MANIFEST, collect_shards, write_manifest
+from pipeline.output import MANIFEST, collect_shards, collect_signature_files, write_manifest
 from pipeline.plan import ResourceUsage
 from pipeline.plan import compare as plan_vs_measured
 from pipeline.prepare import (
@@ -140,10 +143,25 @@ def _match(patterns: Sequence[str]) -> dict:
             raise ConfigError(f"--input {pattern!r} is a folder: give a glob of its files, e.g. "
                               f"'{os.path.join(pattern, '*.warc.gz')}'")
         match = FileSystems.match([pattern])[0]
-        if not match.metadata_list:
+        found = {m.path: m for m in match.metadata_list}
+        if "://" not in pattern:  # entries Beam's listing drops without a word: read (and ledgered) by name
+            found.update((path, FileMetadata(path, 0, 0.0)) for path in unlisted_local_entries(pattern, found))
+        if not found:
             raise ConfigError(f"--input {pattern!r} matches no files")
-        files.update((m.path, m) for m in match.metadata_list)
+        files.update(found)
     return files
+
+
+def unlisted_local_entries(pattern: str, listed) -> list[str]:
+    """Entries a local glob names that Beam's match leaves out because they cannot be stat'ed (symlink loops,
+    dangling links): the reader ledgers each as one `read` row, so a skipped input is never silent."""
+    prefix = re.match(r"^[^[*?]*", pattern).group(0)
+    if prefix == pattern:
+        return [pattern] if os.path.islink(pattern) and pattern not in listed else []
+    folder = prefix if prefix.endswith(os.sep) else os.path.dirname(prefix) or "."
+    regex = re.compile(LocalFileSystem.translate_pattern(pattern))
+    return sorted(path for root, _, names in os.walk(folder) for path in (os.path.join(root, n) for n in names)
+                  if path not in listed and regex.match(path) and not os.path.isdir(path))
 
 
 def input_files(config: RunConfig) -> list[InputFile]:
@@ -151,7 +169,7 @@ def input_files(config: RunConfig) -> list[InputFile]:
     files: dict[str, InputFile] = {}
     for name, globs in source_groups(config):
         for path, m in _match(globs).items():
-            files.setdefault(path, InputFile(name, path, m.size_in_bytes, m.last_updated_in_seconds))
+            files.setdefault(path, InputFile(name, path, m.size_in_bytes, m.last_updated_in_seconds or 0.0))
     return sorted(files.values(), key=lambda f: f.path)
 
 
@@ -472,7 +490,8 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
         reporting.write_json(FileSystems.join(config.output, REPORT_FILE), report)
     if interrupted():
         raise KeyboardInterrupt  # a Ctrl-C during the checks: publish nothing
-    write_manifest(config.output, shards, extra)  # last: its presence means every check passed
+    # last: its presence means every check passed; it lists the signature files --dedup-against checks
+    write_manifest(config.output, shards, dict(extra, signature_files=collect_signature_files(config.output)))
     if not quiet:
         print(f"shards: {FileSystems.join(config.output, DATA_DIR)} ({len(shards)} file(s)); "
               f"ledger: {FileSystems.join(config.output, LEDGER_DIR)}; "

@@ -9,6 +9,9 @@ groups drops the duplicates.
 """
 from __future__ import annotations
 
+import hashlib
+import io
+
 import apache_beam as beam
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
@@ -28,29 +31,53 @@ from pipeline.dedup import (
 from pipeline.prepare import read_json, signature_settings
 from pipeline.transforms import DOCUMENTS, LEDGER, count
 from stages.dedup import BAND_DIGEST_BYTES, DEDUP_AGAINST, EXACT_OLD, NEAR_OLD, DedupConfig
+from stages.record import StageEnvironmentError
 
 SIGNATURES_DIR = "signatures"
 STAGE = DEDUP_AGAINST
 
 
-def check_old_runs(folders, dedup: DedupConfig) -> list[str]:
+def check_old_runs(folders, dedup: DedupConfig) -> list[tuple[str, str, dict]]:
     """Pre-flight of --dedup-against: each folder is a finished run whose signatures were made with the
-    same settings as this run's; their signature files."""
+    same settings as this run's, and its signatures/ holds exactly the files its manifest lists (rows and
+    size; their SHA-256 is checked where they are read). (folder, path, listed entry) of each file."""
     files = []
     for folder in folders:
         manifest = read_json(FileSystems.join(folder, "manifest.json"))
         if manifest is None:
             raise ConfigError(f"--dedup-against {folder}: no manifest.json there (not a finished refinery run)")
         theirs = manifest.get("signatures")
-        if theirs is None:
-            raise ConfigError(f"--dedup-against {folder}: that run kept no signatures/ (made before refinery "
-                              "wrote them); rerun it, or leave it out")
+        if theirs is None or manifest.get("signature_files") is None:
+            raise ConfigError(f"--dedup-against {folder}: its manifest lists no signature files (a run made before "
+                              "refinery recorded them); rerun it, or leave it out")
         if theirs != signature_settings(dedup):
             raise ConfigError(f"--dedup-against {folder}: its signatures were made with {theirs}, this run's "
                               f"are {signature_settings(dedup)}; set the dedup section alike")
-        match = FileSystems.match([FileSystems.join(folder, SIGNATURES_DIR, "part-*.parquet")])[0]
-        files += [(folder, m.path) for m in match.metadata_list]
+        for listed in manifest["signature_files"]:
+            path = FileSystems.join(folder, listed["path"])
+            problem = _signature_file_problem(path, listed)
+            if problem:
+                raise ConfigError(f"--dedup-against {folder}: {listed['path']} {problem}; that run's signatures "
+                                  "are damaged: rerun it, or leave it out")
+            files.append((folder, path, listed))
     return files
+
+
+def _signature_file_problem(path: str, listed: dict) -> str | None:
+    """What is wrong with a signature file against its manifest entry (size and rows: reads its footer only)."""
+    match = FileSystems.match([path])[0].metadata_list
+    if not match:
+        return "is missing"
+    if match[0].size_in_bytes != listed["bytes"]:
+        return f"has {match[0].size_in_bytes} bytes, the manifest says {listed['bytes']}"
+    try:
+        with FileSystems.open(path) as fh:
+            rows = pq.ParquetFile(fh).metadata.num_rows
+    except Exception as exc:
+        return f"cannot be read ({type(exc).__name__}: {exc})"
+    if rows != listed["rows"]:
+        return f"holds {rows} rows, the manifest says {listed['rows']}"
+    return None
 
 
 # Buckets of the old and new signatures, packed per group (pipeline/dedup.py, GroupedEntries). An entry:
@@ -71,15 +98,19 @@ def _keys(exact: str | None, bands: list[bytes]):
 
 
 class _OldEntries(GroupedEntries):
-    """(old run index, signature file) -> (bucket group, entries) of every document there."""
+    """(old run index, signature file, its SHA-256) -> (bucket group, entries) of every document there."""
 
-    def process(self, index_and_path):
-        index, path = index_and_path
+    def process(self, indexed):
+        index, path, sha256 = indexed
         with FileSystems.open(path) as fh:
-            for batch in pq.ParquetFile(fh).iter_batches(columns=["id", "exact_key", "bands"]):
-                for row in batch.to_pylist():
-                    for kind, digest in _keys(row["exact_key"], row["bands"] or []):
-                        yield from self.add(bucket_group(kind, digest), _entry(kind, digest, 1 + index, row["id"]))
+            data = fh.read()  # one part's signatures: ~100 bytes per document
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise StageEnvironmentError(f"--dedup-against: {path} changed since its run's manifest was written "
+                                        "(SHA-256 differs); rerun that run, or leave it out")
+        for batch in pq.ParquetFile(io.BytesIO(data)).iter_batches(columns=["id", "exact_key", "bands"]):
+            for row in batch.to_pylist():
+                for kind, digest in _keys(row["exact_key"], row["bands"] or []):
+                    yield from self.add(bucket_group(kind, digest), _entry(kind, digest, 1 + index, row["id"]))
 
 
 class _NewEntries(GroupedEntries):
@@ -141,7 +172,7 @@ class DedupAgainst(beam.PTransform):
         self._files, self._folders = check_old_runs(folders, dedup), list(folders)
 
     def expand(self, signed_docs):
-        indexed = [(self._folders.index(folder), path) for folder, path in self._files]
+        indexed = [(self._folders.index(folder), path, listed["sha256"]) for folder, path, listed in self._files]
         old = (signed_docs.pipeline
                | "OldFiles" >> beam.Create(indexed)
                | "SpreadOldFiles" >> beam.Reshuffle()

@@ -15,6 +15,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import os
+import stat
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -129,6 +131,13 @@ class ReadFileFn(beam.DoFn):
         """The file's records; with `cap`, at most that many (--limit), the rest of the file unread."""
         full_path = readable_file.metadata.path
         path = full_path[len(self._root):] if self._root and full_path.startswith(self._root) else full_path
+        problem = local_file_problem(full_path)
+        if problem == "a folder":
+            count(f"{READ_STAGE}.note.directories_skipped")  # `dir/*` also matches sub-folders
+            return
+        if problem:  # opening a FIFO blocks forever; a device never ends
+            yield from self._file_error(path, problem)
+            return
         try:
             with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
                 head = stream.read(SNIFF_BYTES)
@@ -137,6 +146,9 @@ class ReadFileFn(beam.DoFn):
             return
         except Exception as exc:  # unreadable (permissions, vanished): one row for the file
             yield from self._file_error(path, f"cannot open: {type(exc).__name__}: {exc}")
+            return
+        if not head:  # nothing to read: one row, so a source of empty files says why it yielded nothing
+            yield from self._file_error(path, "empty file (0 bytes)")
             return
         fmt = sniff_format(path, head)
         if fmt is None:
@@ -189,6 +201,25 @@ class ReadFileFn(beam.DoFn):
     @staticmethod
     def _count_note(stage: str, name: str) -> None:
         count(f"{stage}.{name}")
+
+
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"))
+
+
+def local_file_problem(path: str) -> str | None:
+    """Why a local input cannot be read as a file ("a folder", "a FIFO", a symlink loop, ...); None for a
+    regular file or a path on another filesystem (gs://, s3://: objects are always regular)."""
+    if "://" in path:
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return f"cannot open: {exc.strerror or type(exc).__name__}" + (" (a symbolic link)" if os.path.islink(path) else "")
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), None if stat.S_ISREG(mode) else "not a file")
+    return f"not a regular file ({kind}): only regular files are read" if kind else None
 
 
 def in_sample(doc_id: str, fraction: float) -> bool:

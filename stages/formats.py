@@ -16,7 +16,8 @@ from typing import Any
 from stages.table import READ, StageSpec
 
 SPEC = StageSpec(name="read", order=0, runs=READ, about="opening input files, choosing each one's reader", reasons={
-    "read_error": "a file that is no WARC, JSONL or Parquet file, or cannot be opened (one row per file)"})
+    "read_error": "a file that is empty, is no WARC, JSONL or Parquet file, is not a regular file (a FIFO, a "
+                  "device), or cannot be opened (a symlink loop): one row per file"})
 
 WARC, JSONL, PARQUET = "warc", "jsonl", "parquet"
 SNIFF_BYTES = 4096
@@ -58,6 +59,15 @@ def sniff_format(path: str, head: bytes) -> str | None:
     return None
 
 
+def parse_json(text: str | bytes):
+    """json.loads for input data: nesting deeper than Python's recursion limit (a 2 KB line of 1,000 `[`)
+    raises RecursionError, which is no ValueError; here every failure to parse is a ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to parse") from None
+
+
 def read_records(path: str) -> Iterator[Any]:
     """Every record of a small local file, by its name: Parquet rows and JSONL[.gz] lines as dicts, a
     JSON file's list (or its "data" list), CSV rows as dicts, and other text one line each. For the
@@ -72,15 +82,18 @@ def read_records(path: str) -> Iterator[Any]:
     opener = gzip.open if lower.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8", newline="") as fh:
         if lower.endswith((".json", ".json.gz")):
-            data = json.load(fh)
+            try:
+                data = parse_json(fh.read())
+            except ValueError as exc:
+                raise ValueError(f"{path}: not JSON ({getattr(exc, 'msg', exc)})") from None
             yield from (data if isinstance(data, list) else data.get("data", []))
         elif any(s in lower for s in (".jsonl", ".ndjson")):
             for n, line in enumerate(fh, 1):
                 if line.strip():
                     try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise ValueError(f"{path}:{n}: not JSON ({exc.msg})") from None
+                        yield parse_json(line)
+                    except ValueError as exc:
+                        raise ValueError(f"{path}:{n}: not JSON ({getattr(exc, 'msg', exc)})") from None
         elif ".csv" in lower:
             yield from csv.DictReader(fh)
         else:

@@ -214,6 +214,8 @@ def read_yaml(path: str, flag: str = "--config", fast: bool = False) -> dict[str
             values = yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
     except OSError as exc:
         raise ConfigError(f"cannot read {flag} {path}: {exc.strerror or exc}") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise ConfigError(f"cannot read {flag} {path}: not valid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -317,7 +319,7 @@ def parse_flag_text(hint: Any, text: Any) -> Any:
         return [text]  # one item; a config may split "en,de" itself
     try:
         return yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return text  # coerce names the setting and the expected type
 
 

@@ -8,19 +8,20 @@ several files number their records 1, 2, ...; the record's own `id` is kept as `
 from __future__ import annotations
 
 import gzip
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from stages.formats import PARQUET
+from stages.formats import PARQUET, parse_json
+from stages.parquet_pages import chunk_range, column_pages
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
 from stages.settings import check
 from stages.table import READ, StageSpec
 
 STAGE = "read_text"
 _SKIP_CHUNK = 1 << 20
-_PARQUET_BATCH_ROWS = 64  # rows decoded at a time: a row group is never turned into Python objects whole
+_PARQUET_BATCH_ROWS = 64  # rows decoded at a time: a row group is never turned into Python objects whole ...
+_PARQUET_BATCH_BYTES = 64 << 20  # ... and fewer when its largest page says one value may be this large
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,14 @@ class TextSourceConfig:
     # copies of a document, so the cap is what bounds a worker's memory for text sources.
     max_record_bytes: int = 16 * 1024 * 1024
     max_url_chars: int = 8192                   # longer `url` values are ledgered as header_too_long
+    # A Parquet row group holding a page larger than this (decoded size, from the page headers) is not
+    # decoded: its rows are ledgered too_large. Writers cut pages at ~1 MiB (pyarrow checks every 1,024
+    # rows), so only values over max_record_bytes or pages of 1,024 book-sized rows come near it.
+    max_parquet_page_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self):
-        check(self.max_record_bytes > 0 and self.max_url_chars > 0,
-              "size caps must be positive: max_record_bytes, max_url_chars")
+        check(self.max_record_bytes > 0 and self.max_url_chars > 0 and self.max_parquet_page_bytes > 0,
+              "size caps must be positive: max_record_bytes, max_url_chars, max_parquet_page_bytes")
         check(bool(self.field), "field must name the text field")
 
 
@@ -46,7 +51,8 @@ SPEC = StageSpec(
     reasons={
         DropReason.READ_ERROR: "a JSONL line with invalid UTF-8 or JSON (detail: file and line), or the rest of "
                                "a broken file",
-        DropReason.TOO_LARGE: "a line (or Parquet text) over `text.max_record_bytes`",
+        DropReason.TOO_LARGE: "a line (or Parquet text) over `text.max_record_bytes`, or a row of a Parquet row "
+                              "group with a page over `text.max_parquet_page_bytes` (not decoded)",
         DropReason.HEADER_TOO_LONG: "a `url` over `text.max_url_chars`",
         DropReason.NO_TEXT: "a record without text in `text.field`"})
 
@@ -97,7 +103,7 @@ def _line_record(line: bytes | None, size: int, n: int, source: str, filename: s
     except UnicodeDecodeError as exc:
         return doc.drop(STAGE, DropReason.READ_ERROR, f"{where}: invalid UTF-8 at byte {exc.start}")
     try:
-        row = json.loads(text)
+        row = parse_json(text)
     except ValueError as exc:
         return doc.drop(STAGE, DropReason.READ_ERROR, f"{where}: bad JSON: {exc}"[:500])
     if not isinstance(row, dict):
@@ -137,25 +143,81 @@ def _bounded_line(stream, limit: int):
 
 
 def _read_parquet(stream: BinaryIO, source: str, filename: str, config: TextSourceConfig) -> Iterator[StageResult]:
+    """Rows of a Parquet file, each row group bounded before it is decoded: its pages' sizes (read from their
+    headers: the footer can claim anything, and a dictionary page of 30 MB decodes to rows x 30 MB) bound any
+    one value, so a group with a page over `max_parquet_page_bytes` is ledgered from the headers alone, and the
+    others are read in batches of at most _PARQUET_BATCH_BYTES (one row when a page is larger). Texts over
+    `max_record_bytes` are found from Arrow's lengths and never become Python strings."""
     import pyarrow.parquet as pq
 
     try:
         parquet = pq.ParquetFile(stream)
         names = set(parquet.schema_arrow.names)
         columns = [c for c in (config.field, "id", "url") if c in names]
-        batches = parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=columns)
+        meta = parquet.metadata
+        leaves = [j for j in range(meta.num_columns) if meta.schema.column(j).path.split(".")[0] in columns]
     except Exception as exc:  # not readable at all: one row for the file
         doc = Document(id=stable_id(STAGE, source, filename, "file"), url="", source=source)
         yield doc.drop(STAGE, DropReason.READ_ERROR, f"{filename}: {type(exc).__name__}: {exc}"[:500])
         return
     n = 0
     try:
-        for batch in batches:
-            for row in batch.to_pylist():
-                n += 1
-                doc = Document(id=document_id(source, filename, n - 1), url="", source=source,
-                               metadata={"source_file": filename, "source_line": n})
-                yield _row_document(doc, row, f"{filename} row {n}", config)
-    except Exception as exc:  # a damaged row group: the rows it held are counted in one ledger row
+        for group in range(meta.num_row_groups):
+            rows = meta.row_group(group).num_rows
+            largest = max((page.uncompressed for j in leaves for page in
+                           column_pages(stream, *chunk_range(meta.row_group(group).column(j)))), default=0)
+            if largest > config.max_parquet_page_bytes:
+                for _ in range(rows):
+                    n += 1
+                    yield _parquet_doc(source, filename, n).drop(
+                        STAGE, DropReason.TOO_LARGE, f"{filename} row {n}: row group {group} holds a page of "
+                        f"{largest} bytes > text.max_parquet_page_bytes {config.max_parquet_page_bytes} (not decoded)")
+                continue
+            batch_rows = max(1, min(_PARQUET_BATCH_ROWS, _PARQUET_BATCH_BYTES // max(largest, 1)))
+            for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=[group], columns=columns,
+                                              use_threads=False):
+                for row, size in _batch_rows(batch, config):
+                    n += 1
+                    doc = _parquet_doc(source, filename, n)
+                    if size is not None:
+                        yield doc.drop(STAGE, DropReason.TOO_LARGE,
+                                       f"{filename} row {n}: {size} bytes > {config.max_record_bytes}")
+                    else:
+                        yield _row_document(doc, row, f"{filename} row {n}", config)
+    except Exception as exc:  # a damaged row group: the rows from it on are counted in one ledger row
         doc = Document(id=stable_id(STAGE, source, filename, "rest", str(n)), url="", source=source)
         yield doc.drop(STAGE, DropReason.READ_ERROR, f"{filename} row {n + 1} onwards: {type(exc).__name__}: {exc}"[:500])
+
+
+def _parquet_doc(source: str, filename: str, n: int) -> Document:
+    return Document(id=document_id(source, filename, n - 1), url="", source=source,
+                    metadata={"source_file": filename, "source_line": n})
+
+
+def _batch_rows(batch, config: TextSourceConfig) -> Iterator[tuple[dict, int | None]]:
+    """(row, None) for each row of an Arrow batch, or ({}, its text's size) when the text is over the cap:
+    sizes come from Arrow, and an oversized text is nulled before the batch becomes Python objects."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if config.field not in batch.schema.names:
+        yield from ((row, None) for row in batch.to_pylist())
+        return
+    index = batch.schema.get_field_index(config.field)
+    text = batch.column(index)
+    values = text.dictionary if pa.types.is_dictionary(text.type) else text
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
+            or pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)):
+        yield from ((row, None) for row in batch.to_pylist())  # not text: _row_document says so
+        return
+    sizes = pc.binary_length(values)
+    if pa.types.is_dictionary(text.type):
+        sizes = pc.take(sizes, text.indices)
+    over = pc.fill_null(pc.greater(sizes, config.max_record_bytes), False)
+    if not pc.any(over).as_py():
+        yield from ((row, None) for row in batch.to_pylist())
+        return
+    kept = pc.if_else(over, pa.scalar(None, type=text.type), text)
+    rows = batch.set_column(index, config.field, kept).to_pylist()
+    for row, size, too_big in zip(rows, sizes.to_pylist(), over.to_pylist()):
+        yield (row, size) if too_big else (row, None)

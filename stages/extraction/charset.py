@@ -29,6 +29,20 @@ _SUPERSETS = {
     "ks_c_5601-1987": "cp949", "euc-kr": "cp949", "tis-620": "cp874", "iso-8859-11": "cp874",
     "big5": "big5hkscs",
 }
+# WHATWG labels Python does not know by that name.
+_LABELS = {"windows-874": "cp874", "x-mac-cyrillic": "mac-cyrillic", "x-mac-roman": "mac-roman",
+           "iso-8859-8-i": "iso8859-8", "csiso88598i": "iso8859-8", "logical": "iso8859-8", "dos-874": "cp874"}
+# The encodings of the WHATWG Encoding Standard (what browsers decode), as Python codec names. A label
+# naming anything else (utf-7, which can smuggle markup past filters, rot13, hz, iso-2022-kr, ...) is
+# treated as no label at all, as browsers do, and so is a statistical guess of one.
+_WEB_CODECS = frozenset({
+    "utf-8", "cp866", *(f"iso8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)), "koi8-r", "koi8-u",
+    "mac-roman", "mac-cyrillic", "cp874", *(f"cp125{n}" for n in range(9)), "gb18030", "big5hkscs", "euc_jp",
+    "iso2022_jp", "cp932", "cp949"})
+# Codecs a browser replaces by a superset (resolved names, for labels Python aliases and detected guesses).
+_CODEC_SUPERSETS = {"iso8859-1": "cp1252", "ascii": "cp1252", "iso8859-9": "cp1254", "iso8859-11": "cp874",
+                    "tis_620": "cp874", "gb2312": "gb18030", "gbk": "gb18030", "shift_jis": "cp932",
+                    "euc_kr": "cp949", "big5": "big5hkscs"}
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*["']?\s*([a-zA-Z0-9_.:\-]{1,40})""", re.I)
 _CHARSET_PARAM = re.compile(r"""charset\s*=\s*["']?\s*([a-zA-Z0-9_.:\-]{1,40})""", re.I)
 _DETECT_BYTES = 64 * 1024  # detection cost grows with input; the head of a page is enough
@@ -46,17 +60,16 @@ def _codec(label: str | None) -> str | None:
     if not label:
         return None
     label = label.strip().lower()
-    label = _SUPERSETS.get(label, label)
+    label = _LABELS.get(label, _SUPERSETS.get(label, label))
     try:
-        info = codecs.lookup(label)
+        name = codecs.lookup(label).name
     except LookupError:
         return None
-    if info.name == "undefined" or not getattr(info, "_is_text_encoding", True):
-        return None  # Python's "undefined" codec (a real label on the web: charset=undefined) always raises
     # utf-16/32 without a BOM are almost always mislabelled UTF-8 on the web (WHATWG says the same)
-    if info.name in ("utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"):
+    if name in ("utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be", "utf-8-sig"):
         return "utf-8"
-    return info.name
+    name = _CODEC_SUPERSETS.get(name, name)
+    return name if name in _WEB_CODECS else None  # "undefined", "utf-7", "rot13", ...: as if unlabelled
 
 
 def _strict(data: bytes, codec: str) -> str | None:

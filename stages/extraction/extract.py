@@ -17,12 +17,16 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from stages.processes import die_with_parent
 from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
 from stages.settings import check
 from stages.table import EXTRACT, StageSpec
 
 STAGE = "extract"
 _STARTUP_TIMEOUT_S = 120
+
+
+MIN_WORKER_MEMORY_MB = 256
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,9 @@ class ExtractConfig:
     def __post_init__(self):
         check(self.timeout_s is None or self.timeout_s > 0, "timeout_s must be positive (or none for no limit)")
         check(self.max_html_bytes > 0, "max_html_bytes must be positive")
-        check(self.worker_memory_mb > 0, "worker_memory_mb must be positive")
+        check(self.worker_memory_mb >= MIN_WORKER_MEMORY_MB,
+              f"worker_memory_mb must be at least {MIN_WORKER_MEMORY_MB}: the extraction child needs ~60 MB "
+              "of address space to start, and pages need more")
 
     def trafilatura_options(self) -> dict[str, Any]:
         """What `extract_text` takes: trafilatura's keyword arguments plus `speedups`."""
@@ -185,7 +191,8 @@ class _ExtractionWorker:
             message = ("failed", f"child exited ({type(exc).__name__})")
         if message != ("ready", None):
             self.close()
-            raise StageEnvironmentError(f"extraction worker did not start: {message[1]}")
+            raise StageEnvironmentError(f"extraction worker did not start under extract.worker_memory_mb = "
+                                        f"{self._memory_mb}: {message[1]}")
 
     def extract(self, html: str, url: str, timeout_s: float) -> tuple[tuple[str | None, bool] | None,
                                                                        tuple[DropReason, str] | None]:
@@ -234,6 +241,7 @@ def _sigint_ignored_in_children():
 
 def _worker_main(conn, options: dict[str, Any], memory_mb: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # also when started from a thread other than the main one
+    die_with_parent()  # a kill -9 of the parent mid-page must not leave this child running
     if memory_mb:
         # Never above the limits this process already has (e.g. under `ulimit -v`): raising one is refused.
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)

@@ -26,6 +26,10 @@ from stages.table import READ, StageSpec
 
 STAGE = "warc"
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+# WARC 1.1's record types: counted by name; any other value (input data) is counted as `other`, so the
+# report's keys never come from the file.
+RECORD_TYPES = frozenset({"warcinfo", "response", "resource", "request", "metadata", "revisit", "conversion",
+                          "continuation"})
 _BINARY_SNIFF_CHARS = 4096
 
 
@@ -166,7 +170,7 @@ def read_warc(stream: BinaryIO, *, source: str, filename: str = "", config: Warc
             count("record.malformed")
             yield _file_drop(filename, source, records.offset, "malformed record: no WARC-Type header")
             continue
-        count(f"record.{rec_type}")
+        count(f"record.{rec_type if rec_type in RECORD_TYPES else 'other'}")
         if rec_type != "response":
             continue
         yield _response_to_document(record, source=source, filename=filename, offset=records.offset,

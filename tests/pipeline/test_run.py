@@ -12,6 +12,7 @@ from pipeline.run import run
 from pipeline.schema import DOCUMENT_SCHEMA, LEDGER_SCHEMA
 from stages.extraction.warc import read_warc
 from stages.langid import LangIdConfig
+from stages.record import StageEnvironmentError
 from stages.thresholds import LanguageSettings, load_thresholds
 from tests.conftest import CC_EXCERPT, WARC_DIR, pathological_warc
 from tests.pipeline.conftest import WARC_GLOB
@@ -154,11 +155,18 @@ def test_no_matching_input_or_missing_model_fails_before_the_job(tmp_path):
     assert not (tmp_path / "o" / "data").exists()
 
 
-def test_broken_extractor_fails_the_job_instead_of_ledgering_everything(tmp_path):
+def test_broken_extractor_fails_the_job_instead_of_ledgering_everything(tmp_path, monkeypatch):
+    broken = tmp_path / "site" / "trafilatura"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('a broken trafilatura installation')\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))  # what the pre-flight check and the child import
+    with pytest.raises(StageEnvironmentError, match="trafilatura cannot run here|extraction worker did not start"):
+        run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--quiet"])
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("extract:\n  worker_memory_mb: 1\n")  # the extraction child cannot even start
-    with pytest.raises(Exception, match="extraction worker did not start"):
-        run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--quiet", "--config", str(cfg)])
+    cfg.write_text("extract:\n  worker_memory_mb: 1\n")  # too little to start: refused before any work
+    with pytest.raises(ConfigError, match="extract: worker_memory_mb must be at least 256"):
+        run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o2"), "--quiet", "--config", str(cfg)])
+    assert not (tmp_path / "o2").exists()
 
 
 def test_natural_duplicates_in_real_warcs_are_found(demo_run):

@@ -62,6 +62,14 @@ def warc_response(url: str, body: bytes, content_type: str = "text/html; charset
     return buf.getvalue()
 
 
+def warc_record_of_type(warc_type: str) -> bytes:
+    """One gzipped WARC record whose WARC-Type is `warc_type` (any text a file may hold)."""
+    body = b"some bytes"
+    head = (f"WARC/1.0\r\nWARC-Type: {warc_type}\r\nWARC-Record-ID: <urn:uuid:odd-type>\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    return gzip_member([head, body, b"\r\n\r\n"])
+
+
 def page(i: int) -> bytes:
     return f"<html><head><title>Page {i}</title></head><body><article><p>{prose(100 + i)}</p>" \
            f"<p>{prose(110 + i)}</p></article></body></html>".encode()
@@ -96,6 +104,29 @@ def brotli_bomb(decoded_bytes: int) -> bytes:
     c = brotli.Compressor(quality=5)
     zeros = b"<" * (1 << 20)
     return b"".join([c.process(zeros) for _ in range(decoded_bytes >> 20)] + [c.finish()])
+
+
+PARQUET_BOMB = REPO / "tests" / "data" / "hostile" / "parquet_bomb.parquet"
+
+
+def parquet_bomb(path: pathlib.Path) -> None:
+    """How tests/data/hostile/parquet_bomb.parquet was made (62 KB on disk; making it takes ~6 GB and ~20 s,
+    so the file is kept): 64 rows of 30 MiB of text in one row group, one page of 1.9 GB."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    text = pa.array(["x" * (30 << 20)] * 64, type=pa.large_string())
+    pq.write_table(pa.table({"id": pa.array(range(64)), "text": text}), path, compression="zstd", use_dictionary=False)
+
+
+def dictionary_bomb(path: pathlib.Path, rows: int = 64, value_bytes: int = 30 << 20) -> None:
+    """`rows` rows sharing one dictionary value of `value_bytes` (~1 KB on disk; 64 x 30 MiB = 1.9 GB decoded):
+    the footer says the text column is 30 MB."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    text = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), pa.array(["y" * value_bytes]))
+    pq.write_table(pa.table({"id": pa.array(range(rows)), "text": text}), path, compression="zstd")
 
 
 def read_output(out: pathlib.Path) -> tuple:

@@ -3,18 +3,23 @@ process under a 2 GiB address-space limit). Each input is built here; each must 
 and conservation is checked by counting Parquet rows against the records we wrote, not from the report."""
 import collections
 import json
+import os
+import shutil
 
 import pytest
 
 from tests.reliability.hostile import (
+    PARQUET_BOMB,
     big_html_record,
     brotli_bomb,
+    dictionary_bomb,
     huge_url_record,
     no_filters_config,
     page,
     prose,
     read_output,
     refinery,
+    warc_record_of_type,
     warc_response,
     write_jsonl,
 )
@@ -39,9 +44,17 @@ def hostile_run(tmp_path_factory):
                              extra_http=[("Content-Encoding", "br")]),
                warc_response("http://br.example/ok", brotli.compress(page(3)), extra_http=[("Content-Encoding", "br")]),
                warc_response("http://undefined.example/", page(4), content_type="text/html; charset=undefined"),
-               warc_response("http://long.example/" + "u" * 9000, page(5))]
-    (web / "crawl.warc.gz").write_bytes(b"".join(records))
-    expected["web"] += len(records)
+               warc_response("http://long.example/" + "u" * 9000, page(5)),
+               # UTF-7 (which browsers refuse: it hides markup from filters) decodes +AGQAaQBl- as "die"
+               warc_response("http://utf7.example/", page(6).replace(b"</p>", b" +AGQAaQBl-</p>", 1),
+                             content_type="text/html; charset=utf-7")]
+    (web / "crawl.warc.gz").write_bytes(b"".join(records) + warc_record_of_type("evil.key\u00e9"))
+    expected["web"] += len(records)  # the record of an unknown type is counted, not read
+    # Not files to read: a FIFO (opening it blocks forever), a symlink loop, an empty file: one `read` row each
+    os.mkfifo(web / "fifo.warc.gz")
+    (web / "loop.warc.gz").symlink_to("loop.warc.gz")
+    (web / "empty.warc.gz").write_bytes(b"")
+    expected["web"] += 3
 
     # JSONL books under a glob with no suffix (`books=DIR/*`): ids 1..N in two files (the usual case),
     # one real near-duplicate pair across them, an invalid UTF-8 byte on line 6 of 40, a lone surrogate
@@ -67,12 +80,23 @@ def hostile_run(tmp_path_factory):
     expected["books"] += 2
     (books / "notes.txt").write_text("not a record format\n")
     expected["books"] += 1  # one `read` ledger row for the file
+    # a 2 KB line of 1,000 nested arrays (json.loads raises RecursionError, which is no ValueError)
+    nested = b"[" * 1000 + b"]" * 1000
+    (books / "nested.jsonl").write_bytes(json.dumps({"id": "n1", "text": prose(94)}).encode() + b"\n" +
+                                         b'{"id": "n2", "text": "deep", "x": ' + nested + b"}\n" +
+                                         json.dumps({"id": "n3", "text": prose(95)}).encode() + b"\n")
+    expected["books"] += 3
 
     # Parquet code source without a suffix either
     import pyarrow as pa
     import pyarrow.parquet as pq
     pq.write_table(pa.table({"id": [1, 2], "text": [prose(92), prose(93)]}), code / "shard-0")
     expected["code"] += 2
+    # Parquet that decodes to 1.9 GB each: one page of 64 x 30 MiB (62 KB on disk), and 64 rows sharing one
+    # 30 MiB dictionary value (2 KB on disk; its footer says 30 MB)
+    shutil.copy(PARQUET_BOMB, code / "shard-1")
+    dictionary_bomb(code / "shard-2")
+    expected["code"] += 128
 
     out = root / "out"
     config = no_filters_config(root / "cfg.yaml", "pii: {enabled: true}\n")
@@ -129,7 +153,7 @@ def test_size_caps_ledger_oversized_records_at_reading(hostile_run):
     reasons = collections.Counter((d["stage"], d["reason"]) for d in drops)
     assert reasons[("warc", "header_too_long")] == 2    # the 256 MiB header line and the 9,000-character URL
     assert reasons[("warc", "too_large")] == 81         # 80 pages of 20 MB HTML + the brotli bomb
-    assert reasons[("read_text", "too_large")] == 1     # the 100 MB JSONL line ...
+    assert reasons[("read_text", "too_large")] == 129   # the 100 MB JSONL line, 128 Parquet rows ...
     assert any(r["record_id"] == "after" for r in rows)  # ... and the line after it is read
     urls = {r["url"] for r in rows}
     assert {"http://good.example/1", "http://good.example/2", "http://br.example/ok"} <= urls
@@ -141,7 +165,40 @@ def test_charset_undefined_page_is_decoded(hostile_run):
         any(d["url"] == "http://undefined.example/" for d in drops if d["stage"] != "warc")
 
 
-def test_a_file_of_no_known_format_is_one_read_row(hostile_run):
+def test_a_file_that_is_no_record_file_is_one_read_row(hostile_run):
+    """No known format, empty, a FIFO (never opened: it would block forever), a symlink loop: one `read` row each,
+    naming the file."""
     _, _, _, drops, _ = hostile_run
-    unknown = [d for d in drops if d["stage"] == "read"]
-    assert len(unknown) == 1 and "notes.txt" in unknown[0]["detail"] and unknown[0]["reason"] == "read_error"
+    unknown = {d["detail"].split(":", 1)[0]: d for d in drops if d["stage"] == "read"}
+    assert set(unknown) == {"books/notes.txt", "web/empty.warc.gz", "web/fifo.warc.gz", "web/loop.warc.gz"}, unknown
+    assert all(d["reason"] == "read_error" for d in unknown.values())
+    assert "not a WARC, JSONL or Parquet file" in unknown["books/notes.txt"]["detail"]
+    assert "empty file" in unknown["web/empty.warc.gz"]["detail"]
+    assert "not a regular file (a FIFO)" in unknown["web/fifo.warc.gz"]["detail"]
+    assert "symbolic link" in unknown["web/loop.warc.gz"]["detail"]
+
+
+def test_a_deeply_nested_json_line_is_one_ledger_row(hostile_run):
+    _, _, rows, drops, _ = hostile_run
+    nested = [d for d in drops if "nested.jsonl" in (d["detail"] or "")]
+    assert len(nested) == 1 and nested[0]["reason"] == "read_error" and "line 2" in nested[0]["detail"]
+    assert "nested too deeply" in nested[0]["detail"]
+    assert {r["record_id"] for r in rows} >= {"n1", "n3"}
+
+
+def test_parquet_that_decodes_to_gigabytes_is_ledgered_from_page_headers_and_lengths(hostile_run):
+    _, _, _, drops, _ = hostile_run
+    bomb = [d for d in drops if (d["detail"] or "").startswith("code/shard-1 ")]
+    shared = [d for d in drops if (d["detail"] or "").startswith("code/shard-2 ")]
+    assert len(bomb) == 64 and all(d["reason"] == "too_large" and "holds a page of 2013266183 bytes" in d["detail"]
+                                   for d in bomb), bomb[:2]
+    assert len(shared) == 64 and all(d["reason"] == "too_large" and "31457280 bytes > 16777216" in d["detail"]
+                                     for d in shared), shared[:2]
+
+
+def test_input_values_do_not_become_report_keys_and_utf7_is_not_honoured(hostile_run):
+    _, out, rows, _, _ = hostile_run
+    report = json.loads((out / "report.json").read_text())
+    assert report["warc_records_by_type"].get("other") == 1 and not any("evil" in k for k in report["warc_records_by_type"])
+    utf7 = next(r for r in rows if r["url"] == "http://utf7.example/")
+    assert "+AGQAaQBl-" in utf7["text"] and " die" not in utf7["text"]

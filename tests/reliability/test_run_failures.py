@@ -1,5 +1,6 @@
 """Runs that must not publish: the manifest is the commit point, the output folder belongs to one run,
 and every ordinary mistake is one error line (exit 2), never a traceback or a silent empty run."""
+import fcntl
 import json
 import os
 import signal
@@ -54,16 +55,46 @@ def test_a_run_that_keeps_nothing_warns_and_strict_fails(tmp_path):
 
 
 def test_a_second_run_on_a_held_output_is_refused_and_a_stale_lock_is_named(tmp_path):
+    """A live run holds the lock file's flock; a lock file whose flock is free is a dead run's (stale); a lock file
+    that is not refinery's says so and how to clear it."""
     out = tmp_path / "out"
     out.mkdir()
-    (out / LOCK_FILE).write_text(json.dumps({"host": os.uname().nodename, "pid": os.getpid(), "started": "now"}))
-    with pytest.raises(OutputError, match="in use by another refinery run"):
-        run(["--input", str(CC_EXCERPT), "--output", str(out), "--quiet"])
+    lock = out / LOCK_FILE
+    lock.write_text(json.dumps({"host": os.uname().nodename, "pid": os.getpid(), "started": "now"}))
+    with open(lock) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a running run holds it
+        with pytest.raises(OutputError, match="in use by another refinery run"):
+            run(["--input", str(CC_EXCERPT), "--output", str(out), "--quiet"])
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    (out / LOCK_FILE).write_text(json.dumps({"host": os.uname().nodename, "pid": dead.pid, "started": "then"}))
+    lock.write_text(json.dumps({"host": os.uname().nodename, "pid": dead.pid, "started": "then"}))
     with pytest.raises(OutputError, match="stale lock"):
         run(["--input", str(CC_EXCERPT), "--output", str(out), "--quiet"])
+    lock.write_bytes(b"\x00garbage\xff" + b"[" * 5000)
+    with pytest.raises(OutputError, match=f"lock file refinery cannot read .*delete {lock}"):
+        run(["--input", str(CC_EXCERPT), "--output", str(out), "--quiet"])
+
+
+def test_concurrent_resumes_of_a_dead_run_take_its_lock_over_once(tmp_path):
+    """Four `--resume` runs started together on a dead run's lock: exactly one takes it over and publishes; the
+    others are refused; the output is complete (every shard in the manifest) and the lock is released."""
+    out = tmp_path / "out"
+    inputs = [str(CC_EXCERPT), str(WARC_DIR / "warcio_example.warc.gz")]
+    killed = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", *sum((["--input", i] for i in inputs), []),
+                             "--output", str(out), "--quiet"], cwd=REPO, capture_output=True, text=True,
+                            env=dict(os.environ, REFINERY_KILL_AT="prepared:1"), timeout=300)
+    assert killed.returncode == -9 and (out / LOCK_FILE).exists()
+    procs = [subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", *sum((["--input", i] for i in inputs), []),
+                               "--output", str(out), "--resume", "--quiet"], cwd=REPO, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    assert sorted(code for code, _ in results) == [0, 2, 2, 2], results
+    assert sum("taken over by --resume" in err for _, err in results) == 1, results
+    assert all("in use by another refinery run" in err for code, err in results if code == 2), results
+    manifest = json.loads((out / "manifest.json").read_text())
+    listed = {shard["path"] for shard in manifest["shards"]}
+    assert listed == {f"data/{p.name}" for p in (out / "data").glob("*.parquet")}
+    assert not (out / LOCK_FILE).exists()
 
 
 def test_two_concurrent_runs_one_wins(tmp_path):

@@ -88,13 +88,26 @@ def test_stage_pickles_without_its_worker(extractor):
     assert clone._worker is None and clone.config == extractor.config
 
 
-def test_worker_that_cannot_start_is_an_environment_error_not_a_ledger_entry():
-    # 1 MB of address space is too little to import anything: every page would fail, so setup raises.
+def test_worker_that_cannot_start_is_an_environment_error_not_a_ledger_entry(tmp_path, monkeypatch):
+    """A broken installation (the child imports a trafilatura that raises): every page would fail, so setup
+    raises, naming the memory setting it started under."""
     from stages.record import StageEnvironmentError
 
-    e = Extractor(ExtractConfig(timeout_s=5, worker_memory_mb=1))
-    with pytest.raises(StageEnvironmentError, match="extraction worker did not start"):
+    broken = tmp_path / "trafilatura"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('a broken trafilatura installation')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # the spawned child starts with this process's sys.path
+    e = Extractor(ExtractConfig(timeout_s=5, worker_memory_mb=512))
+    with pytest.raises(StageEnvironmentError, match="did not start under extract.worker_memory_mb = 512: "
+                                                     "import trafilatura: ImportError: a broken"):
         e.setup()
+
+
+def test_a_worker_memory_cap_too_small_to_start_is_refused_naming_the_setting():
+    from stages.settings import ConfigError
+
+    with pytest.raises(ConfigError, match="worker_memory_mb must be at least 256"):
+        ExtractConfig(worker_memory_mb=1)
 
 
 def test_fast_mode_counts_the_pages_it_leaves_without_text():
