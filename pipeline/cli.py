@@ -86,9 +86,11 @@ def _run(argv: Sequence[str]) -> int:
         signal.signal(sig, interrupt)
     if not os.environ.get("REFINERY_DEBUG"):  # Beam logs each failing bundle's traceback; we print one line
         import logging
+        import threading
 
         for name in BEAM_ERROR_LOGGERS:
             logging.getLogger(name).setLevel(logging.CRITICAL)
+        threading.excepthook = _thread_error
     try:
         run(argv, interrupted=lambda: INTERRUPTED)
     except BaseException as exc:  # noqa: B036  (every way out is one line; see below)
@@ -136,6 +138,15 @@ def _cause(exc: BaseException) -> BaseException:
             return seen
         seen = inner
     return seen
+
+
+def _thread_error(args) -> None:
+    """A background thread's exception: Beam's portable runner has threads that die with the job service's
+    connection (the main thread reports that, in one line); anything else is one warning line."""
+    if _is_grpc_error(args.exc_value):
+        return
+    print(f"[refinery] warning: thread {args.thread.name if args.thread else '?'} failed: "
+          f"{type(args.exc_value).__name__}: {_one_line(args.exc_value)}", file=sys.stderr)
 
 
 def _is_grpc_error(exc: BaseException) -> bool:

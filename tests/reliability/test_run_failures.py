@@ -3,6 +3,7 @@ and every ordinary mistake is one error line (exit 2), never a traceback or a si
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -226,3 +227,25 @@ def test_training_side_mistakes_are_one_error_line(tmp_path, case):
                 "ranks-out-held": "already holds checkpoints",
                 "quality-column": "no 'text' column"}[case]
     assert expected in one_line_error(proc)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare and mount as root")
+def test_a_full_disk_is_one_error_line_and_resume_finishes(tmp_path):
+    """The output folder on a 300 KB filesystem (a tmpfs in a mount namespace of the test's own): the run says
+    the disk is full in one line and publishes nothing; with room again, --resume finishes the run."""
+    script = tmp_path / "full.sh"
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    run_args = f"run --input '{WARC_DIR}/*.warc.gz' --output {mount}/out --quiet"
+    script.write_text(f"mount -t tmpfs -o size=300k tmpfs {mount}\n"
+                      f"{sys.executable} -m pipeline.cli {run_args}\necho rc=$?\n"
+                      f"cp -r {mount}/out {tmp_path}/kept\n")
+    proc = subprocess.run(["unshare", "--mount", "bash", str(script)], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    assert "rc=1" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    line = one_line_error(proc)
+    assert "no space left on the device" in line and "--resume" in line, line
+    kept = tmp_path / "kept"
+    assert not (kept / "manifest.json").exists()
+    resumed = refinery(["run", "--input", f"{WARC_DIR}/*.warc.gz", "--output", kept, "--resume", "--quiet"])
+    assert resumed.returncode == 0 and (kept / "manifest.json").exists(), resumed.stderr[-3000:]
