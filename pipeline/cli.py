@@ -96,9 +96,12 @@ def _run(argv: Sequence[str]) -> int:
     except BaseException as exc:  # noqa: B036  (every way out is one line; see below)
         if INTERRUPTED or isinstance(exc, KeyboardInterrupt):  # first: Beam may re-raise it as another type
             where = f" {output}" if output else ""
-            print(f"\nrefinery run: interrupted; the output{where} is incomplete and has no manifest. "
-                  "Run the same command with --resume to continue (input files already prepared are not read again), "
-                  "or with --overwrite to start over.", file=sys.stderr)
+            state = (f"{where} holds the previous complete output again (put back)"
+                     if output and os.path.exists(os.path.join(output, "manifest.json"))
+                     else f" the output{where} is incomplete and has no manifest")
+            print(f"\nrefinery run: interrupted;{state}. Run the same command with --resume to continue "
+                  "(input files already prepared are not read again), or with --overwrite to start over.",
+                  file=sys.stderr)
             return 130
         if isinstance(exc, RunFailed):
             print(f"refinery run: error: {exc}", file=sys.stderr)

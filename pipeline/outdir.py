@@ -29,11 +29,17 @@ PREPARED_PATTERNS = ("prepared/*.docs.parquet", "prepared/*.ledger.parquet", "pr
 # Phase 2's finished parts (pipeline/finish.py): removed when the run ends.
 FINISHED_PATTERNS = ("_finished/*.parquet", "_finished/.*.tmp")
 SPLITS = ("anneal", "valid")  # folders beside data/ with the same layout (pipeline/run.py writes them)
+# What a complete run publishes. `--overwrite`/`--resume` over a complete output set these aside in
+# PREVIOUS_DIR (manifest first) until the new run publishes, and put them back if it does not.
+PUBLISHED = ("manifest.json", "data", "ledger", "signatures", *SPLITS, "report.json", "report.html")
+PREVIOUS_DIR = ".previous"
+FAILED_REPORTS = {"report.json": "report.failed.json", "report.html": "report.failed.html"}
 # Everything a run (or an interrupted one) writes, relative to the output folder.
 OWN_PATTERNS = (
     "data/part-*.parquet", "data/.part-*.tmp", "ledger/part-*.parquet", "ledger/beam-temp-*",
     "report.json", "report.html", "manifest.json", ".manifest.json.tmp", "_shard_stats/*",
     "signatures/part-*.parquet", "signatures/.part-*.tmp", LOCK_FILE, *PREPARED_PATTERNS, *FINISHED_PATTERNS,
+    *FAILED_REPORTS.values(),
     *(f"{split}/{pattern}" for split in SPLITS for pattern in ("data/part-*.parquet", "data/.part-*.tmp",
                                                                 "_shard_stats/*", "manifest.json", ".manifest.json.tmp")),
 )
@@ -184,9 +190,11 @@ def foreign_files(folder: str) -> list[str]:
 
 def prepare_output(output: str, overwrite: bool, resume: bool = False) -> int:
     """Refuse a file, a folder with files we did not write, or an earlier run's outputs without
-    --overwrite or --resume; remove the manifest first (a crash mid-way then leaves no folder that
-    claims to be complete), then the rest of our own outputs: all with --overwrite, all but the
-    prepared parts with --resume. Returns how many prepared parts are kept."""
+    --overwrite or --resume. With them, a complete earlier output (it has a manifest) is set aside, its
+    manifest first, so the folder never claims to be complete while this run goes on, and it comes back
+    if this run does not publish (`restore_previous`); other earlier files are removed: all with
+    --overwrite, all but the prepared parts with --resume. Returns how many prepared parts are kept."""
+    recover_previous(output)
     foreign = foreign_files(output)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
@@ -203,12 +211,59 @@ def prepare_output(output: str, overwrite: bool, resume: bool = False) -> int:
                               "or choose another --output")
         raise OutputError(f"{output} already holds a run's outputs ({len(existing)} files); pass --overwrite to "
                           "replace them, --resume to rerun reusing its prepared parts, or choose another --output")
+    if is_local(output) and os.path.exists(os.path.join(output, "manifest.json")):
+        _set_aside(output)
+        existing = _matching(output, [p for p in OWN_PATTERNS if p != LOCK_FILE])
     kept = set(prepared) if resume else set()
-    _delete(manifests)
+    _delete(manifests if not is_local(output) else [])
     _delete([p for p in existing if p not in manifests and p not in kept])
     if is_local(output):
         os.makedirs(output, exist_ok=True)
     return parts if resume else 0
+
+
+def _set_aside(output: str) -> None:
+    previous = os.path.join(output, PREVIOUS_DIR)
+    os.makedirs(previous)
+    for name in PUBLISHED:  # manifest.json first: from here on the folder does not claim to be complete
+        if os.path.lexists(os.path.join(output, name)):
+            os.rename(os.path.join(output, name), os.path.join(previous, name))
+
+
+def restore_previous(output: str) -> bool:
+    """This run did not publish: its partial outputs go and a complete earlier output set aside comes back
+    (its report too; this run's report, if it wrote one, is kept as report.failed.json/.html). True if one
+    came back."""
+    previous = os.path.join(output, PREVIOUS_DIR) if is_local(output) else None
+    if previous is None or not os.path.isdir(previous):
+        return False
+    for name, failed in FAILED_REPORTS.items():
+        if os.path.exists(os.path.join(output, name)):
+            os.replace(os.path.join(output, name), os.path.join(output, failed))
+    _delete([os.path.join(output, name) for name in PUBLISHED if os.path.lexists(os.path.join(output, name))])
+    for name in reversed(PUBLISHED):  # the manifest last: the folder claims completeness once all is back
+        if os.path.lexists(os.path.join(previous, name)):
+            os.rename(os.path.join(previous, name), os.path.join(output, name))
+    os.rmdir(previous)
+    return True
+
+
+def discard_previous(output: str) -> None:
+    """This run published: the earlier output set aside is no longer needed."""
+    if is_local(output):
+        shutil.rmtree(os.path.join(output, PREVIOUS_DIR), ignore_errors=True)
+
+
+def recover_previous(output: str) -> None:
+    """A run that died (kill -9) after setting an earlier output aside: if it had published (a manifest is
+    there), the earlier output goes; if not, it comes back, as that run would have done."""
+    if not is_local(output) or not os.path.isdir(os.path.join(output, PREVIOUS_DIR)):
+        return
+    if os.path.exists(os.path.join(output, "manifest.json")):
+        discard_previous(output)
+    else:
+        remove_partial(output)
+        restore_previous(output)
 
 
 def lock_note(output: str) -> str | None:

@@ -32,7 +32,16 @@ from pipeline.finish import Finish
 from pipeline.ledger import ResolveKeptCopies
 from pipeline.mix import STAGE as MIX_STAGE
 from pipeline.mix import Mix
-from pipeline.outdir import OutputLock, lock_note, prepare_output, remove_finished, remove_partial
+from pipeline.outdir import (
+    FAILED_REPORTS,
+    OutputLock,
+    discard_previous,
+    lock_note,
+    prepare_output,
+    remove_finished,
+    remove_partial,
+    restore_previous,
+)
 from pipeline.output import MANIFEST, collect_shards, collect_signature_files, write_manifest
 from pipeline.plan import ResourceUsage
 from pipeline.plan import compare as plan_vs_measured
@@ -343,36 +352,45 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
         beam_args = [f"--runner={DEFAULT_RUNNER}", *beam_args]
     options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner
-    total_bytes = sum(f.size for f in files)
     with OutputLock(config.output, take_stale=config.resume):
         prepared = prepare_output(config.output, config.overwrite, config.resume)
-        if not args.quiet:
-            print(f"[refinery] {len(files)} input file(s), {total_bytes / 1e6:.1f} MB; runner {runner}"
-                  + (f"; resuming with {prepared} prepared part(s)" if config.resume else ""), file=sys.stderr)
-        started, usage = time.monotonic(), ResourceUsage()
-        p = beam.Pipeline(options=options)
-        root = input_root([f.path for f in files])
-        facts: dict[str, Any] = {}
-        names = build_pipeline(p, config, files, root, facts)
-        if str(runner).endswith("FnApiRunner"):  # the job's groupings live in this process
-            give_freed_buffers_back()
         try:
-            with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
-                result = _run_with_progress(p, options, names, total_bytes,
-                                            0 if args.quiet else args.progress_every)
-            if interrupted():
-                raise KeyboardInterrupt
-        except BaseException:  # also what Beam makes of a KeyboardInterrupt inside a bundle
+            report = _run_job(config, args, options, runner, files, prepared, interrupted)
+        except BaseException as exc:  # a complete earlier output set aside comes back, this run's outputs go
             remove_partial(config.output)
+            if restore_previous(config.output) and isinstance(exc, RunFailed):
+                raise RunFailed(f"{exc}; the previous output in {config.output} was put back (this run's report: "
+                                f"{FAILED_REPORTS[REPORT_FILE]})") from None
             raise
-        elapsed = time.monotonic() - started
-        facts["resources"] = usage.measured()
-        try:
-            report = _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root,
-                             interrupted=interrupted, facts=facts)
-        finally:
-            remove_finished(config.output)
+        discard_previous(config.output)
     return report
+
+
+def _run_job(config: RunConfig, args: argparse.Namespace, options: PipelineOptions, runner, files: list[InputFile],
+             prepared: int, interrupted: Callable[[], bool]) -> dict[str, Any]:
+    """Build and run the job in the held output folder, then check and publish (`_finish`)."""
+    total_bytes = sum(f.size for f in files)
+    if not args.quiet:
+        print(f"[refinery] {len(files)} input file(s), {total_bytes / 1e6:.1f} MB; runner {runner}"
+              + (f"; resuming with {prepared} prepared part(s)" if config.resume else ""), file=sys.stderr)
+    started, usage = time.monotonic(), ResourceUsage()
+    p = beam.Pipeline(options=options)
+    root = input_root([f.path for f in files])
+    facts: dict[str, Any] = {}
+    names = build_pipeline(p, config, files, root, facts)
+    if str(runner).endswith("FnApiRunner"):  # the job's groupings live in this process
+        give_freed_buffers_back()
+    with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
+        result = _run_with_progress(p, options, names, total_bytes, 0 if args.quiet else args.progress_every)
+    if interrupted():
+        raise KeyboardInterrupt  # a Ctrl-C that Beam swallowed while the job went on
+    elapsed = time.monotonic() - started
+    facts["resources"] = usage.measured()
+    try:
+        return _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root,
+                       interrupted=interrupted, facts=facts)
+    finally:
+        remove_finished(config.output)
 
 
 def _run_with_progress(p: beam.Pipeline, options: PipelineOptions, names: list[str], total_bytes: int,

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.config import ConfigError
-from pipeline.outdir import LOCK_FILE, OutputError
+from pipeline.outdir import LOCK_FILE, OutputError, compare_outputs
 from pipeline.run import run
 from tests.conftest import CC_EXCERPT, WARC_DIR
 from tests.reliability.hostile import (
@@ -30,20 +30,37 @@ from tests.reliability.hostile import (
 )
 
 
-def test_a_source_that_yields_nothing_fails_without_a_manifest_and_overwrite_unpublishes_first(tmp_path):
-    out = tmp_path / "out"
+def test_a_failed_rerun_puts_the_previous_complete_output_back(tmp_path):
+    """--overwrite over a complete output sets it aside (manifest first) until the new run publishes: a rerun
+    that fails its checks, or is killed mid-way, leaves the previous output as it was, byte for byte."""
+    out, before = tmp_path / "out", tmp_path / "before"
     ok = refinery(["run", "--input", CC_EXCERPT, "--output", out, "--quiet"])
     assert ok.returncode == 0 and (out / "manifest.json").exists(), ok.stderr[-2000:]
+    shutil.copytree(out, before)
     junk = tmp_path / "junk"
     junk.mkdir()
     (junk / "a").write_text("plain text, no format we read\n")
     failed = refinery(["run", "--input", CC_EXCERPT, "--source", f"books={junk}/*", "--output", out,
                        "--overwrite", "--quiet"])
     assert failed.returncode == 3
-    assert "source 'books' yielded no records" in one_line_error(failed)
-    assert not (out / "manifest.json").exists()  # the old manifest went first, no new one was written
-    report = json.loads((out / "report.json").read_text())
+    line = one_line_error(failed)
+    assert "source 'books' yielded no records" in line and "previous output" in line and "put back" in line
+    assert compare_outputs(str(before), str(out)) == []
+    assert (out / "manifest.json").read_bytes() == (before / "manifest.json").read_bytes()
+    report = json.loads((out / "report.failed.json").read_text())  # what the failed rerun found
     assert report["status"] == "failed" and report["problems"]
+    assert not (out / ".previous").exists()
+
+    killed = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--input", str(WARC_DIR / "*.warc.gz"),
+                             "--output", str(out), "--overwrite", "--quiet"], cwd=REPO, capture_output=True,
+                            text=True, env=dict(os.environ, REFINERY_KILL_AT="shard:1"), timeout=600)
+    assert killed.returncode == -9 and not (out / "manifest.json").exists() and (out / ".previous").exists()
+    plain = refinery(["run", "--input", CC_EXCERPT, "--output", out, "--quiet"])
+    assert plain.returncode == 2 and "stale lock" in one_line_error(plain)
+    (out / LOCK_FILE).unlink()  # as that message says; the next run puts the previous output back first
+    plain = refinery(["run", "--input", CC_EXCERPT, "--output", out, "--quiet"])
+    assert plain.returncode == 2 and "already holds a run's outputs" in one_line_error(plain)
+    assert compare_outputs(str(before), str(out)) == [] and not (out / ".previous").exists()
 
 
 def test_a_run_that_keeps_nothing_warns_and_strict_fails(tmp_path):
