@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +24,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from stages.formats import parse_json
 
 IGNORE_INDEX = -100
 MANIFEST = "manifest.json"
@@ -47,9 +48,12 @@ def read_manifest(data_dir: str) -> dict[str, Any]:
     if not os.path.isfile(path):
         raise DataError(f"{path} not found: point --data at the output directory of `refinery run` "
                         "(the manifest is written last, so a missing one also means an unfinished run)")
-    with open(path, encoding="utf-8") as fh:
-        manifest = json.load(fh)
-    if not str(manifest.get("format", "")).startswith("refinery-shards/"):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            manifest = parse_json(fh.read())
+    except ValueError as exc:  # damaged: not JSON, or nested too deeply to parse
+        raise DataError(f"{path} is not a refinery shard manifest ({exc})") from None
+    if not isinstance(manifest, dict) or not str(manifest.get("format", "")).startswith("refinery-shards/"):
         raise DataError(f"{path} is not a refinery shard manifest")
     return manifest
 

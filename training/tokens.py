@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from stages.formats import parse_json
 from training.data import MANIFEST, DataError, ShardStream, Unit, file_sha256, read_manifest
 from training.tokenizer import load_tokenizer
 
@@ -46,18 +47,22 @@ def dtype_for(vocab_size: int) -> np.dtype:
 def is_token_dir(path: str) -> bool:
     try:
         with open(os.path.join(path, MANIFEST), encoding="utf-8") as fh:
-            return json.load(fh).get("format") == FORMAT
+            manifest = parse_json(fh.read())
     except (OSError, ValueError):
         return False
+    return isinstance(manifest, dict) and manifest.get("format") == FORMAT
 
 
 def read_token_manifest(path: str) -> dict[str, Any]:
     file = os.path.join(path, MANIFEST)
     if not os.path.isfile(file):
         raise DataError(f"{file} not found: point --tokens at the output folder of `refinery tokenize`")
-    with open(file, encoding="utf-8") as fh:
-        manifest = json.load(fh)
-    if manifest.get("format") != FORMAT:
+    try:
+        with open(file, encoding="utf-8") as fh:
+            manifest = parse_json(fh.read())
+    except ValueError as exc:
+        raise DataError(f"{file} is not a token shard manifest ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DataError(f"{file} is not a token shard manifest ({FORMAT})")
     return manifest
 
