@@ -16,6 +16,13 @@ WARC_DIR = REPO / "data" / "warc"
 TEST_DATA = REPO / "tests" / "data"
 HTML_DIR = TEST_DATA / "html"
 SENTENCES_DIR = TEST_DATA / "multilingual" / "sentences"
+# Small real samples kept in the repo, so a user's clone (no ../shared) still exercises each stage
+DAVIDSON_SAMPLE = TEST_DATA / "harmful" / "davidson_labeled_sample.csv"
+MULTILINGUAL_SAMPLE = TEST_DATA / "multilingual"   # ntrex128/: the first 40 NTREX documents in 7 languages
+# The workspace's full data sets: CI has them, a user's clone does not (tests that need them skip, saying so)
+SHARED_DATA = REPO.parent / "shared" / "data"
+needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"needs the full data sets in {SHARED_DATA}, "
+                                                                    "which only the project's workspace and CI have")
 
 CC_EXCERPT = WARC_DIR / "resiliparse_CC-MAIN-2020-34_warcfile.warc.gz"
 CLIPPED = WARC_DIR / "resiliparse_clipped.warc.gz"

@@ -4,7 +4,7 @@ import shutil
 import subprocess
 import sys
 
-from tests.conftest import CC_EXCERPT
+from tests.conftest import CC_EXCERPT, DAVIDSON_SAMPLE
 
 # The script next to this interpreter (the venv's), else whatever is on PATH: it must exist after install.
 _beside = pathlib.Path(sys.executable).parent / "refinery"
@@ -146,7 +146,7 @@ def test_train_toxicity_command_makes_a_model_the_stage_loads(tmp_path):
 
     from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer
 
-    with open("../shared/data/harmful/toxicity/davidson_hate_offensive/labeled_data.csv", encoding="utf-8") as fh:
+    with open(DAVIDSON_SAMPLE, encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     for name, classes in (("toxic", ("0", "1")), ("clean", ("2",))):
         texts = [" ".join(r["tweet"].split()) for r in rows if r["class"] in classes][:800]

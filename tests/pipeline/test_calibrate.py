@@ -9,9 +9,9 @@ import yaml
 from pipeline.calibrate import calibrate_corpus
 from pipeline.run import run
 from stages.reference import ntrex_documents
-from tests.conftest import WarcBuilder
+from tests.conftest import MULTILINGUAL_SAMPLE, WarcBuilder
 
-NTREX = "../shared/data/multilingual"
+NTREX = str(MULTILINGUAL_SAMPLE)  # the first 40 NTREX-128 documents of 7 languages
 
 
 def ntrex(code):

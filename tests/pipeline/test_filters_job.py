@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.config import ConfigError
 from pipeline.run import run
-from tests.conftest import SENTENCES_DIR, WarcBuilder
+from tests.conftest import DAVIDSON_SAMPLE, SENTENCES_DIR, WarcBuilder
 
 EN = (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()
 DE = (SENTENCES_DIR / "de.txt").read_text(encoding="utf-8").splitlines()
@@ -125,7 +125,7 @@ def test_url_filter_runs_before_extraction_and_only_on_its_sources(tmp_path):
 def test_bad_words_and_toxicity_in_the_job(tmp_path):
     import csv
 
-    with open("../shared/data/harmful/toxicity/davidson_hate_offensive/labeled_data.csv", encoding="utf-8") as fh:
+    with open(DAVIDSON_SAMPLE, encoding="utf-8") as fh:
         offensive = [" ".join(r["tweet"].split()) for r in csv.DictReader(fh) if r["class"] == "1"]
     prose = [line for line in EN if line.endswith(".") and len(line.split()) >= 8]
     warc = WarcBuilder(tmp_path / "pages.warc.gz")

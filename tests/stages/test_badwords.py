@@ -6,9 +6,9 @@ import pytest
 
 from stages.harmful.badwords import BadWordsConfig, BadWordsFilter, find_bad_words, word_list
 from stages.settings import ConfigError
-from tests.conftest import SENTENCES_DIR
+from tests.conftest import DAVIDSON_SAMPLE, SENTENCES_DIR
 
-DAVIDSON = "../shared/data/harmful/toxicity/davidson_hate_offensive/labeled_data.csv"
+DAVIDSON = DAVIDSON_SAMPLE
 
 
 def found(text, lang, version="v1", full_list=False):

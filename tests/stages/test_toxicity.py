@@ -22,8 +22,9 @@ from stages.models import bundled
 from stages.quality_train import metrics
 from stages.record import Document, Drop
 from stages.settings import ConfigError
+from tests.conftest import CC_EXCERPT, DAVIDSON_SAMPLE, SHARED_DATA, needs_shared
 
-SHARED = "../shared/data"
+SHARED = str(SHARED_DATA)
 TOXICITY = os.path.join(SHARED, "harmful", "toxicity")
 CARD = json.loads(open(bundled("toxicity.ftz.card.json"), encoding="utf-8").read())
 
@@ -45,6 +46,7 @@ def held_out():
     return split(every, settings["test_fraction"], settings["seed"])[1]
 
 
+@needs_shared
 def test_held_out_precision_and_recall_per_dataset(scorer, held_out):
     for dataset, least_f1 in (("davidson", 0.9), ("civil_comments", 0.65), ("mlma_en", 0.85), ("mlma_fr", 0.75),
                               ("mlma_ar", 0.75)):
@@ -54,6 +56,7 @@ def test_held_out_precision_and_recall_per_dataset(scorer, held_out):
         assert measured == CARD["held_out_metrics_by_dataset"][dataset]  # the card tells the truth
 
 
+@needs_shared
 def test_page_length_text_toxic_passages_are_caught_and_ordinary_pages_are_not(scorer, held_out):
     """Real pages of the bench WARC the model did not train on (its held-out half), first 120: as they
     are, and with one held-out toxic comment put in as a paragraph."""
@@ -104,3 +107,21 @@ def test_card_and_config_errors(tmp_path):
         ToxicityScorer(ToxicityConfig(model=str(tmp_path / "missing.ftz"))).check()
     with pytest.raises(ValueError, match="not a toxicity classifier"):
         ToxicityScorer(ToxicityConfig(model=bundled("quality.ftz"))).check()
+
+
+def test_held_out_tweets_of_the_repo_sample_score_as_the_card_says(scorer):
+    """Without the full data sets: the Davidson tweets of the repo's sample that the model's recipe held out
+    (the same split by text hash), scored alone and put into real pages of the bundled Common Crawl WARC."""
+    sample = list(read_davidson(str(DAVIDSON_SAMPLE)))
+    settings = CARD["settings"]
+    held = split(sample, settings["test_fraction"], settings["seed"])[1]
+    measured = metrics([scorer.score(e.text)[0] for e in held], [e.toxic for e in held])
+    assert measured["n"] >= 300 and measured["f1"] >= 0.85  # balanced classes here: the full set's prevalence gives 0.96
+    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    with open(CC_EXCERPT, "rb") as fh, chain:
+        pages = [doc.text for doc in chain.kept(read_warc(fh, source="cc"))]
+    toxic = [e.text for e in held if e.toxic and len(e.text) >= 40]
+    rng = random.Random(0)
+    assert len(pages) >= 8 and sum(scorer.score(text)[0] >= 0.7 for text in pages) <= 1
+    seeded = [scorer.score(insert_passage(text, rng.choice(toxic), rng))[0] for text in pages]
+    assert sum(s >= 0.5 for s in seeded) >= 0.75 * len(pages), seeded
