@@ -228,10 +228,12 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
     parts += [_reason_section(s, measured, stages) for s in reasons]
     parts.append("<h2>The output</h2><div class='grid'>")
     scores = explore.score_columns(output, ["quality_score", "toxicity_score", "lang_score"])
+    chosen = {"quality_score": config.quality.threshold, "toxicity_score": config.toxicity.threshold}
     for column, values in scores.items():
         if values:
             parts.append("<div class='card'>" + svg.histogram({"documents": values}, f"{column} of kept documents",
-                                                              column) + "</div>")
+                                                              column, threshold=chosen.get(column))
+                         + _toxicity_shares(column, values, chosen.get(column)) + "</div>")
     if kept:
         parts.append("<div class='card'>" + svg.histogram(
             {"documents": [math.log10(max(len(d["text"]), 1)) for d in kept]},
@@ -249,6 +251,18 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
                               t["docs_per_cpu_s"]] for t in times], numeric=range(1, 7)))
     parts.append("</body></html>")
     return "".join(parts)
+
+
+def _toxicity_shares(column: str, values: Sequence[float], threshold: float | None) -> str:
+    """Under the toxicity histogram: what a threshold would drop of this output, so one is chosen knowingly
+    (the model card gives precision and recall per language at the same thresholds)."""
+    if column != "toxicity_score":
+        return ""
+    shares = " · ".join(f"≥ {t}: {sum(v >= t for v in values) / len(values):.1%}" for t in (0.5, 0.7, 0.9))
+    chosen = f"threshold {threshold}: pages at or over it were dropped" if threshold is not None else \
+        "no threshold: scored only (toxicity.threshold drops)"
+    return (f"<p>Kept documents scoring {shares} ({chosen}); precision and recall per language at these thresholds: "
+            "stages/models/README.md.</p>")
 
 
 def _quality_section(report: Mapping[str, Any], kept: Sequence[Mapping[str, Any]], scores: Sequence[float]) -> str:

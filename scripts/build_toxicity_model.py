@@ -33,6 +33,7 @@ from stages.harmful.toxicity_train import (  # noqa: E402
     read_civil_comments,
     read_davidson,
     read_mlma,
+    read_multilingual,
     read_reference,
     read_tatoeba,
     split,
@@ -42,6 +43,7 @@ from stages.quality_train import QualityTrainConfig, metrics, train  # noqa: E40
 
 SHARED = os.environ.get("REFINERY_SHARED_DATA", "../shared/data")
 TOXICITY_DATA = os.path.join(SHARED, "harmful", "toxicity")
+MULTILINGUAL = os.path.join(SHARED, "multilingual")
 BENCH = os.path.join(SHARED, "warc", "bench_trafilatura_pages.warc.gz")
 OUTPUT = "stages/models/toxicity.ftz"
 # Chosen among 7 tried (dim 16-64, 5-20 epochs, uni- or bigrams, web paragraphs weighted 1 or 3) on the page
@@ -49,13 +51,43 @@ OUTPUT = "stages/models/toxicity.ftz"
 SETTINGS = QualityTrainConfig(epochs=5, lr=0.5, word_ngrams=1, dim=16, min_count=2, bucket=200_000, seed=0)
 
 
-def examples():
+RECIPE_SETS = ("davidson", "civil_comments", "mlma_en", "mlma_fr", "mlma_ar")  # the labeled sets it trains on
+
+
+def labeled_sets() -> dict[str, list[Example]]:
+    """Every labeled set of shared/data/harmful, by name: the recipe's and the multilingual ones."""
+    sets: dict[str, list[Example]] = collections.defaultdict(list)
+    for example in labeled_examples():
+        sets[example.dataset].append(example)
+    for example in read_multilingual(os.path.join(SHARED, "harmful", "toxicity_multilingual")):
+        sets[example.dataset].append(example)
+    return dict(sets)
+
+
+def labeled_examples():
     yield from read_davidson(os.path.join(TOXICITY_DATA, "davidson_hate_offensive", "labeled_data.csv"))
     yield from read_civil_comments(os.path.join(TOXICITY_DATA, "toxic_spans_civil_comments"))
     yield from read_mlma(os.path.join(TOXICITY_DATA, "mlma_hate_speech_en_fr_ar"))
-    yield from read_reference(os.path.join(SHARED, "multilingual"))
-    yield from read_tatoeba(os.path.join(SHARED, "multilingual", "tatoeba_laser", "data", "tatoeba", "v1"))
+
+
+def examples():
+    yield from labeled_examples()
+    yield from read_reference(MULTILINGUAL)
+    yield from read_tatoeba(os.path.join(MULTILINGUAL, "tatoeba_laser", "data", "tatoeba", "v1"))
     yield from web_windows()
+
+
+def training_examples(exclude=(), every=None) -> tuple[list[Example], list[Example]]:
+    """(toxic, clean) examples the recipe trains on (of `every`, default: all of `examples()`), without the sets
+    in `exclude` (leave-one-data-set-out)."""
+    kept = [e for e in (examples() if every is None else every) if e.dataset not in exclude]
+    return [e for e in kept if e.toxic], [e for e in kept if not e.toxic]
+
+
+def lid_labels() -> frozenset[str]:
+    from stages.langid import load_model
+
+    return frozenset(label.replace("__label__", "") for label in load_model(None).get_labels())
 
 
 def web_windows():
@@ -111,6 +143,7 @@ def main() -> int:
               "positives) and each with one held-out toxic tweet or comment (>= 40 characters) inserted as a "
               "paragraph (recall); a page's score is its highest paragraph's")
     card["windows"] = {k: getattr(ToxicityConfig(), k) for k in ("window_chars", "min_chars")}
+    card["training_datasets"] = sorted({e.dataset for e in every})  # bench/toxicity_cross.py measures the others
     with open(OUTPUT + ".card.json", "w", encoding="utf-8") as fh:
         json.dump(card, fh, indent=2, ensure_ascii=False)
     print(json.dumps({k: card[k] for k in ("held_out_metrics", "held_out_metrics_by_dataset", "page_test",

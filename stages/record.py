@@ -222,7 +222,10 @@ class RuleStage(Stage):
         self.config = config
 
     def __call__(self, doc: Document) -> StageResult:
-        verdict = self.evaluate(doc.text, doc.lang)
+        return self.result(doc, self.evaluate(doc.text, doc.lang))
+
+    def result(self, doc: Document, verdict: tuple | None) -> StageResult:
+        """The document kept (no verdict) or dropped with the verdict's reason, detail and measured values."""
         if verdict is None:
             return doc
         reason, detail, *measured = verdict  # (reason, detail) or (reason, detail, value, threshold)

@@ -55,12 +55,17 @@ class BadWordsConfig:
     max_density: float = 20.0
     min_matches: int = 3        # ... and at least this many matches (one word on a short page is no signal)
     max_density_by_language: tuple[str, ...] = ()  # LANG=DENSITY overrides of max_density, e.g. [de=15, ja=30]
+    # A page whose language ID scores under this (short or mixed text: Hindi in Latin script is labelled en,
+    # nl or es) is also checked against the curated (v1) lists of every language written in the page's
+    # script, and the list matching most words judges it; none = the top label's list only
+    unsure_below: float | None = 0.5
     # Also match entries that are ordinary words of the language (found in NTREX news or FLORES Wikipedia
     # text: v2's English file has "a", "i", "as", "fish") and v2's questionable words (gay, breast, drugs)
     full_list: bool = False
     sources: tuple[str, ...] = ()    # run on documents of these sources only; empty = every source
 
     def __post_init__(self):
+        check(self.unsure_below is None or 0.0 <= self.unsure_below <= 1.0, "unsure_below must be in [0, 1] or none")
         check(bool(self.versions) and set(self.versions) <= {"v1", "v2"},
               f"versions must be v1 and/or v2, got {self.versions}")
         check(self.mode in ("density", "any"), f"mode must be density or any, got {self.mode!r}")
@@ -144,18 +149,36 @@ def word_list(version: str, lang: str, full_list: bool = False) -> WordList | No
 
 
 def find_bad_words(text: str, lang: str | None, words: WordList) -> tuple[collections.Counter, int]:
-    """(matched entries and how often, number of words of the text)."""
+    """(matched entries and how often, number of words of the text). Matches do not overlap: at each word the
+    longest entry starting there counts, and the words it covers are not matched again (`fils de pute` is one
+    match, not also `pute`)."""
     tokens = tuple(normalized_words(text, lang))
     found: collections.Counter = collections.Counter()
-    for i, token in enumerate(tokens):
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        phrase = max((p for p in words.phrases.get(token, ()) if tokens[i:i + len(p)] == p), key=len, default=None)
+        if phrase is not None:
+            found[" ".join(phrase)] += 1
+            i += len(phrase)
+            continue
         if token in words.words:
             found[token] += 1
-        for phrase in words.phrases.get(token, ()):
-            if tokens[i:i + len(phrase)] == phrase:
-                found[" ".join(phrase)] += 1
-    if words.substrings is not None:
+        i += 1
+    if words.substrings is not None:  # one alternation, longest entries first: matches never overlap
         found.update(m.group(0) for m in words.substrings.finditer(text.lower()))
     return found, len(tokens)
+
+
+@cache
+def script_languages(version: str, script: str) -> tuple[str, ...]:
+    """The languages of `version` whose list is written in `script` (a script family: Latin, Cyrillic, ...),
+    judged by the letters of their entries (LDNOOBW's Hindi list is romanized: Latin)."""
+    from stages.thresholds import dominant_script_family
+
+    return tuple(lang for lang in list_languages(version)
+                 if dominant_script_family(" ".join(_entries(os.path.join(LISTS, version, f"{lang}.txt"))),
+                                           sample=5000) == script)
 
 
 class BadWordsFilter(RuleStage):
@@ -179,13 +202,30 @@ class BadWordsFilter(RuleStage):
                 return words
         return None
 
-    def evaluate(self, text: str, lang: str | None) -> tuple[str, str] | None:
+    def __call__(self, doc):
+        return self.result(doc, self.evaluate(doc.text, doc.lang, doc.lang_score))
+
+    def evaluate(self, text: str, lang: str | None, lang_score: float | None = None) -> tuple | None:
         c = self.config_for(lang)
-        words = self.word_list(lang)
-        if words is None:
+        candidates = [lang or ""]
+        if c.unsure_below is not None and lang_score is not None and lang_score < c.unsure_below:
+            from stages.thresholds import dominant_script_family
+
+            script = dominant_script_family(text)
+            candidates += [other for other in script_languages("v1", script) if other not in candidates]
+            self.count("unsure_language_checked")
+        best = None
+        for candidate in candidates:
+            words = self.word_list(candidate)
+            if words is None:
+                continue
+            found, n_words = find_bad_words(text, candidate, words)
+            if best is None or sum(found.values()) > sum(best[1].values()):
+                best = (candidate, found, n_words)
+        if best is None:
             self.count(f"no_list.{lang}")
             return None
-        found, n_words = find_bad_words(text, lang, words)
+        judged, found, n_words = best
         matches = sum(found.values())
         if not matches:
             return None
@@ -193,7 +233,8 @@ class BadWordsFilter(RuleStage):
         limit = self._limits.get(lang or "", c.max_density)
         if c.mode == "any" or (matches >= c.min_matches and density >= limit):
             top = ", ".join(f"{w}×{n}" for w, n in found.most_common(8))
-            return (REASON, f"{density:.1f} per 1000 words ({matches} in {n_words}): {top}"[:500], density,
+            which = "" if judged == (lang or "") else f" ({judged} list: language ID unsure)"
+            return (REASON, f"{density:.1f} per 1000 words ({matches} in {n_words}){which}: {top}"[:500], density,
                     None if c.mode == "any" else limit)
         return None
 

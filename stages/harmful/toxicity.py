@@ -117,7 +117,9 @@ class ToxicityScorer(ModelStage):
             if len(pieces) >= self.config.max_windows:
                 self.count("windows_capped")
                 break
-        return list(zip(predict_toxic(self._model, [normalize(p) for p in pieces]), pieces))
+        worded = [p for p in pieces if any(ch.isalpha() for ch in p)]  # a line of asterisks or numbers says nothing
+        scores = dict(zip(worded, predict_toxic(self._model, [normalize(p) for p in worded])))
+        return [(scores.get(p, 0.0), p) for p in pieces]
 
     def score(self, text: str) -> tuple[float, str]:
         """The page's score and its most toxic window."""

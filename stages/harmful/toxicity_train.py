@@ -9,9 +9,12 @@ from __future__ import annotations
 import collections
 import csv
 import glob
+import gzip
 import hashlib
+import json
 import os
 import random
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -34,6 +37,24 @@ class Example:
     toxic: bool
     dataset: str
     lang: str
+    held_out: bool = False      # reference text: in the held-out part (same documents in every language)
+    identity: bool = False      # reference text: its English original names a group, religion, nation or party
+
+
+# toxicity_multilingual/: the sets whose licence lets a shipped model train on them (SOURCES.md there); the
+# others (CC BY-NC, research-only) measure only
+PERMISSIVE_MULTILINGUAL = frozenset({"ar_mpold", "de_gahd", "ko_kocohub_hate", "ko_curse_detection", "pt_toldbr",
+                                     "ru_distorted_toxicity", "tr_offenseval2020", "zh_cold", "zh_swsr"})
+# English words naming a group, religion, nation, politics or crime: a reference sentence whose English original
+# has one is an "identity-naming" sentence in every language (the false-positive test of the issue's news)
+IDENTITY_TERMS = re.compile(
+    r"\b(muslims?|islam\w*|jews?|jewish|judaism|christians?|christianity|catholics?|hindus?|hinduism|buddhis\w*|"
+    r"sikhs?|blacks?|whites?|african\w*|asian\w*|arabs?|arabic|latin[oa]s?|hispanics?|mexicans?|chinese|indians?|"
+    r"immigra\w*|migrants?|refugees?|gays?|lesbians?|bisexual|transgender|trans|lgbt\w*|homosexual\w*|wom[ae]n|"
+    r"girls?|feminis\w*|disab\w*|israel\w*|palestin\w*|russians?|americans?|europeans?|relig\w*|"
+    r"rac(e|ial|ism|ist)|ethnic\w*|minorit\w*|congress|white house|president|prison\w*|police|terror\w*|"
+    r"democrat\w*|republican\w*|church|mosque|synagogue|god|jesus|allah|nazi\w*|slave\w*|ukrainians?|iran\w*|"
+    r"syria\w*|kurd\w*|roma|gypsy|nation\w*|citizens?|foreign\w*)\b", re.I)
 
 
 def read_davidson(path: str) -> Iterator[Example]:
@@ -62,6 +83,75 @@ def read_mlma(folder: str) -> Iterator[Example]:
         with open(os.path.join(folder, "hate_speech_mlma", name), encoding="utf-8", newline="") as fh:
             for row in csv.DictReader(fh):
                 yield Example(row["tweet"], row["sentiment"] != "normal", f"mlma_{lang}", lang)
+
+
+def read_multilingual(folder: str) -> Iterator[Example]:
+    """The labeled sets of shared/data/harmful/toxicity_multilingual (gzipped JSONL: text, label toxic|clean,
+    lang); the dataset is the file's name (`permissive(dataset)` says whether a shipped model may train on it)."""
+    for path in sorted(glob.glob(os.path.join(folder, "*.jsonl.gz"))):
+        name = os.path.basename(path).split(".")[0]
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                row = json.loads(line)
+                yield Example(row["text"], row["label"] == "toxic", name, row["lang"])
+
+
+def permissive(dataset: str) -> bool:
+    """May a model shipped in the package train on this set (its licence: MIT, CC0, CC BY, Apache)?"""
+    return dataset in PERMISSIVE_MULTILINGUAL or dataset in ("davidson", "civil_comments", "mlma_en", "mlma_fr",
+                                                               "mlma_ar")
+
+
+def read_parallel(multilingual: str, labels: frozenset[str], per_example: int = 2) -> Iterator[Example]:
+    """Clean reference text in every language lid.176 knows: NTREX-128 news (`per_example` sentences of one
+    document to an example; every 4th document held out) and FLORES-200 Wikipedia sentences (its test split
+    held out): the same documents and sentences are held out in every language. `identity` marks examples
+    whose English original names a group (IDENTITY_TERMS)."""
+    from stages.reference import lid_code
+
+    folder = os.path.join(multilingual, "ntrex128")
+    with open(os.path.join(folder, "DOCUMENT_IDS.tsv"), encoding="utf-8") as fh:
+        doc_ids = [line.strip() for line in fh]
+    number = {doc: n for n, doc in enumerate(dict.fromkeys(doc_ids))}
+    english = _lines(os.path.join(folder, "NTREX-128", "newstest2019-ref.eng-GB.txt"))
+    seen: set[str] = set()
+    for path in sorted(glob.glob(os.path.join(folder, "NTREX-128", "newstest2019-*.txt"))):
+        lang = lid_code(os.path.basename(path).split(".", 1)[1].rsplit(".", 1)[0], labels)
+        if lang is None or lang in seen:
+            continue  # one variant per language
+        seen.add(lang)
+        lines = _lines(path)
+        i = 0
+        while i < len(lines):
+            span = [j for j in range(i, min(i + per_example, len(lines))) if doc_ids[j] == doc_ids[i]]
+            i = span[-1] + 1
+            text = " ".join(lines[j] for j in span if lines[j])
+            if text:
+                yield Example(text, False, "ntrex", lang, held_out=number[doc_ids[span[0]]] % 4 == 0,
+                              identity=any(IDENTITY_TERMS.search(english[j]) for j in span))
+    root = os.path.join(multilingual, "sib200_flores", "data", "annotated")
+    english_flores = {r["index_id"]: r["text"] for split_name in ("train", "dev", "test")
+                      for r in _tsv(os.path.join(root, "eng_Latn", f"{split_name}.tsv"))}
+    seen = set()
+    for code_folder in sorted(glob.glob(os.path.join(root, "*_*"))):
+        lang = lid_code(os.path.basename(code_folder), labels) if os.path.isdir(code_folder) else None
+        if lang is None or lang in seen:
+            continue
+        seen.add(lang)
+        for split_name in ("train", "dev", "test"):
+            for r in _tsv(os.path.join(code_folder, f"{split_name}.tsv")):
+                yield Example(r["text"], False, "flores", lang, held_out=split_name == "test",
+                              identity=bool(IDENTITY_TERMS.search(english_flores.get(r["index_id"], ""))))
+
+
+def _lines(path: str) -> list[str]:
+    with open(path, encoding="utf-8") as fh:
+        return [line.replace("\r", "").strip() for line in fh]
+
+
+def _tsv(path: str) -> list[dict]:
+    with open(path, encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
 def read_reference(multilingual: str, langs: dict[str, tuple[str, ...]] = REFERENCE_LANGS,

@@ -93,3 +93,28 @@ def test_density_limits_per_language():
     assert stricter.evaluate(text.replace("Scheiße", "shit").replace("Arschloch", "asshole"), "en") is None
     with pytest.raises(ConfigError, match="LANG=DENSITY"):
         BadWordsConfig(max_density_by_language=("de:5",))
+
+
+def test_a_phrase_and_the_word_inside_it_are_one_match():
+    """`fils de pute` is one match, not also `pute`: three self-directed curses no longer reach min_matches."""
+    words = word_list("v1", "fr")
+    found, n_words = find_bad_words("Ah, fils de pute ! J'ai encore raté mon bus, fils de pute.", "fr", words)
+    assert found == {"fils de pute": 2} and n_words == 12
+    curses = {"fr": "Fils de pute, j'ai oublié mes clés. Je suis vraiment nul ce matin, quelle journée.",
+              "es": "Hijo de puta, se me olvidaron las llaves otra vez. Qué mañana tan mala tengo hoy.",
+              "pt": "Filho da puta, esqueci as chaves de novo. Que manhã horrível estou tendo hoje."}
+    for lang, text in curses.items():
+        assert sum(find_bad_words(text, lang, word_list("v1", lang))[0].values()) == 1, lang
+        assert BadWordsFilter().evaluate(text, lang, 0.99) is None
+
+
+def test_a_page_whose_language_id_is_unsure_is_checked_against_its_scripts_lists():
+    """Romanized Hindi abuse, labelled Finnish at 0.17 by lid.176: the Hindi (Latin-script) list judges it;
+    the same words with a confident label are judged by that language's list only."""
+    text = "bhenchod tu kya kar raha hai madarchod, teri maa ki chut, saala kutta harami. chutiya log hai ye sab"
+    reason, detail, *_ = BadWordsFilter().evaluate(text, "fi", 0.17)
+    assert reason == "bad_words" and "(hi list: language ID unsure)" in detail and "madarchod×1" in detail
+    assert BadWordsFilter().evaluate(text, "fi", 0.9) is None
+    assert BadWordsFilter(BadWordsConfig(unsure_below=None)).evaluate(text, "fi", 0.17) is None
+    prose = " ".join((SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()[:40])
+    assert BadWordsFilter().evaluate(prose, "en", 0.3) is None  # ordinary text stays clean under every list

@@ -98,6 +98,15 @@ def test_threshold_drops_with_the_window_and_no_threshold_only_scores(scorer):
     assert calm.toxicity_score < 0.5
 
 
+def test_a_window_without_letters_scores_nothing(scorer):
+    """Lines of asterisks, rules and figures (a nutrition table) carry no words to judge."""
+    table = "Energy 230 kcal | 12 g | 45 %\n" * 3
+    assert scorer.score("*" * 80) == (0.0, "*" * 80)
+    assert scorer.score("* * * * * * * * * * * * * * * * * * * * * *\n-----------------------------------")[0] == 0.0
+    scored = scorer.window_scores("*" * 60 + "\n" + table + "1,234.56 | 7,890.12 | 3,456.78 | 9,012.34 | 5,678.90")
+    assert [s for s, w in scored if not any(c.isalpha() for c in w)] == [0.0] and len(scored) == 3
+
+
 def test_card_and_config_errors(tmp_path):
     assert CARD["labels"] == {"__label__toxic": "toxic: hate, offensive or insulting", "__label__clean": "not toxic"}
     assert CARD["page_test"]["recall"]["0.5"] >= 0.85 and CARD["page_test"]["false_positive_rate"]["0.7"] <= 0.01
