@@ -99,30 +99,35 @@ def column_counts(paths: Sequence[str], columns: Sequence[str]) -> collections.C
 
 def build_report(*, stages: Sequence[str], beam_counters: Mapping[str, int] | None, shard_rows: Mapping[str, int],
                  ledger_rows: Mapping[str, int], ledger_reasons: Mapping[tuple[str, str], int],
-                 held_out: int = 0,
+                 held_out: int = 0, records_read: int | None = None,
                  languages: Mapping[str, int], config: Mapping[str, Any], runner: str,
                  elapsed_s: float) -> dict[str, Any]:
+    """`records_read`: the records the input files held, from the prepared parts' markers (written by the
+    tasks that read them): conservation is checked against it, from files alone, and runner metrics, where
+    the runner delivers them, only cross-check it (the portable runner sometimes delivers none). Without
+    metrics, the funnel's in/kept are derived from the read count and the ledger's drops in stage order."""
     metrics_available = beam_counters is not None
     beam_counters = beam_counters or {}
     kept, ledgered = sum(shard_rows.values()), sum(ledger_rows.values())
-    # Without runner metrics the read count is only what reached storage: reported, but not a check.
-    read = sum(beam_counters.get(f"{s}.in", 0) for s in stages if s in READ_STAGES) if metrics_available \
-        else kept + held_out + ledgered
-    funnel = []
+    counted_read = sum(beam_counters.get(f"{s}.in", 0) for s in stages if s in READ_STAGES)
+    read = records_read if records_read is not None else counted_read if metrics_available else None
+    funnel, entering = [], read or 0
     for stage in stages:
         dropped = {reason: n for (s, reason), n in sorted(ledger_reasons.items()) if s == stage}
         counted = {k.split(".drop.", 1)[1]: v for k, v in beam_counters.items() if k.startswith(f"{stage}.drop.")}
         notes = {k.split(".note.", 1)[1]: v for k, v in beam_counters.items() if k.startswith(f"{stage}.note.")}
+        leaving = entering - sum(dropped.values())
         funnel.append({
             "stage": stage,
-            "in": beam_counters.get(f"{stage}.in", 0),
-            "kept": beam_counters.get(f"{stage}.kept", 0),
+            "in": beam_counters.get(f"{stage}.in", 0) if metrics_available else entering,
+            "kept": beam_counters.get(f"{stage}.kept", 0) if metrics_available else leaving,
             "kept_tokens": beam_counters.get(f"{stage}.kept_tokens", 0),
             "dropped": sum(dropped.values()),
             "dropped_by_reason": dropped,
             "counters_agree_with_ledger": counted == dropped if metrics_available else None,
             "notes": dict(sorted(notes.items())),
         })
+        entering = leaving
     records = {k.split(".record.", 1)[1]: v for k, v in beam_counters.items() if ".record." in k}
     return {
         "documents_read": read,
@@ -133,8 +138,12 @@ def build_report(*, stages: Sequence[str], beam_counters: Mapping[str, int] | No
         "ledger": ledgered,
         "conservation": {
             "read": read, "kept": kept, "held_out": held_out, "ledger": ledgered,
-            "holds": (read == kept + held_out + ledgered and all(f["counters_agree_with_ledger"] for f in funnel))
-            if metrics_available else None,
+            "holds": None if read is None else (
+                read == kept + held_out + ledgered
+                and (not metrics_available or (counted_read == read
+                                                and all(f["counters_agree_with_ledger"] for f in funnel)))),
+            "read_from": "input files (prepared parts' markers)" if records_read is not None else "runner metrics",
+            "counters": "cross-checked" if metrics_available else "none delivered by the runner",
         },
         "metrics_available": metrics_available,
         "languages": dict(sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -160,7 +169,9 @@ def format_funnel(report: Mapping[str, Any]) -> str:
         if f.get("notes"):
             lines.append(f"{'':<18}  notes: " + ", ".join(f"{k} {v}" for k, v in f["notes"].items()))
     c = report["conservation"]
-    mark = {True: "holds", False: "BROKEN", None: "not checked (runner reported no metrics)"}[c["holds"]]
+    mark = {True: "holds", False: "BROKEN", None: "not checked (no count of the records read)"}[c["holds"]]
+    if c["holds"] is not None and c.get("counters") == "none delivered by the runner":
+        mark += " (from the files; the runner delivered no metrics to cross-check)"
     held = f" + held out {c['held_out']} (valid/)" if c.get("held_out") else ""
     lines.append(f"conservation {mark}: read {c['read']} = kept {c['kept']}{held} + ledger {c['ledger']}")
     d = report.get("dedup")

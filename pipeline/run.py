@@ -56,7 +56,9 @@ from pipeline.prepare import (
     ReadSigned,
     file_part_key,
     in_phase1,
+    part_paths,
     phase1_digest,
+    read_json,
     signature_settings,
 )
 from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
@@ -388,7 +390,7 @@ def _run_job(config: RunConfig, args: argparse.Namespace, options: PipelineOptio
     facts["resources"] = usage.measured()
     try:
         return _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root,
-                       interrupted=interrupted, facts=facts)
+                       interrupted=interrupted, facts=facts, files=files)
     finally:
         remove_finished(config.output)
 
@@ -426,7 +428,7 @@ def _run_with_progress(p: beam.Pipeline, options: PipelineOptions, names: list[s
 
 def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float, quiet: bool,
             root: str = "", interrupted: Callable[[], bool] = lambda: False,
-            facts: dict[str, Any] | None = None) -> dict[str, Any]:
+            facts: dict[str, Any] | None = None, files: Sequence[InputFile] = ()) -> dict[str, Any]:
     """Count what reached storage, check it against what was read, write report.json; then, only if
     every check passed, the manifest (the commit point)."""
     counters = reporting.counters(result)
@@ -446,6 +448,7 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
         shard_rows={"all": originals.get((0,), 0)}, held_out=sum(held_out.values()),  # from the files too
         ledger_rows=reporting.parquet_row_counts(ledger_files),
         ledger_reasons=reporting.column_counts(ledger_files, ["stage", "reason"]),
+        records_read=records_read(config, files, root),
         languages={lang: n for (lang,), n in reporting.column_counts(shard_paths, ["lang"]).items()},
         config=config.to_dict(), runner=str(runner), elapsed_s=elapsed)
     report["shards"] = [{"path": s["path"], "rows": s["rows"]} for s in shards]
@@ -517,6 +520,21 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     return report
 
 
+def records_read(config: RunConfig, files: Sequence[InputFile], root: str) -> int | None:
+    """The records this run's input files held, from their prepared parts' markers (each written by the task
+    that read the file): conservation is checked against this, not against runner metrics. None when a read
+    file's marker is missing (conservation then cannot be proven: the run fails)."""
+    prepared, total = FileSystems.join(config.output, PREPARED_DIR), 0
+    for file in files:
+        marker = read_json(part_paths(prepared, file_part_key(file, root))["done.json"])
+        if marker is None:
+            if config.limit:
+                continue  # --limit: the files after the record budget are not read
+            return None
+        total += marker["records"]
+    return total
+
+
 def _output_bytes(config: RunConfig, shards, valid_shards) -> dict[str, int]:
     """Bytes of the prepared parts and of the outputs (shards, ledger, signatures), as `refinery plan` predicts them."""
     def listed(*patterns: str) -> int:
@@ -572,8 +590,7 @@ def _checks(config: RunConfig, report: dict[str, Any], counters: dict[str, int] 
         problems.append(f"valid/ shard writers reported {valid['written']} rows but the files hold {valid['rows']}")
     conservation = report["conservation"]
     if conservation["holds"] is None:
-        print("[refinery] warning: this runner reported no metrics, so conservation could not be checked "
-              "against an independent count", file=sys.stderr)
+        problems.append("conservation cannot be proven: the prepared part of an input file has no marker")
     elif not conservation["holds"]:
         problems.append(f"documents lost or double-counted: read {conservation['read']} != kept "
                         f"{conservation['kept']} + held out {conservation['held_out']} + ledger {conservation['ledger']} "
