@@ -30,12 +30,12 @@ def build_parser(command: str = "train-quality") -> argparse.ArgumentParser:
         prog=f"refinery {command}",
         description=f"Train a fastText classifier ({labels.positive} / {labels.negative}) whose P({labels.positive}) "
                     f"becomes {becomes}. Prints held-out precision/recall/F1 and writes MODEL plus MODEL.card.json.")
-    p.add_argument(f"--{pos}", nargs="+", metavar="FILE", dest="positive",
+    p.add_argument(f"--{pos}", nargs="+", action="extend", metavar="FILE", dest="positive",
                    help=f"{labels.meaning[labels.positive]} texts: .jsonl[.gz], .parquet, or plain text (one per line)")
-    p.add_argument(f"--{neg}", nargs="+", metavar="FILE", dest="negative",
+    p.add_argument(f"--{neg}", nargs="+", action="extend", metavar="FILE", dest="negative",
                    help=f"{labels.meaning[labels.negative]} texts, same formats")
     if command == "train-quality":
-        p.add_argument("--graded", nargs="+", metavar="FILE",
+        p.add_argument("--graded", nargs="+", action="extend", metavar="FILE",
                        help="instead of --positive/--negative: JSONL/Parquet records with a text and a grade 0-5 "
                             "(e.g. `refinery annotate` output); the score becomes the expected grade / 5")
         p.add_argument("--grade-field", default="score", help="field holding the grade (default: score)")

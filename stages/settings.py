@@ -283,8 +283,8 @@ def add_flags(parser: argparse.ArgumentParser, cls: type, *, section: str = "", 
                                       help=text.replace("%", "%%"))
         if hint is bool:
             target.add_argument(*names, action=argparse.BooleanOptionalAction, **kwargs)
-        elif _is_tuple(hint):  # --languages en de, or en,de, or '[en, de]'
-            target.add_argument(*names, nargs="+", metavar=_metavar(hint), **kwargs)
+        elif _is_tuple(hint):  # --languages en de, or en,de, or '[en, de]'; repeated, they add up
+            target.add_argument(*names, nargs="+", action="extend", metavar=_metavar(hint), **kwargs)
         else:
             target.add_argument(*names, metavar=_metavar(hint), **kwargs)
 

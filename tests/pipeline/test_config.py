@@ -51,3 +51,16 @@ def test_extract_fast_and_fault_injection_flags():
     assert config_from_args(build_parser().parse_args(["--input", "x", "--output", "o"])).extract.fast is False
     with pytest.raises(ConfigError, match="STAGE=URL_SUBSTRING"):
         config_from_args(build_parser().parse_args(["--input", "x", "--output", "o", "--inject-error", "langid"]))
+
+
+def test_repeated_list_options_add_up():
+    """`--languages en --languages de` means both (argparse's nargs='+' alone keeps the last); the same for
+    the classifier trainers' --positive/--negative files."""
+    from pipeline.train_quality_cli import build_parser as trainer_parser
+
+    args, _ = build_parser().parse_known_args(["--input", "x.warc.gz", "--output", "o", "--languages", "en",
+                                               "--languages", "de", "fr"])
+    assert config_from_args(args).langid.languages == ("en", "de", "fr")
+    parsed = trainer_parser("train-quality").parse_args(["--positive", "a", "--positive", "b", "c", "--negative", "n",
+                                                         "--output", "m.ftz"])
+    assert parsed.positive == ["a", "b", "c"] and parsed.negative == ["n"]
