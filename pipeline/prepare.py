@@ -114,15 +114,15 @@ def phase1_digest(config) -> str:
     relevant.update(signature=signature_settings(config.dedup), version=version(),
                     part_format=PART_SCHEMA.metadata[b"refinery.schema"].decode(),
                     inject_errors=settings["inject_errors"], ledger_snippet_chars=config.ledger_snippet_chars,
-                    sample_fraction=config.sample_fraction, thresholds=_file_digest(config.thresholds))
+                    sample_fraction=config.sample_fraction, thresholds=_thresholds_digest(config.thresholds))
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _file_digest(path: str | None) -> str | None:
+def _thresholds_digest(path: str | None) -> str | None:
     if not path or path == "bundled" or not os.path.exists(path):
         return path  # bundled: part of refinery's version
-    with open(path, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
+    found = file_digest(path)
+    return found[1] if found else path  # unreadable: pre-flight says so when it loads the file
 
 
 EDGE_BYTES = 1 << 20  # the input's first and last MiB are hashed into its marker
