@@ -25,6 +25,7 @@ setup(
         # The archived `fasttext` wheel breaks predict() under numpy 2; this maintained
         # drop-in imports as `fasttext` and keeps train_supervised.
         "fasttext-community>=0.11.9,<0.12",
+        "pycld2>=0.41,<0.43",          # the second opinion on unsure language labels (stages/cld2.py; tables in the wheel)
         "numpy>=1.26",
         "datasketch>=1.6,<3",
         "pyyaml>=6",

@@ -26,19 +26,24 @@ from pipeline.beam_options import check_beam_args, loopback_only_grpc
 from pipeline.config import ConfigError, load_config
 from pipeline.run import DEFAULT_RUNNER, check_inputs, input_root, read_sources, source_groups
 from pipeline.transforms import ApplyStage
-from stages.calibration import calibrate
+from stages.calibration import calibrate, langid_thresholds
 from stages.extraction.extract import Extractor
 from stages.langid import LangIdConfig, LanguageIdentifier
 from stages.record import Document
 from stages.settings import add_set_flag, set_values
 from stages.thresholds import script_family
 
+LID_ONLY = "lid."  # source-name prefix of documents that only calibrate the language-ID thresholds
+
 
 class MeasureFn(beam.DoFn):
-    """document -> (language, (sample key, what each rule measures))."""
+    """document -> (language, (sample key, what each rule measures)); with declared languages also, on the
+    `lid` output, ((lid.176's label, declared language, score bin), 1) and ("pages", declared language)."""
+
+    LID = "lid"
 
     def __init__(self, langid_model: str | None, short_line_chars: int, declared: bool):
-        self._lid = LanguageIdentifier(LangIdConfig(model=langid_model, threshold=0.0))
+        self._lid = LanguageIdentifier(LangIdConfig(model=langid_model, threshold=0.0, second_opinion=None))
         self._short = short_line_chars
         self._declared = declared  # the source name is the documents' language (reference corpora)
 
@@ -46,14 +51,16 @@ class MeasureFn(beam.DoFn):
         self._lid.setup()
 
     def process(self, doc: Document) -> Iterable:
-        from stages.calibration import measure
+        from stages.calibration import measure, score_bin
 
         detected, score = self._lid.predict(doc.text)
-        lang = doc.source if self._declared else detected
-        if self._declared and detected != lang:
-            score = None  # misidentified: it says nothing about the confidence L's pages get
-        key = int.from_bytes(hashlib.blake2b(doc.id.encode(), digest_size=8).digest(), "big")
-        yield lang, (key, measure(doc.text, lang, score, self._short))
+        lid_only = doc.source.startswith(LID_ONLY)
+        lang = doc.source.removeprefix(LID_ONLY) if self._declared else detected
+        if self._declared:
+            yield beam.pvalue.TaggedOutput(self.LID, (detected, lang, score_bin(score)))
+        if not (lid_only or (self._declared and lang not in self._lid.labels())):  # rule thresholds: only for
+            key = int.from_bytes(hashlib.blake2b(doc.id.encode(), digest_size=8).digest(), "big")  # labels it gives
+            yield lang, (key, measure(doc.text, lang, self._short))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "(stages/calibration.py states the rule) for `refinery run --thresholds FILE`.")
     p.add_argument("--input", action="append", metavar="GLOB", default=[], help="WARC/JSONL/Parquet glob (repeatable)")
     p.add_argument("--source", action="append", metavar="NAME=GLOB", default=[], help="more inputs (repeatable)")
+    p.add_argument("--lid-source", action="append", metavar="LANG=GLOB", default=[],
+                   help="documents in language LANG (any ISO 639 code, also ones the model cannot name) that calibrate "
+                        "only the language-ID thresholds (repeatable; needs --source-is-language)")
     p.add_argument("--output", required=True, metavar="YAML", help="the thresholds file to write")
     p.add_argument("--config", metavar="YAML", help="run config (reading, extraction and language-ID settings)")
     add_set_flag(p)
@@ -70,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="documents a language needs for its own entry; fewer: its script family's (default 30)")
     p.add_argument("--max-docs", type=int, default=2000, help="documents sampled per language (default 2000)")
     p.add_argument("--reference", default="en", help="the language whose thresholds are moved (default en)")
+    p.add_argument("--parallel", action="store_true",
+                   help="the sources hold the same documents in each language (translations): word counts then give "
+                        "each language's gopher_repetition.ngram_scale")
     p.add_argument("--source-is-language", action="store_true",
                    help="each source's name is its documents' language (lid.176 code: --source de=GLOB); without it "
                         "documents count under the language the language-ID model detects")
@@ -80,10 +93,13 @@ def calibrate_corpus(argv: Sequence[str]) -> dict:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(list(argv))
     check_beam_args(beam_args, parser)
+    if args.lid_source and not args.source_is_language:
+        raise ConfigError("--lid-source needs --source-is-language (its documents' language is the source name)")
     if args.min_docs < 2 or args.max_docs < args.min_docs:
         raise ConfigError("--min-docs must be >= 2 and --max-docs >= --min-docs")
     overrides = set_values(args.set_values, type(load_config()))
-    overrides.update({"inputs": args.input, "sources": args.source, "output": args.output})
+    overrides.update({"inputs": args.input, "output": args.output,
+                      "sources": [*args.source, *(LID_ONLY + spec for spec in args.lid_source)]})
     config = load_config(args.config, overrides)
     if not config.inputs and not config.sources:
         raise ConfigError("no input: pass --input GLOB or --source NAME=GLOB")
@@ -96,24 +112,39 @@ def calibrate_corpus(argv: Sequence[str]) -> dict:
         with loopback_only_grpc(), beam.Pipeline(options=PipelineOptions(beam_args)) as p:
             html, text, _ = read_sources(p, config, root)
             extracted, _ = html | "Extract" >> ApplyStage(Extractor(config.extract))
-            _ = ([extracted, text]
-                 | "AllDocuments" >> beam.Flatten()
-                 | "Measure" >> beam.ParDo(MeasureFn(config.langid.model, config.fineweb.short_line_chars,
-                                                    args.source_is_language))
+            measured = ([extracted, text]
+                        | "AllDocuments" >> beam.Flatten()
+                        | "Measure" >> beam.ParDo(MeasureFn(config.langid.model, config.fineweb.short_line_chars,
+                                                           args.source_is_language)).with_outputs(MeasureFn.LID,
+                                                                                                  main="rules"))
+            _ = (measured[MeasureFn.LID]
+                 | "CountLabels" >> beam.combiners.Count.PerElement()
+                 | "LabelsAsJson" >> beam.Map(lambda kv: json.dumps(["label", *kv[0], kv[1]]))
+                 | "WriteLabels" >> beam.io.WriteToText(os.path.join(tmp, "labels"), file_name_suffix=".jsonl"))
+            _ = (measured.rules
                  | "SamplePerLanguage" >> beam.combiners.Top.PerKey(args.max_docs, key=lambda item: item[0])
                  | "AsJson" >> beam.Map(lambda kv: json.dumps({"lang": kv[0], "metrics": [m for _, m in kv[1]]}))
                  | "Write" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
         samples: dict[str, dict[str, list[float]]] = {}
+        labelled: dict[str, dict[str, dict[int, int]]] = {}  # lid.176 label -> declared language -> bin -> pages
+        pages: dict[str, int] = {}                           # declared language -> pages
         for name in sorted(os.listdir(tmp)):
             with open(os.path.join(tmp, name), encoding="utf-8") as fh:
                 for line in fh:
                     row = json.loads(line)
+                    if isinstance(row, list):  # ["label", lid.176 label, declared, bin, pages]
+                        _, label, declared, score_bin, n = row
+                        labelled.setdefault(label, {}).setdefault(declared, {})[score_bin] = n
+                        pages[declared] = pages.get(declared, 0) + n
+                        continue
                     per_key = samples.setdefault(row["lang"], {})
                     for metrics in row["metrics"]:
                         for key, value in metrics.items():
                             per_key.setdefault(key, []).append(value)
+    fitted = langid_thresholds(labelled, pages, min_docs=args.min_docs) if labelled else None
     try:
-        result = calibrate(samples, {lang: script_family(lang) for lang in samples}, args.min_docs, args.reference)
+        result = calibrate(samples, {lang: script_family(lang) for lang in {*samples, *labelled}}, args.min_docs,
+                           args.reference, fitted, parallel=args.parallel)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     with open(args.output, "w", encoding="utf-8") as fh:
@@ -128,6 +159,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"refinery calibrate: error: {exc}", file=sys.stderr)
         return 2
     docs = result["calibration"]["documents"]
+    rates = result["calibration"].get("langid", {})
+    if rates:
+        print("language-ID thresholds (kept-true: share of the label's own pages kept; let-through: the most any "
+              "other language's pages pass as it):", file=sys.stderr)
+        for label, row in rates.items():
+            fitted = result["languages"][label]["langid"]
+            print(f"  {label:>4} threshold {fitted['threshold']:.2f} confident {fitted['confident']:.2f}  kept-true "
+                  + (f"{row['kept_true']:.1%}" if row["kept_true"] is not None else "   -  ")
+                  + f" of {row['own_pages']}, let-through {row['let_through_worst']:.1%}"
+                  + (f" ({row['worst_foreign']})" if row["worst_foreign"] else "")
+                  + (f"; left to the second opinion: {', '.join(row['held_back_by_second'])}"
+                     if row["held_back_by_second"] else ""), file=sys.stderr)
     print(f"[refinery] calibrated {len(result['languages'])} languages ({sum(docs.values())} documents), "
           f"{len(result['scripts'])} script families; languages under the minimum: "
           f"{', '.join(sorted(k for k in docs if k not in result['languages'])) or 'none'}", file=sys.stderr)

@@ -53,10 +53,14 @@ class JobConfig:
     num_shards: int = 0                 # files per ledger writer, phase 1 and 2 (0 lets the runner choose)
     ledger_snippet_chars: int = 300     # text kept per ledger row, to judge a drop by; 0 keeps no text (privacy)
     inject_errors: tuple[str, ...] = () # testing only: "STAGE=URL_SUBSTRING" makes STAGE raise ValueError there
-    # Per-language thresholds: a file `refinery calibrate` writes, or "bundled" (stages/models/thresholds.yaml,
-    # calibrated on NTREX-128 news in 91 languages); none: every language is judged by the English-shaped
-    # thresholds of the sections below
+    # Per-language thresholds: a file `refinery calibrate` writes, or "bundled" (stages/models/thresholds.yaml:
+    # rules calibrated on NTREX-128 news, language ID on NTREX, FLORES-200 and Tatoeba); none: every language is
+    # judged by the thresholds of the sections below
     thresholds: str | None = "bundled"
+    # The settings the user gave (--config values that differ from the default, --set, flags): load_config
+    # fills it. They win over a thresholds file the user did not choose (precedence: defaults < bundled
+    # thresholds < --config < --set < flags); a file they chose themselves keeps its per-language values.
+    user_settings: frozenset = field(default=frozenset(), init=False, compare=False, repr=False)
 
     def __post_init__(self):
         check(self.anneal_fraction is None or 0 < self.anneal_fraction <= 1, "anneal_fraction must be in (0, 1]")
@@ -85,7 +89,13 @@ class JobConfig:
               "the anneal split needs quality scores: enable the quality stage")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["user_settings"] = sorted(self.user_settings)
+        return out
+
+    def overriding(self) -> frozenset[str]:
+        """The user's settings that override the thresholds file's: all of them, unless they chose the file."""
+        return frozenset() if "thresholds" in self.user_settings else self.user_settings
 
 
 TABLE = stage_table()
@@ -98,8 +108,27 @@ RunConfig = dataclasses.make_dataclass(
 
 
 def load_config(yaml_path: str | None = None, overrides: Mapping[str, Any] | None = None) -> RunConfig:
-    """Defaults, then the YAML file, then `overrides` given as dotted keys ("langid.threshold")."""
-    return load(RunConfig, yaml_path, overrides)
+    """Defaults, then the YAML file, then `overrides` given as dotted keys ("langid.threshold"); the result
+    knows which settings the user gave (`user_settings`)."""
+    config = load(RunConfig, yaml_path, overrides)
+    given = set(overrides or {})
+    if yaml_path:  # a file restating a default (a generated one) sets nothing
+        given |= _differing(load(RunConfig, yaml_path), RunConfig())
+    object.__setattr__(config, "user_settings", frozenset(given))
+    return config
+
+
+def _differing(config: Any, default: Any, prefix: str = "") -> set[str]:
+    out = set()
+    for f in dataclasses.fields(config):
+        if not f.init:
+            continue
+        value, base = getattr(config, f.name), getattr(default, f.name)
+        if dataclasses.is_dataclass(value):
+            out |= _differing(value, base, f"{prefix}{f.name}.")
+        elif value != base:
+            out.add(prefix + f.name)
+    return out
 
 
 DEFAULT_YAML_HEADER = """\

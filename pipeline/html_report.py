@@ -95,7 +95,9 @@ def _kept_measures(kept: Sequence[Mapping[str, Any]], config) -> list[tuple[Mapp
 
     out = []
     for doc in kept:
-        m = measure(doc["text"], doc.get("lang"), doc.get("lang_score"))
+        m = measure(doc["text"], doc.get("lang"))
+        if doc.get("lang_score") is not None:
+            m["langid.threshold"] = doc["lang_score"]
         for column in ("quality_score", "toxicity_score"):
             if doc.get(column) is not None:
                 m[column] = doc[column]
@@ -223,6 +225,14 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
     if report.get("warc_records_by_type"):
         parts.append("</div><div class='card'>" + svg.bars(
             [(k, [v]) for k, v in report["warc_records_by_type"].items()], ["records"], "WARC records by type"))
+    applied = report.get("langid_thresholds") or {}
+    if applied:
+        rows = [[_e(lang), svg.number(applied[lang]["threshold"]),
+                 "" if applied[lang]["confident"] is None else svg.number(applied[lang]["confident"]),
+                 _e(applied[lang]["from"])] for lang in languages if lang in applied]
+        parts.append("</div><div class='card'><h3>Language-ID threshold applied</h3><p>Pages under the threshold are "
+                     "dropped; between it and the confident score, CLD2 must not name another language.</p>"
+                     + _table(["lang", "threshold", "confident", "from"], rows, numeric=(1, 2)))
     parts.append("</div></div>")
     parts.append("<h2>Why pages were dropped</h2><p>Filter: <input id='filter' placeholder='stage or reason'></p>")
     parts += [_reason_section(s, measured, stages) for s in reasons]

@@ -69,6 +69,7 @@ from stages.dedup import DEDUP_AGAINST
 from stages.extraction import trafilatura_speedups
 from stages.extraction.extract import Extractor
 from stages.extraction.warc import STAGE as WARC_STAGE
+from stages.langid import STAGE as LANGID_STAGE
 from stages.mix import parse_weights
 from stages.settings import add_flags, add_set_flag, flag_values, set_values
 from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, WRITE, StageSpec
@@ -563,6 +564,12 @@ def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str,
                            "written": sum(s["rows"] for s in valid_shards)}
     if config.dedup.exact or config.dedup.near:
         report["dedup"] = dedup_report(config.dedup, counters or {})
+    # per language: the language-ID threshold applied and where it came from (file, user, default)
+    langid = next(spec for spec in TABLE if spec.name == LANGID_STAGE).make(config)
+    ledger = reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet"))
+    seen = {*report["languages"], *(lang for (stage, lang) in reporting.column_counts(ledger, ["stage", "lang"])
+                                    if stage == LANGID_STAGE and lang)}
+    report["langid_thresholds"] = {lang: langid.applied(lang, config.user_settings) for lang in sorted(seen)}
 
 
 def _write_html_report(config: RunConfig, report: dict[str, Any]) -> None:

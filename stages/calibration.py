@@ -14,6 +14,11 @@ This is FineWeb-2's "remove the same share as in English" (Penedo et al. 2025), 
 documents per language (where their quantile estimates would also tighten thresholds on noise). Languages
 with fewer than `min_docs` documents get their script family's entry (Latin, Cyrillic, CJK, Indic, ...),
 calibrated on the pooled documents of its languages.
+
+The language-ID threshold has a rule of its own (`LID_RULE`, `langid_thresholds`), since a score threshold
+decides between right and wrong labels, not between clean and dirty pages: it is fitted on both sides, the
+scores L's own pages get and the scores other languages' pages get when lid.176 labels them L (languages it
+cannot name included: they are what a crawl's wrong labels are made of).
 """
 from __future__ import annotations
 
@@ -24,14 +29,22 @@ from dataclasses import dataclass
 
 from stages.c4 import C4Config, clean_lines
 from stages.fineweb import FineWebConfig, line_measures
-from stages.gopher import GopherQualityConfig, GopherRepetitionConfig, NGrams, quality_measures
+from stages.gopher import GopherQualityConfig, GopherRepetitionConfig, NGrams, quality_measures, scaled
 from stages.harmful.badwords import BadWordsConfig, BadWordsFilter, find_bad_words
-from stages.langid import LangIdConfig
 from stages.text import normalized_words
 
 RULE = ("s = share of reference documents a threshold removes; t_L = t_en if s_L(t_en) <= max(2 s_en, s_en + 0.02), "
-        "else the L quantile that removes s_en / 2 of L's reference documents (never tighter than t_en)")
+        "else the L quantile that removes s_en / 2 of L's reference documents (never tighter than t_en; a length "
+        "limit at least t_en times L's median over English's); n-gram rules at n x ngram_scale words (L's words per "
+        "English word in the same documents)")
 QUANTILES = (0.02, 0.1, 0.5, 0.9, 0.98)
+LID_RULE = ("per label L, on pages of known language: t_L = max(base, min(ceiling, the lowest score at which each "
+            "other language lets <= let_through of its pages through as L)), leaving out the languages that cannot be "
+            "held back while keeping >= keep of L's own pages; base = floor, lowered (to no less than lowest) where "
+            "the floor would keep < keep of L's own pages and L has >= min_docs of them; confident_L = the lowest score no other language "
+            "reaches with more than let_through of its pages (1.01: none, always ask): between t_L and confident_L "
+            "the second opinion decides; a script family's entry is its strictest language's")
+SCORE_BINS = 100  # language-ID scores are counted in bins of 0.01
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,7 @@ class Metric:
     low: float = 0.0             # the setting's range
     high: float = math.inf
     integer: bool = False
+    proportional: bool = False   # a length, whose limit scales with the language's typical value
 
     @property
     def section(self) -> str:
@@ -52,11 +66,12 @@ class Metric:
 
 
 TOP_NGRAMS, DUP_NGRAMS = (2, 3, 4), (5, 6, 7, 8, 9, 10)
+RAW = "repetition."        # measured n-gram shares at every n, before a language's ngram_scale picks its n
+MAX_NGRAM_SCALE = 2.5      # Vietnamese syllables, ICU's Japanese words: ~1.3-1.8 per English word
 METRICS = (
-    Metric("langid.threshold", "min", 0.05, 1.0),
     Metric("gopher_quality.min_words", "min", 0, math.inf, integer=True),
     Metric("gopher_quality.min_mean_word_length", "min"),
-    Metric("gopher_quality.max_mean_word_length", "max"),
+    Metric("gopher_quality.max_mean_word_length", "max", proportional=True),
     Metric("gopher_quality.min_alpha_words", "min", 0.0, 1.0),
     Metric("gopher_quality.min_stop_words", "min", 0, math.inf, integer=True),
     *(Metric(f"gopher_repetition.max_top_ngram_chars.{n}", "max", 0.0, 1.0) for n in TOP_NGRAMS),
@@ -70,11 +85,10 @@ METRICS = (
 BY_KEY = {m.key: m for m in METRICS}
 
 
-def measure(text: str, lang: str | None, lang_score: float | None, short_line_chars: int = 30) -> dict[str, float]:
+def measure(text: str, lang: str | None, short_line_chars: int = 30) -> dict[str, float]:
     """What each calibrated rule measures on one page, computed as the rule computes it
-    (stages/gopher.py, stages/fineweb.py, stages/langid.py); rules that skip the language are absent, and
-    so is the language-ID score when it is None (the page was not identified as its language)."""
-    out = {} if lang_score is None else {"langid.threshold": lang_score}
+    (stages/gopher.py, stages/fineweb.py); rules that skip the language are absent."""
+    out: dict[str, float] = {}
     quality = quality_measures(text, lang)
     out["gopher_quality.min_words"] = float(quality["words"])
     if quality["mean_word_length"] is not None:
@@ -83,11 +97,11 @@ def measure(text: str, lang: str | None, lang_score: float | None, short_line_ch
     if quality["stop_words"] is not None:
         out["gopher_quality.min_stop_words"] = float(quality["stop_words"])
     grams = NGrams(normalized_words(text, lang))
-    if grams.total:
-        for k in TOP_NGRAMS:
-            out[f"gopher_repetition.max_top_ngram_chars.{k}"] = grams.top_chars(k) / grams.total
-        for k in DUP_NGRAMS:
-            out[f"gopher_repetition.max_dup_ngram_chars.{k}"] = grams.duplicated_chars(k) / grams.total
+    if grams.total:  # at every n a language's ngram_scale may ask for (`with_ngram_scale` picks them)
+        for m in range(TOP_NGRAMS[0], scaled(TOP_NGRAMS[-1], MAX_NGRAM_SCALE) + 1):
+            out[f"{RAW}top.{m}"] = grams.top_chars(m) / grams.total
+        for m in range(DUP_NGRAMS[0], scaled(DUP_NGRAMS[-1], MAX_NGRAM_SCALE) + 1):
+            out[f"{RAW}dup.{m}"] = grams.duplicated_chars(m) / grams.total
     lines = line_measures(text, lang, short_line_chars)
     if lines is not None:
         out["fineweb.min_line_punct"] = lines["line_punct"]
@@ -106,9 +120,27 @@ def _bad_words() -> BadWordsFilter:
     return BadWordsFilter()
 
 
+def ngram_scale(words: Sequence[float], english_words: Sequence[float]) -> float:
+    """Words of a language per English word, from the word counts of the same documents (parallel text):
+    the ratio of medians, rounded to 0.1; 1.0 where under 1.2 (compounding languages keep English n)."""
+    ratio = quantile(sorted(words), 0.5) / max(quantile(sorted(english_words), 0.5), 1.0)
+    return 1.0 if ratio < 1.2 else round(min(ratio, MAX_NGRAM_SCALE), 1)
+
+
+def with_ngram_scale(metrics: Mapping[str, Sequence[float]], scale: float) -> dict[str, Sequence[float]]:
+    """The n-gram rules' samples at the n `scale` gives each rule's n (raw measurements dropped)."""
+    out = {k: v for k, v in metrics.items() if not k.startswith(RAW)}
+    for kind, setting, sizes in (("top", "max_top_ngram_chars", TOP_NGRAMS), ("dup", "max_dup_ngram_chars", DUP_NGRAMS)):
+        for n in sizes:
+            raw = metrics.get(f"{RAW}{kind}.{scaled(n, scale)}")
+            if raw is not None:
+                out[f"gopher_repetition.{setting}.{n}"] = raw
+    return out
+
+
 def english_thresholds() -> dict[str, float]:
     """The thresholds the run's defaults set (the English-shaped recipe), by metric key."""
-    configs = {"langid": LangIdConfig(), "gopher_quality": GopherQualityConfig(),
+    configs = {"gopher_quality": GopherQualityConfig(),
                "gopher_repetition": GopherRepetitionConfig(), "fineweb": FineWebConfig(), "bad_words": BadWordsConfig(),
                "c4": C4Config()}
     out = {}
@@ -145,6 +177,8 @@ def moved_threshold(metric: Metric, t_en: float, english: Sequence[float], other
         return t_en
     if metric.direction == "max":
         value = max(quantile(other, 1.0 - s_en / 2), t_en)
+        if metric.proportional:  # a length: as far from L's typical page as English's limit is from English's
+            value = max(value, t_en * quantile(other, 0.5) / quantile(english, 0.5))
     else:
         value = min(quantile(other, s_en / 2), t_en)
     value = min(max(value, metric.low), metric.high)
@@ -152,9 +186,18 @@ def moved_threshold(metric: Metric, t_en: float, english: Sequence[float], other
 
 
 def calibrate(samples: Mapping[str, Mapping[str, Sequence[float]]], families: Mapping[str, str],
-              min_docs: int = 30, reference: str = "en") -> dict:
-    """The thresholds file's content from per-language metric samples ({lang: {metric key: values}})."""
+              min_docs: int = 30, reference: str = "en", langid: Mapping[str, Mapping] | None = None,
+              parallel: bool = False) -> dict:
+    """The thresholds file's content from per-language metric samples ({lang: {metric key: values}}) and the
+    language-ID thresholds (`langid_thresholds`' result, whose languages' families `families` also gives).
+    `parallel`: the samples are the same documents in every language, so word counts give each language's
+    ngram_scale."""
     t_en = english_thresholds()
+    words = "gopher_quality.min_words"
+    scales = {lang: ngram_scale(m[words], samples[reference][words])
+              if parallel and m.get(words) and samples.get(reference, {}).get(words) else 1.0
+              for lang, m in samples.items()}
+    samples = {lang: with_ngram_scale(metrics, scales[lang]) for lang, metrics in samples.items()}
     sorted_samples = {lang: {k: sorted(v) for k, v in metrics.items()} for lang, metrics in samples.items()}
     english = sorted_samples.get(reference, {})
     docs = {lang: max((len(v) for v in metrics.values()), default=0) for lang, metrics in sorted_samples.items()}
@@ -194,7 +237,9 @@ def calibrate(samples: Mapping[str, Mapping[str, Sequence[float]]], families: Ma
     languages = {lang: entry(m) for lang, m in sorted(sorted_samples.items()) if docs[lang] >= min_docs}
     scripts = {family: entry(m) for family, m in sorted(pooled.items())
                if max((len(v) for v in m.values()), default=0) >= min_docs}
-    return {
+    _add_ngram_scales(languages, scripts, scales, families)
+    _add_langid(languages, scripts, families, langid or {})
+    result = {
         "about": "Per-language thresholds written by `refinery calibrate`; `refinery run --thresholds FILE` applies them",
         "rule": RULE,
         "reference_language": reference,
@@ -209,3 +254,94 @@ def calibrate(samples: Mapping[str, Mapping[str, Sequence[float]]], families: Ma
             "quantile_levels": list(QUANTILES),
         },
     }
+    if langid:
+        result["langid_rule"] = LID_RULE
+        result["calibration"]["langid"] = {label: {k: v for k, v in fitted.items() if k not in ("threshold", "confident")}
+                                           for label, fitted in langid.items()}
+    return result
+
+
+def _add_ngram_scales(languages: dict, scripts: dict, scales: Mapping[str, float], families: Mapping[str, str]) -> None:
+    """ngram_scale into the entries whose n-gram thresholds were measured at scaled n (a family: its median)."""
+    for name, table, scale in ([(lang, languages, scales[lang]) for lang in languages]
+                               + [(f, scripts, quantile(sorted(s for lang, s in scales.items() if families.get(lang) == f),
+                                                        0.5)) for f in scripts]):
+        if scale != 1.0:
+            table[name].setdefault("gopher_repetition", {})["ngram_scale"] = round(scale, 1)
+
+
+def _add_langid(languages: dict, scripts: dict, families: Mapping[str, str], langid: Mapping[str, Mapping]) -> None:
+    """The language-ID settings into every fitted label's entry, and each script family's strictest into its."""
+    rule_calibrated = set(languages)
+    for label, fitted in langid.items():
+        settings = {"threshold": fitted["threshold"], "confident": fitted["confident"]}
+        family = families.get(label, "")
+        if label not in rule_calibrated:  # its own entry must still carry its script's rule thresholds
+            languages[label] = {section: dict(values) for section, values in scripts.get(family, {}).items()
+                                if section != "langid"}
+        languages[label]["langid"] = settings
+        if family:
+            shared = scripts.setdefault(family, {}).setdefault("langid", {"threshold": 0.0, "confident": 0.0})
+            for key, value in settings.items():
+                shared[key] = max(shared[key], value)
+
+
+def score_bin(score: float) -> int:
+    """The bin of a language-ID score: a page is kept at threshold b / SCORE_BINS iff its bin >= b."""
+    return min(int(math.floor(score * SCORE_BINS + 1e-9)), SCORE_BINS)
+
+
+def _at_least(bins: Mapping[int, int]) -> list[int]:
+    """[pages with bin >= b for b in 0..SCORE_BINS]."""
+    out, running = [0] * (SCORE_BINS + 2), 0
+    for b in range(SCORE_BINS, -1, -1):
+        running += bins.get(b, 0)
+        out[b] = running
+    return out
+
+
+def langid_thresholds(labelled: Mapping[str, Mapping[str, Mapping[int, int]]], pages: Mapping[str, int],
+                      floor: float = 0.3, ceiling: float = 0.65, keep: float = 0.95, let_through: float = 0.02,
+                      min_docs: int = 30, lowest: float = 0.1) -> dict[str, dict]:
+    """`LID_RULE`. labelled: {label: {declared language: {score bin: pages}}} (lid.176's top label and score of
+    every page of a declared language); pages: {declared language: all its pages}. Returns, per label,
+    threshold, confident and the rates behind them (kept_true, let_through_worst, held_back_by_second).
+
+    The floor is FineWeb-2's lowest language threshold, kept where L's own pages are too few to show that
+    lid.176 scores L low (Malagasy, Somali: most of their pages under 0.3); the ceiling FineWeb's 0.65: reference prose scores
+    near 1.0 in its own language, crawled pages (menus, quotes, code) far less often, so a threshold the prose
+    would allow above 0.65 would cost real pages: above it the second opinion separates instead."""
+    out = {}
+    for label, by_declared in sorted(labelled.items()):
+        own = _at_least(by_declared.get(label, {}))
+        n_own = own[0]
+        # the highest threshold that keeps `keep` of L's own pages (none known: no bound)
+        keep_bound = (max((b for b in range(SCORE_BINS + 1) if own[b] >= keep * n_own), default=0)
+                      if n_own >= min_docs else SCORE_BINS)
+        need: dict[str, int] = {}  # foreign language -> the lowest bin at which it lets <= let_through through
+        for declared, bins in by_declared.items():
+            if declared == label or not pages.get(declared):
+                continue
+            at_least = _at_least(bins)
+            need[declared] = next((b for b in range(SCORE_BINS + 1) if at_least[b] <= let_through * pages[declared]),
+                                  SCORE_BINS + 1)
+        separable = [b for b in need.values() if b <= keep_bound]
+        base = round(floor * SCORE_BINS)
+        if n_own >= min_docs:
+            base = min(base, max(keep_bound, round(lowest * SCORE_BINS)))
+        threshold = max(base, min(round(ceiling * SCORE_BINS), max(separable, default=0)))
+        threshold /= SCORE_BINS
+        confident = max([threshold * SCORE_BINS, *need.values()]) / SCORE_BINS
+        if confident >= 0.99:  # another language reaches full confidence (fastText's 0.99997 and 1.0 alike): ask always
+            confident = 1.01
+        t = round(threshold * SCORE_BINS)
+        foreign_through = {d: _at_least(by_declared[d])[t] / pages[d] for d in need}
+        out[label] = {
+            "threshold": round(threshold, 2), "confident": round(min(confident, 1.01), 2),
+            "own_pages": n_own, "kept_true": round(own[t] / n_own, 4) if n_own else None,
+            "foreign_languages": len(need),
+            "worst_foreign": (max(foreign_through, key=foreign_through.get) if foreign_through else None),
+            "let_through_worst": round(max(foreign_through.values(), default=0.0), 4),
+            "held_back_by_second": sorted(d for d, b in need.items() if b > keep_bound),
+        }
+    return out

@@ -111,9 +111,15 @@ class GopherRepetitionConfig:
     # n -> max share of characters inside n-grams that occur more than once
     max_dup_ngram_chars: tuple[tuple[int, float], ...] = (
         (5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+    # words of the page's language per English word in the same text: an n-gram rule looks at n-grams of
+    # round(n * ngram_scale) words, so that it spans as much text as in English (Vietnamese writes syllables,
+    # ICU cuts Japanese into short words: their 5-grams are English 2-3-grams). The bundled thresholds set it
+    # from NTREX-128's translations of the same articles.
+    ngram_scale: float = 1.0
 
     def __post_init__(self):
         check_not_negative(self)
+        check(1.0 <= self.ngram_scale <= 5.0, f"ngram_scale must be in [1, 5], got {self.ngram_scale}")
         check(all(n >= 1 for n, _ in self.max_top_ngram_chars + self.max_dup_ngram_chars), "n-gram sizes must be >= 1")
 
 
@@ -156,14 +162,26 @@ class GopherRepetition(RuleStage):
         if not total:
             return None
         for n, limit in c.max_top_ngram_chars:
-            verdict = over(DropReason.TOP_NGRAM_CHARS, grams.top_chars(n) / total, limit, ".3f", f"n={n}: ")
+            m = scaled(n, c.ngram_scale)
+            verdict = over(DropReason.TOP_NGRAM_CHARS, grams.top_chars(m) / total, limit, ".3f", f"n={ngram_label(n, m)}: ")
             if verdict:
                 return verdict
         for n, limit in c.max_dup_ngram_chars:
-            verdict = over(DropReason.DUP_NGRAM_CHARS, grams.duplicated_chars(n) / total, limit, ".3f", f"n={n}: ")
+            m = scaled(n, c.ngram_scale)
+            verdict = over(DropReason.DUP_NGRAM_CHARS, grams.duplicated_chars(m) / total, limit, ".3f",
+                           f"n={ngram_label(n, m)}: ")
             if verdict:
                 return verdict
         return None
+
+
+def scaled(n: int, scale: float) -> int:
+    """The n-gram size that spans as much text as n English words."""
+    return max(n, round(n * scale))
+
+
+def ngram_label(n: int, m: int) -> str:
+    return str(n) if m == n else f"{n} (as {m} words)"
 
 
 def duplicate_units(units: Sequence[str]) -> tuple[int, int]:

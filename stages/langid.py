@@ -26,11 +26,22 @@ class LangIdConfig:
     model: str | None = None          # path to a fastText LID model (lid.176.bin, GlotLID); none = bundled lid.176.ftz
     threshold: float = 0.65              # FineWeb keeps pages whose top language scores >= 0.65
     languages: tuple[str, ...] | None = None  # keep only these codes, e.g. en,de; none = any language
+    second_opinion: str | None = "cld2"  # under `confident`, a label CLD2 contradicts is dropped (stages/cld2.py);
+                                         # none: lid.176 alone
+    confident: float = 0.0               # scores from here up need no second opinion; 0: never ask (the bundled
+                                         # thresholds set it per language: where other languages' pages stop
+                                         # reaching; 1.01: always ask)
 
     def __post_init__(self):
         check(0.0 <= self.threshold <= 1.0, f"threshold must be in [0, 1], got {self.threshold}")
+        check(0.0 <= self.confident <= 1.01, f"confident must be in [0, 1.01] (1.01: always ask), got {self.confident}")
+        check(self.second_opinion in (None, "cld2"), f"second_opinion must be cld2 or none, got {self.second_opinion!r}")
         if self.languages is not None:  # "en,de" from a flag or a file
             object.__setattr__(self, "languages", split_commas(self.languages) or None)
+
+
+def _written_cantonese(text: str) -> bool:
+    return sum(ch in CANTONESE_MARKERS for ch in text[:4000]) >= 5
 
 
 def bundled_model_path() -> str:
@@ -58,6 +69,7 @@ class LanguageIdentifier(Stage):
         self._languages: frozenset[str] | None = (frozenset(c.lower() for c in config.languages)
                                                      if config.languages else None)
         self._model = None
+        self._labels: frozenset[str] | None = None
 
     def check(self) -> None:
         """The model loads and every requested language is one of its labels (else one line with hints)."""
@@ -82,24 +94,58 @@ class LanguageIdentifier(Stage):
     def teardown(self) -> None:
         self._model = None
 
-    def predict(self, text: str) -> tuple[str, float]:
+    def labels(self) -> frozenset[str]:
+        """The language codes the model can give."""
+        if self._labels is None:
+            if self._model is None:
+                self.setup()
+            self._labels = frozenset(_label_to_code(label) for label in self._model.get_labels())
+        return self._labels
+
+    def predict(self, text: str, k: int = 1) -> tuple[str, float]:
         """(language code, probability) of the top label. fastText reads one line, so newlines become spaces."""
+        labels = self.top(text, k=1)
+        return labels[0] if labels else ("und", 0.0)
+
+    def top(self, text: str, k: int = 3) -> list[tuple[str, float]]:
+        """The `k` most likely (language code, probability), best first."""
         if self._model is None:
             self.setup()
-        labels, probs = self._model.predict(" ".join(text.split()), k=1)
-        if not labels:
-            return "und", 0.0
-        return _label_to_code(labels[0]), min(float(probs[0]), 1.0)  # fastText can return 1.00001
+        labels, probs = self._model.predict(" ".join(text.split()), k=k)
+        return [(_label_to_code(label), min(float(p), 1.0)) for label, p in zip(labels, probs)]  # 1.00001 occurs
 
     def __call__(self, doc: Document) -> StageResult:
-        lang, score = self.predict(doc.text)
-        threshold = self.config_for(lang).threshold
-        if score < threshold:
+        ranked = self.top(doc.text, k=5) or [("und", 0.0)]
+        lang, score = ranked[0]
+        if lang == "zh" and "yue" in self.labels() and _written_cantonese(doc.text):
+            lang = "yue"  # lid.176 calls written Cantonese zh; its particles say otherwise
+            self.count("relabel.yue.cantonese")
+        config = self.config_for(lang)
+        second = None
+        if self.config.second_opinion and score < max(config.threshold, config.confident):
+            from stages import cld2
+
+            second, sure = cld2.opinion(doc.text)
+            unsure = score < config.threshold or not cld2.agrees(lang, second)
+            ranked_codes = [code for code, _ in ranked]
+            if (unsure and sure and second != lang and second in ranked_codes and lang in cld2.known()
+                    and second not in cld2.COLLECTIVE):
+                # both identifiers name `second`: lid.176 among its top 5, CLD2 first and reliably
+                self.count(f"relabel.{lang}.{second}")
+                lang, score = second, ranked[ranked_codes.index(second)][1]
+                return self._selected(doc, lang, score)
+        if score < config.threshold:
             whose = self.thresholds_of(lang)
             return doc.replace(lang=lang).drop(
                 STAGE, DropReason.LANG_BELOW_THRESHOLD,
-                f"{lang}:{score:.3f}" + (f" < {threshold} ({whose} threshold)" if whose else ""),
-                value=score, threshold=threshold)
+                f"{lang}:{score:.3f}" + (f" < {config.threshold} ({whose} threshold)" if whose else ""),
+                value=score, threshold=config.threshold)
+        if second is not None and score < config.confident and not cld2.agrees(lang, second):
+            return doc.replace(lang=lang).drop(STAGE, DropReason.LANG_DISPUTED, f"{lang}:{score:.3f} cld2:{second}",
+                                               value=score)
+        return self._selected(doc, lang, score)
+
+    def _selected(self, doc: Document, lang: str, score: float) -> StageResult:
         if self._languages is not None and lang.lower() not in self._languages:
             return doc.replace(lang=lang).drop(STAGE, DropReason.LANG_NOT_SELECTED, f"{lang}:{score:.3f}", value=score)
         self._note_confusables(doc.text, lang)
@@ -107,16 +153,29 @@ class LanguageIdentifier(Stage):
 
     def _note_confusables(self, text: str, lang: str) -> None:
         """Count kept pages whose label the text itself contradicts (`langid.note.confusable.<label>.<what>` in
-        the funnel): most letters in another script family than the label's, or, for `zh`, written Cantonese."""
+        the funnel): most letters in another script family than the label's."""
         written = dominant_script_family(text)
         expected = script_family(lang)
         if written and written != expected and expected in SCRIPT_FAMILIES:  # ICU knows the label's script
             self.count(f"confusable.{lang}.{written}")
-        if lang == "zh" and sum(ch in CANTONESE_MARKERS for ch in text[:4000]) >= 5:
-            self.count("confusable.zh.cantonese")
+
+
+    def applied(self, lang: str, user_settings: frozenset[str] = frozenset()) -> dict:
+        """The language-ID threshold and confident score a page labelled `lang` is judged by, and where they
+        come from (the user's setting, the thresholds file's entry for the language or its script, the default)."""
+        config, whose = self.config_for(lang), self.thresholds_of(lang)
+        if whose:
+            from stages.thresholds import bundled_path
+
+            path = self.language_settings.thresholds.path
+            where = f"thresholds file ({'bundled' if path == bundled_path() else path}): {whose}"
+        else:
+            where = "your setting" if "langid.threshold" in user_settings else "default"
+        return {"threshold": config.threshold, "confident": config.confident if self.config.second_opinion else None,
+                "from": where}
 
     def __getstate__(self):  # the loaded model stays on the worker that loaded it
-        return {"config": self.config, "_languages": self._languages, "_model": None,
+        return {"config": self.config, "_languages": self._languages, "_model": None, "_labels": None,
                 "language_settings": self.language_settings}
 
 
@@ -124,4 +183,6 @@ SPEC = StageSpec(
     name=STAGE, order=20, config=LangIdConfig, build=LanguageIdentifier,
     about="fastText lid.176: sets `lang`, `lang_score`",
     reasons={DropReason.LANG_BELOW_THRESHOLD: "top language score under `langid.threshold` (detail: `lang:score`)",
+             DropReason.LANG_DISPUTED: "score under `langid.confident` and CLD2 names another language it knows "
+                                       "(detail: `lang:score cld2:code`)",
              DropReason.LANG_NOT_SELECTED: "confident, but not in `langid.languages` (`--languages`)"})

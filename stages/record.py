@@ -37,6 +37,7 @@ class DropReason(str, enum.Enum):
     # langid
     LANG_BELOW_THRESHOLD = "lang_below_threshold"  # top language score under the threshold
     LANG_NOT_SELECTED = "lang_not_selected"        # confident, but not one of --languages
+    LANG_DISPUTED = "lang_disputed"                # unsure, and a second identifier names another language
     # gopher_quality (one reason per rule; detail gives the measured value and the threshold)
     GOPHER_TOO_FEW_WORDS = "gopher_too_few_words"
     GOPHER_TOO_MANY_WORDS = "gopher_too_many_words"

@@ -3,6 +3,7 @@ and FLORES-200 Wikipedia sentences, both professionally translated, from the wor
 
     ntrex_documents(MULTILINGUAL)     (file code, document number, text), one sentence a line
     flores_documents(MULTILINGUAL)    (folder code, chunk number, text), `per_doc` consecutive sentences
+    tatoeba_documents(MULTILINGUAL)   (ISO 639-3 code, chunk number, text), `per_doc` sentences
     lid_code(code, labels)            the lid.176 label of an ISO 639-3 code (with a variant), or None
 """
 from __future__ import annotations
@@ -17,7 +18,10 @@ from collections.abc import Iterator
 MACRO = {"arb": "ar", "pes": "fa", "prs": "fa", "zsm": "ms", "msa": "ms", "cmn": "zh", "zho": "zh", "nob": "no",
          "nno": "nn", "swh": "sw", "plt": "mg", "mlg": "mg", "npi": "ne", "gaz": "om", "als": "sq", "sqi": "sq",
          "fil": "tl", "kmr": "ku", "ckb": "ckb", "yue": "yue", "uzb": "uz", "aze": "az", "mon": "mn", "lav": "lv",
-         "est": "et", "fas": "fa", "srp": "sr", "bos": "bs", "hrv": "hr", "pus": "ps", "snd": "sd", "tgk": "tg"}
+         "est": "et", "fas": "fa", "srp": "sr", "bos": "bs", "hrv": "hr", "pus": "ps", "snd": "sd", "tgk": "tg",
+         # FLORES-200's individual languages of a macrolanguage lid.176 names
+         "azj": "az", "khk": "mn", "lvs": "lv", "ory": "or", "pbt": "ps", "tgl": "tl", "uzn": "uz", "ydd": "yi",
+         "quy": "qu", **{arabic: "ar" for arabic in ("acm", "acq", "aeb", "ajp", "apc", "ars", "ary")}}
 
 
 @functools.cache
@@ -51,17 +55,34 @@ def ntrex_documents(multilingual: str) -> Iterator[tuple[str, int, str]]:
             yield code, number, "\n".join(s for s in sentences if s)
 
 
-def flores_documents(multilingual: str, per_doc: int = 10) -> Iterator[tuple[str, int, str]]:
-    """(folder code such as "deu_Latn", chunk number, text): FLORES-200 sentences in their original order,
-    `per_doc` consecutive ones (from the same article, mostly) to a document, one a line."""
+def flores_documents(multilingual: str, per_doc: int = 10,
+                     splits: tuple[str, ...] = ("train", "dev", "test")) -> Iterator[tuple[str, int, str]]:
+    """(folder code such as "deu_Latn", chunk number, text): FLORES-200 sentences of `splits` in their original
+    order, `per_doc` consecutive ones (from the same article, mostly) to a document, one a line."""
     root = os.path.join(multilingual, "sib200_flores", "data", "annotated")
     for folder in sorted(glob.glob(os.path.join(root, "*_*"))):
         if not os.path.isdir(folder):  # e.g. an archive next to the folders
             continue
         sentences: list[str] = []
-        for split in ("train", "dev", "test"):
+        for split in splits:
             with open(os.path.join(folder, f"{split}.tsv"), encoding="utf-8", newline="") as fh:
                 rows = sorted(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE), key=lambda r: int(r["index_id"]))
                 sentences += [r["text"] for r in rows]
         for number, start in enumerate(range(0, len(sentences) - per_doc + 1, per_doc)):
             yield os.path.basename(folder), number, "\n".join(sentences[start:start + per_doc])
+
+
+def tatoeba_documents(multilingual: str, per_doc: int = 8) -> Iterator[tuple[str, int, str]]:
+    """(ISO 639-3 code, chunk number, text): Tatoeba's sentences (LASER's test pairs with English; the English
+    side once), `per_doc` to a document, one a line."""
+    folder = os.path.join(multilingual, "tatoeba_laser", "data", "tatoeba", "v1")
+    english_done = False
+    for path in sorted(glob.glob(os.path.join(folder, "tatoeba.*-eng.*"))):
+        code = path.rsplit(".", 1)[1]
+        if code == "eng" and english_done:
+            continue
+        english_done |= code == "eng"
+        with open(path, encoding="utf-8") as fh:
+            sentences = [line.strip() for line in fh if line.strip()]
+        for number, start in enumerate(range(0, len(sentences) - per_doc + 1, per_doc)):
+            yield code, number, "\n".join(sentences[start:start + per_doc])

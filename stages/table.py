@@ -64,7 +64,7 @@ class StageSpec:
         if path and self.section:
             from stages.thresholds import attach
 
-            attach(stage, settings, self.section, path)
+            attach(stage, settings, self.section, path, getattr(run_config, "overriding", lambda: frozenset())())
         return stage
 
     def preflight(self, run_config: Any) -> None:

@@ -151,10 +151,28 @@ def _fields(config: Any) -> dict[str, Any]:
     return {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
 
 
-def attach(stage: Any, config: Any, section: str, path: str) -> None:
+# Settings decided together: a user who sets the first takes the others out of the thresholds file too
+COUPLED = {"langid.threshold": ("langid.confident",)}
+
+
+def without(thresholds: Thresholds, settings: frozenset[str]) -> Thresholds:
+    """The file less `settings` ("section.key"): what the user set wins over a file they did not choose."""
+    drop = set(settings) | {c for s in settings for c in COUPLED.get(s, ())}
+    if not drop:
+        return thresholds
+
+    def strip(table):
+        return {name: {section: {k: v for k, v in values.items() if f"{section}.{k}" not in drop}
+                       for section, values in sections.items()} for name, sections in table.items()}
+
+    return Thresholds(strip(thresholds.languages), strip(thresholds.scripts), thresholds.path)
+
+
+def attach(stage: Any, config: Any, section: str, path: str, user_settings: frozenset[str] = frozenset()) -> None:
     """Give `stage` its per-language configs from the thresholds file at `path`, if the file has any
-    for `section`; every entry is checked now (in the driver), not on the first page of that language."""
-    thresholds = load_thresholds(path)
+    for `section`; every entry is checked now (in the driver), not on the first page of that language.
+    `user_settings` ("section.key"): settings the user gave, which the file does not override."""
+    thresholds = without(load_thresholds(path), user_settings)
     mentioned = any(section in entry for table in (thresholds.languages, thresholds.scripts) for entry in table.values())
     if mentioned:
         stage.language_settings = LanguageSettings(config, section, thresholds)

@@ -19,17 +19,26 @@ def ntrex(code):
 
 
 def test_calibration_is_deterministic_and_small_languages_get_their_script_default(tmp_path):
-    for lang, code, n in (("en", "eng-GB", 40), ("de", "deu", 40), ("ja", "jpn", 40), ("nl", "nld", 3)):
+    for lang, code, n in (("en", "eng-GB", 40), ("de", "deu", 40), ("ja", "jpn", 40), ("nl", "nld", 3), ("fr", "fra", 40)):
         with open(tmp_path / f"{lang}.jsonl", "w", encoding="utf-8") as fh:  # NTREX news documents
             for i, text in enumerate(ntrex(code)[:n]):
                 fh.write(json.dumps({"id": str(i), "text": text}, ensure_ascii=False) + "\n")
     args = [a for lang in ("en", "de", "ja", "nl") for a in ("--source", f"{lang}={tmp_path}/{lang}.jsonl")]
-    args += ["--source-is-language", "--min-docs", "20"]
+    args += ["--lid-source", f"fr={tmp_path}/fr.jsonl", "--source-is-language", "--parallel", "--min-docs", "20"]
     first = calibrate_corpus(args + ["--output", str(tmp_path / "a.yaml")])
     calibrate_corpus(args + ["--output", str(tmp_path / "b.yaml")])
     assert (tmp_path / "a.yaml").read_bytes() == (tmp_path / "b.yaml").read_bytes()
-    assert set(first["languages"]) == {"en", "de", "ja"} and first["languages"]["en"] == {}
-    assert first["calibration"]["documents"] == {"de": 40, "en": 40, "ja": 40, "nl": 3}
+    assert set(first["languages"]) == {"en", "de", "ja", "fr", "nl"}  # fr, nl: a language-ID entry only
+    assert set(first["languages"]["en"]) == {"langid"}
+    latin_rules = {k: v for k, v in first["scripts"]["Latin"].items() if k != "langid"}
+    assert {k: v for k, v in first["languages"]["fr"].items() if k != "langid"} == latin_rules  # its script's rules
+    assert first["calibration"]["documents"] == {"de": 40, "en": 40, "ja": 40, "nl": 3}  # fr: language ID only
+    lid = first["calibration"]["langid"]
+    assert lid["en"]["own_pages"] == 40 and lid["fr"]["own_pages"] == 40 and lid["en"]["kept_true"] == 1.0
+    assert 0.3 <= first["languages"]["de"]["langid"]["threshold"] <= 0.65 and first["langid_rule"]
+    # the same 40 articles: Japanese has more (ICU) words than English, so its n-grams are longer
+    assert first["languages"]["ja"]["gopher_repetition"]["ngram_scale"] > 1.0
+    assert "ngram_scale" not in first["languages"]["de"].get("gopher_repetition", {})
     assert "Latin" in first["scripts"] and "CJK" in first["scripts"]  # nl would be judged by Latin's entry
     assert first["rule"] and first["reference_language"] == "en"
     out = subprocess.run([sys.executable, "-m", "pipeline.cli", "calibrate", "--source", f"en={tmp_path}/nl.jsonl",

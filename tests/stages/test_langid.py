@@ -42,7 +42,7 @@ def test_threshold_and_language_selection():
     only_en = LanguageIdentifier(LangIdConfig(languages=("en",)))(page)
     assert isinstance(only_en, Drop) and only_en.reason is DropReason.LANG_NOT_SELECTED
     assert only_en.detail.startswith("de:")
-    strict = LanguageIdentifier(LangIdConfig(threshold=1.0))(Document(id="2", url="u", source="web", text="ok 123 xyz"))
+    strict = LanguageIdentifier(LangIdConfig(threshold=1.0, second_opinion=None))(Document(id="2", url="u", source="web", text="ok 123 xyz"))
     assert isinstance(strict, Drop) and strict.reason is DropReason.LANG_BELOW_THRESHOLD
 
 
@@ -71,3 +71,63 @@ def test_requested_languages_match_the_models_labels_whatever_their_case():
     assert isinstance(stage(english), Document)
     with pytest.raises(ConfigError, match="'eng' .did you mean en"):
         LanguageIdentifier(LangIdConfig(languages=("eng",))).check()
+
+
+# FLORES-200 dev sentences (CC BY-SA 4.0): the same three sentences in Tigrinya, which lid.176 cannot name and
+# labels Amharic at full confidence, and in Amharic.
+TIGRINYA = ("እቲ ጉያ ካብ ርብዒ ናብ ፍርቂ ማይል እንትቅየር ፍጥነት ዝነበሮ ጥቅሚ ቀኒሱን ብርታዐ ጫዋዳ ከዓ አገዳሲ ኮይኑ።\n"
+            "ብድሕረ ገፅ ይኹን ብመሸቀጢ መስኮታት እቲ ወኪል ዘፋልጦ ዘሎ ጉዕዞታት ይርኣዩ።\n"
+            "በዝሒ ህዝቢ ከተማ ቫቲካን ኣስታት 800 እዩ። አብ ዓለምና እታ ዝናኣሰት ዓርሳ ዝኻለትን ውሑድ ህዝቢ ዘለዋን ሃገር እያ።")
+AMHARIC = ("ከሩብ ወደ ግማሽ ማይል ሩጫ ባለው ለውጥ ፣ ፍጥነት በጣም ያነሰ ጠቀሜታ ያለው እና ጽናት ፍጹም አስፈላጊ ይሆናል።\n"
+           "ወኪሉ ፣ በድረገፅ ወይም በሱቅ መስኮት ላይ፣ ምን አይነት ጉዞዎችን እንደሚያስተዋውቅ ተመልከት።\n"
+           "የቫቲካን ሲቲ ህዝብ ቁጥር ወደ 800 ገደማ ነው። በዓለም ትንሹ ሉዓላዊ ሃገር እና ትንሹ የህዝብ ቁጥር ያለው ሃገር ነው።")
+
+
+def _run_langid(overrides, text):
+    from pipeline.config import load_config
+    from stages.table import stage_table
+
+    config = load_config(None, overrides)
+    stage = next(spec for spec in stage_table() if spec.name == "langid").make(config)
+    return stage, stage(Document(id="1", url="u", source="web", text=text))
+
+
+def test_a_second_opinion_drops_a_label_cld2_contradicts():
+    from stages import cld2
+
+    assert cld2.opinion(TIGRINYA) == ("ti", True) and cld2.opinion(AMHARIC) == ("am", True)
+    assert cld2.agrees("ilo", "tl")  # CLD2 cannot name Ilocano: no say
+    stage, tigrinya = _run_langid({}, TIGRINYA)           # the bundled thresholds: am always asks (confident 1.01)
+    assert isinstance(tigrinya, Drop) and tigrinya.reason is DropReason.LANG_DISPUTED
+    assert tigrinya.detail == "am:1.000 cld2:ti"
+    assert isinstance(stage(Document(id="2", url="u", source="web", text=AMHARIC)), Document)
+    _, alone = _run_langid({"langid.second_opinion": None}, TIGRINYA)
+    assert isinstance(alone, Document) and alone.lang == "am"
+
+
+def test_an_explicit_threshold_wins_over_the_bundled_file_and_the_report_says_so(tmp_path):
+    import yaml
+
+    stage, kept = _run_langid({"langid.threshold": 0.0}, TIGRINYA)  # --langid-threshold 0: every labelled page
+    assert isinstance(kept, Document) and kept.lang == "am"
+    assert stage.config_for("hi").threshold == 0.0 and stage.config_for("xx").threshold == 0.0
+    assert stage.applied("hi", frozenset({"langid.threshold"}))["from"] == "your setting"
+    stage, _ = _run_langid({"langid.threshold": 0.8}, AMHARIC)
+    assert {stage.config_for(lang).threshold for lang in ("en", "hi", "zh", "sw")} == {0.8}
+    bundled, _ = _run_langid({}, AMHARIC)
+    assert bundled.applied("am")["from"] == "thresholds file (bundled): am"
+    # a thresholds file the user chose keeps its per-language values; the flag applies to the rest
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({"languages": {"hi": {"langid": {"threshold": 0.4}}}}))
+    mine, _ = _run_langid({"langid.threshold": 0.8, "thresholds": str(path)}, AMHARIC)
+    assert mine.config_for("hi").threshold == 0.4 and mine.config_for("de").threshold == 0.8
+
+
+def test_a_config_file_that_restates_defaults_overrides_nothing(tmp_path):
+    from pipeline.config import default_yaml, load_config
+
+    path = tmp_path / "default.yaml"
+    path.write_text(default_yaml())
+    assert load_config(str(path)).user_settings == frozenset()
+    path.write_text("langid:\n  threshold: 0.5\n")
+    assert load_config(str(path)).user_settings == {"langid.threshold"}

@@ -2,7 +2,7 @@
 import pytest
 import yaml
 
-from stages.calibration import BY_KEY, calibrate, english_thresholds, measure, moved_threshold
+from stages.calibration import BY_KEY, calibrate, english_thresholds, measure, moved_threshold, quantile
 from stages.gopher import GopherQuality, GopherQualityConfig
 from stages.langid import LangIdConfig, LanguageIdentifier
 from stages.record import Document, Drop
@@ -22,20 +22,65 @@ def test_the_rule_moves_a_threshold_only_where_english_thresholds_are_unfair():
     similar = sorted([5.0 + i / 50 for i in range(100)])           # max 6.98: none removed either
     long_words = sorted([8.0 + i / 30 for i in range(100)])        # 8.0 .. 11.3: 40 % over 10
     assert moved_threshold(metric, 10.0, english, similar) == 10.0
-    assert moved_threshold(metric, 10.0, english, long_words) == round(long_words[-1], 4)
-    lid = BY_KEY["langid.threshold"]
-    confident, unsure = sorted([0.9 + i / 1000 for i in range(100)]), sorted([0.2 + i / 200 for i in range(100)])
-    assert moved_threshold(lid, 0.65, confident, unsure) == 0.2 and moved_threshold(lid, 0.65, confident, confident) == 0.65
+    # a length limit moves at least in proportion to the language's typical length (10 x 9.65 / 4.995)
+    assert moved_threshold(metric, 10.0, english, long_words) == round(10.0 * quantile(long_words, 0.5)
+                                                                       / quantile(english, 0.5), 4)
+    stop_words = BY_KEY["gopher_quality.min_stop_words"]  # a count is not a length: the quantile rule alone
+    assert moved_threshold(stop_words, 2, [5.0] * 100, sorted([0.0] * 30 + [4.0] * 70)) == 0
+
+
+def test_language_id_thresholds_bound_wrong_labels_and_keep_own_pages():
+    from stages.calibration import langid_thresholds
+
+    own = {100: 90, 95: 8, 40: 2}                   # 100 pages of L labelled L: 98 % at >= 0.95
+    labelled = {"L": {"L": own,
+                      "near": {50: 30, 20: 10},       # 40 of 100 pages of a neighbour labelled L, all under 0.51
+                      "twin": {100: 60, 99: 30},      # a dialect labelled L at full confidence (cannot be held back)
+                      "unknown": {9: 50}}}            # a language the model cannot name, labelled L at 0.09
+    pages = {"L": 100, "near": 100, "twin": 100, "unknown": 100}
+    fitted = langid_thresholds(labelled, pages, min_docs=30)["L"]
+    assert fitted["threshold"] == 0.51               # every separable neighbour held back; still keeps 98 % of L
+    assert fitted["kept_true"] == 0.98 and fitted["let_through_worst"] == 0.9 and fitted["worst_foreign"] == "twin"
+    assert fitted["held_back_by_second"] == ["twin"] and fitted["confident"] == 1.01  # CLD2 asked for every page
+    easy = langid_thresholds({"M": {"M": {100: 100}, "x": {10: 5}}}, {"M": 100, "x": 100}, min_docs=30)["M"]
+    assert easy["threshold"] == 0.3 and easy["confident"] == 0.3   # the floor; nothing else reaches it
+    weak = langid_thresholds({"K": {"K": {15: 80, 40: 20}}}, {"K": 100}, min_docs=30)["K"]
+    assert weak["threshold"] == 0.15 and weak["kept_true"] == 1.0  # lid.176 scores K low: under the floor, to 95 %
+    thin = langid_thresholds({"K": {"K": {15: 8, 40: 2}}}, {"K": 10}, min_docs=30)["K"]
+    assert thin["threshold"] == 0.3                                  # too few pages to say so: the floor
+    greedy = langid_thresholds({"N": {"N": {100: 100}, "y": {90: 50}}}, {"N": 100, "y": 100}, min_docs=30)["N"]
+    assert greedy["threshold"] == 0.65 and greedy["confident"] == 0.91  # the ceiling; above it CLD2 decides
+
+
+def test_ngram_scale_from_parallel_word_counts():
+    from stages.calibration import ngram_scale, with_ngram_scale
+    from stages.gopher import GopherRepetition, GopherRepetitionConfig
+
+    assert ngram_scale([150.0] * 9, [100.0] * 9) == 1.5 and ngram_scale([90.0] * 9, [100.0] * 9) == 1.0
+    metrics = {"repetition.dup.5": [0.3], "repetition.dup.8": [0.1], "repetition.top.3": [0.2]}
+    assert with_ngram_scale(metrics, 1.5)["gopher_repetition.max_dup_ngram_chars.5"] == [0.1]   # 5 x 1.5 -> 8
+    assert with_ngram_scale(metrics, 1.5)["gopher_repetition.max_top_ngram_chars.2"] == [0.2]   # 2 x 1.5 -> 3
+    # a page of syllables: short phrases recur as in any prose; at English n they look like repetition
+    text = ("Theo báo cáo của chính phủ, giá gạo đã tăng mạnh trong tháng qua.\n"
+            "Nông dân miền Tây cho biết theo báo cáo của chính phủ họ sẽ được hỗ trợ vốn.\n"
+            "Các chuyên gia kinh tế nhận định rằng lạm phát vẫn nằm trong tầm kiểm soát.\n"
+            "Theo báo cáo của chính phủ, xuất khẩu thủy sản cũng tăng so với năm ngoái.")
+    config = GopherRepetitionConfig(max_top_ngram_chars=(), max_dup_ngram_chars=((5, 0.15),))
+    english_n, scaled_n = GopherRepetition(config), GopherRepetition(GopherRepetitionConfig(
+        max_top_ngram_chars=(), max_dup_ngram_chars=((5, 0.15),), ngram_scale=2.5))
+    assert english_n.evaluate(text, "vi")[0] == "dup_ngram_chars"
+    assert scaled_n.evaluate(text, "vi") is None
 
 
 def test_calibrate_keeps_english_and_gives_families_an_entry():
-    en = {"gopher_quality.max_mean_word_length": [4.8] * 40, "langid.threshold": [0.95] * 40}
-    ml = {"gopher_quality.max_mean_word_length": [9.0 + i / 10 for i in range(40)], "langid.threshold": [0.9] * 40}
-    result = calibrate({"en": en, "ml": ml, "ta": {"langid.threshold": [0.9] * 3}},
+    en = {"gopher_quality.max_mean_word_length": [4.8] * 40}
+    ml = {"gopher_quality.max_mean_word_length": [9.0 + i / 10 for i in range(40)]}
+    result = calibrate({"en": en, "ml": ml, "ta": {"gopher_quality.max_mean_word_length": [9.0] * 3}},
                        {"en": "Latin", "ml": "Indic", "ta": "Indic"}, min_docs=30)
     assert result["languages"]["en"] == {}  # the reference keeps its thresholds
-    assert result["languages"]["ml"] == {"gopher_quality": {"max_mean_word_length": 12.9}}
-    assert "ta" not in result["languages"] and result["scripts"]["Indic"] == {"gopher_quality": {"max_mean_word_length": 12.9}}
+    ml_limit = round(10 * quantile(ml["gopher_quality.max_mean_word_length"], 0.5) / 4.8, 4)  # 10 x median / 4.8
+    assert result["languages"]["ml"] == {"gopher_quality": {"max_mean_word_length": ml_limit}}
+    assert "ta" not in result["languages"] and result["scripts"]["Indic"]["gopher_quality"]["max_mean_word_length"] > 12
     assert result["calibration"]["documents"] == {"en": 40, "ml": 40, "ta": 3}
     assert result["calibration"]["reference_thresholds"] == english_thresholds()
     with pytest.raises(ValueError, match="reference language"):
@@ -45,7 +90,7 @@ def test_calibrate_keeps_english_and_gives_families_an_entry():
 def test_measure_matches_what_the_rule_decides():
     text = "\n".join(["The committee published its report on the state of the river basin in the spring."] * 3 +
                      ["Local farmers and fishermen were consulted over several months before it was written."] * 6)
-    measured = measure(text, "en", 0.9)
+    measured = measure(text, "en")
     for key, setting in (("gopher_quality.min_words", "min_words"),
                          ("gopher_quality.max_mean_word_length", "max_mean_word_length"),
                          ("gopher_quality.min_stop_words", "min_stop_words")):
@@ -92,7 +137,13 @@ def test_langid_threshold_per_label_and_bad_files(tmp_path):
 def test_the_bundled_file_loads_and_covers_many_languages():
     bundled = load_thresholds("bundled")
     assert len(bundled.languages) >= 80 and {"Latin", "Cyrillic", "Indic", "Arabic"} <= set(bundled.scripts)
-    assert bundled.languages["en"] == {} and bundled.entry("ml", "gopher_quality")[0]["max_mean_word_length"] > 10
+    assert set(bundled.languages["en"]) == {"langid"} and bundled.entry("ml", "gopher_quality")[0]["max_mean_word_length"] > 10
+    # no script default below what its strictest language needs (the old file gave Latin 0.072)
+    for family, entry in bundled.scripts.items():
+        members = [lang["langid"]["threshold"] for code, lang in bundled.languages.items()
+                   if script_family(code) == family and "langid" in lang]
+        assert not members or entry["langid"]["threshold"] == max(members), family
+    assert bundled.entry("vi", "gopher_repetition")[0]["ngram_scale"] > 1.2
 
 
 def test_confusable_labels_are_counted_not_silently_accepted():
@@ -105,7 +156,7 @@ def test_confusable_labels_are_counted_not_silently_accepted():
     cantonese = ("今日我哋去咗旅行，佢話好開心，但係我冇去過嗰度，唔知啲嘢係點樣。這是一個關於香港歷史的簡短介紹，"
                  "涵蓋了從古代到現代的重要事件，以及香港社會的發展和變化。")
     doc = lid(Document(id="1", url="", source="web", text=cantonese))
-    assert doc.lang == "zh" and notes == ["confusable.zh.cantonese"]  # lid.176 says zh at 0.96
+    assert doc.lang == "yue" and notes == ["relabel.yue.cantonese"]  # lid.176 says zh at 0.96; the particles: yue
     notes.clear()
     lid(Document(id="2", url="", source="web", text="这是一个关于中国历史的简短介绍，涵盖了从古代到现代的重要事件。"))
     assert notes == []
