@@ -30,7 +30,7 @@ RULES = ("langid", "gopher_repetition", "gopher_quality")
 
 
 def chain(thresholds: str | None) -> StageChain:
-    config = load_config(None, {"thresholds": thresholds} if thresholds else {})
+    config = load_config(None, {"thresholds": thresholds})  # None: English-shaped thresholds for every language
     return StageChain([spec.make(config) for spec in stage_table() if spec.name in RULES])
 
 

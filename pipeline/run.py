@@ -567,8 +567,7 @@ def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str,
     # per language: the language-ID threshold applied and where it came from (file, user, default)
     langid = next(spec for spec in TABLE if spec.name == LANGID_STAGE).make(config)
     ledger = reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet"))
-    seen = {*report["languages"], *(lang for (stage, lang) in reporting.column_counts(ledger, ["stage", "lang"])
-                                    if stage == LANGID_STAGE and lang)}
+    seen = {*report["languages"], *(lang for (lang,) in reporting.column_counts(ledger, ["lang"]) if lang)}
     report["langid_thresholds"] = {lang: langid.applied(lang, config.user_settings) for lang in sorted(seen)}
 
 

@@ -79,9 +79,14 @@ def test_thresholds_change_the_decisions_they_should_and_no_others(tmp_path):
     assert {u: r[:2] for u, r in ledger_calibrated.items()} == {u: r[:2] for u, r in ledger_default.items()}
     assert "http://t.example/en-list" in ledger_calibrated  # junk is still dropped
     assert report["config"]["thresholds"] == "bundled" and report["conservation"]["holds"]
+    applied = report["langid_thresholds"]  # per language seen: what language ID applied, and from where
+    assert applied["en"]["from"] == "thresholds file (bundled): en" and applied["ml"]["threshold"] >= 0.1
+    assert {"en", "de", "fr", "ru", "ml"} <= set(applied)
 
     strict = tmp_path / "strict.yaml"
     strict.write_text(yaml.safe_dump({"languages": {"ml": {"gopher_quality": {"max_mean_word_length": 9.0}}}}))
-    run(args + ["--output", str(tmp_path / "strict"), "--thresholds", str(strict)])
+    strict_report = run(args + ["--output", str(tmp_path / "strict"), "--thresholds", str(strict),
+                                "--langid-threshold", "0.5"])
+    assert strict_report["langid_thresholds"]["en"] == {"threshold": 0.5, "confident": 0.0, "from": "your setting"}
     _, ledger_strict = outcome(tmp_path / "strict")
     assert ledger_strict["http://t.example/ml"][2].endswith("> 9.0 (ml threshold)")
