@@ -114,13 +114,18 @@ def phase1_digest(config) -> str:
     relevant.update(signature=signature_settings(config.dedup), version=version(),
                     part_format=PART_SCHEMA.metadata[b"refinery.schema"].decode(),
                     inject_errors=settings["inject_errors"], ledger_snippet_chars=config.ledger_snippet_chars,
-                    sample_fraction=config.sample_fraction, thresholds=_thresholds_digest(config.thresholds))
+                    sample_fraction=config.sample_fraction, thresholds=_thresholds_digest(config.thresholds),
+                    overriding=sorted(config.overriding()))  # settings that beat the thresholds file decide too
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _thresholds_digest(path: str | None) -> str | None:
-    if not path or path == "bundled" or not os.path.exists(path):
-        return path  # bundled: part of refinery's version
+    if path == "bundled":  # its content, not only refinery's version: a rebuilt file changes decisions
+        from stages.thresholds import bundled_path
+
+        path = bundled_path()
+    if not path or not os.path.exists(path):
+        return path
     found = file_digest(path)
     return found[1] if found else path  # unreadable: pre-flight says so when it loads the file
 

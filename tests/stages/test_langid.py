@@ -131,3 +131,12 @@ def test_a_config_file_that_restates_defaults_overrides_nothing(tmp_path):
     assert load_config(str(path)).user_settings == frozenset()
     path.write_text("langid:\n  threshold: 0.5\n")
     assert load_config(str(path)).user_settings == {"langid.threshold"}
+
+
+def test_a_setting_that_beats_the_thresholds_file_is_part_of_what_resume_compares():
+    from pipeline.config import load_config
+    from pipeline.prepare import phase1_digest
+
+    # the same value, 0.65, but given: it now overrides every bundled per-language threshold
+    assert phase1_digest(load_config()) != phase1_digest(load_config(None, {"langid.threshold": 0.65}))
+    assert phase1_digest(load_config()) == phase1_digest(load_config())
