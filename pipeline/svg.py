@@ -33,7 +33,9 @@ def bars(rows: Sequence[tuple[str, Sequence[float]]], series: Sequence[str], tit
     label_w, bar_h, gap, top = 150, 16, 5, 40
     height = top + len(rows) * (bar_h + gap) + 8
     most = max((sum(v) for _, v in rows), default=0) or 1
-    scale = (width - label_w - 90) / most
+    ends = [f'{" / ".join(number(v) for v in values)} {_unit(unit, values)}' for _, values in rows]
+    scale = (width - label_w - 8 - 7 * max((len(e) for e in ends), default=0)) / most  # the value text fits too
+    scale = max(scale, (width - label_w) / (4 * most))
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" {FONT}>',
            f'<title>{_e(title)}</title><text x="4" y="16" font-weight="bold">{_e(title)}</text>']
     x = label_w
@@ -43,7 +45,8 @@ def bars(rows: Sequence[tuple[str, Sequence[float]]], series: Sequence[str], tit
         x += 20 + 7 * len(name)
     for r, (label, values) in enumerate(rows):
         y = top + r * (bar_h + gap)
-        out.append(f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end">{_e(label[:26])}</text>')
+        shown = label if len(label) <= 24 else label[:23] + "…"
+        out.append(f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end"><title>{_e(label)}</title>{_e(shown)}</text>')
         x = label_w
         for i, v in enumerate(values):
             w = max(v * scale, 0)
@@ -52,9 +55,14 @@ def bars(rows: Sequence[tuple[str, Sequence[float]]], series: Sequence[str], tit
                            f'fill="{PALETTE[i % len(PALETTE)]}"><title>{_e(label)}: {_e(series[i])} '
                            f'{number(v)} {_e(unit)}</title></rect>')
             x += w
-        out.append(f'<text x="{x + 4:.1f}" y="{y + 13}">{" / ".join(number(v) for v in values)} {_e(unit)}</text>')
+        out.append(f'<text x="{x + 4:.1f}" y="{y + 13}">{_e(ends[r])}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+def _unit(unit: str, values: Sequence[float]) -> str:
+    """"docs" after counts, "doc" after a lone 1."""
+    return unit[:-1] if unit.endswith("s") and len(values) == 1 and values[0] == 1 else unit
 
 
 def _quantile(ordered: Sequence[float], q: float) -> float:

@@ -42,6 +42,7 @@ def build_parser(command: str = "train-quality") -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, metavar="MODEL", help="model path (.ftz when quantized, else .bin)")
     p.add_argument("--text-field", default="text", help="field holding the text in JSONL/Parquet (default: text)")
     p.add_argument("--description", default="", help="what the training data is, for the model card")
+    p.add_argument("--force", action="store_true", help="write the model even if its held-out F1 is under --min-f1")
     p.add_argument("--config", metavar="YAML", help="QualityTrainConfig settings as YAML; flags override it")
     add_set_flag(p)
     add_flags(p, QualityTrainConfig, aliases={"word_ngrams": ["--ngrams"]})
@@ -84,7 +85,8 @@ def main(argv: Sequence[str] | None = None, command: str = "train-quality") -> i
                                  + (" (or --graded)" if command == "train-quality" else ""))
             positives, negatives = _load(args.positive, args.text_field), _load(args.negative, args.text_field)
             description = args.description or f"positives: {', '.join(args.positive)}; negatives: {', '.join(args.negative)}"
-            card = train(positives, negatives, args.output, config, description, labels=_labels(command))
+            card = train(positives, negatives, args.output, config, description, labels=_labels(command),
+                         force=args.force)
     except (OSError, ValueError) as exc:
         print(f"refinery {command}: error: {exc}", file=sys.stderr)
         return 2

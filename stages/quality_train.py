@@ -55,6 +55,7 @@ class QualityTrainConfig:
     quantize_cutoff: int = 100_000  # words and n-grams kept when quantizing (0: all); rare scripts' features
                                     # are the first to go
     threads: int = 1              # one thread: training is then deterministic for a given seed
+    min_f1: float = 0.5           # a model whose held-out F1 is under this is not written (--force writes it)
 
     def __post_init__(self):
         check(0.0 < self.test_fraction < 1.0, "test_fraction must be between 0 and 1")
@@ -119,8 +120,9 @@ def _write_training_file(path: str, positives: Sequence[str], negatives: Sequenc
 
 def train(positives: Sequence[str], negatives: Sequence[str], output: str, config: QualityTrainConfig = QualityTrainConfig(),
           description: str = "", held_out: tuple[Sequence[str], Sequence[str]] | None = None,
-          labels: Labels = QUALITY) -> dict:
+          labels: Labels = QUALITY, force: bool = False) -> dict:
     """Train, evaluate on held-out data, write the model and `<output>.card.json`; returns the card.
+    A held-out F1 under `config.min_f1` is a ValueError and nothing is written, unless `force`.
 
     `held_out` = (positives, negatives) given by the caller (e.g. split by web page); otherwise
     the inputs are split by text hash with `config.test_fraction`.
@@ -154,6 +156,10 @@ def train(positives: Sequence[str], negatives: Sequence[str], output: str, confi
             model.quantize(input=train_file, retrain=config.quantize_cutoff > 0, cutoff=config.quantize_cutoff,
                            qnorm=True, thread=config.threads)
             final = metrics(score(test_texts), truth)
+        if final["f1"] < config.min_f1 and not force:
+            raise ValueError(f"held-out F1 {final['f1']:.3f} is under min_f1 {config.min_f1} ({len(pos_train)} + "
+                             f"{len(neg_train)} training documents): model not written; give more or cleaner "
+                             f"data, or --force to write it anyway")
     model.save_model(output)
     card = {
         "model": os.path.basename(output),

@@ -106,6 +106,15 @@ def test_train_quality_command(tmp_path):
     assert "held-out: precision" in out.stdout and model.exists()
     card = json.loads((tmp_path / "model.ftz.card.json").read_text())
     assert card["sizes"]["positive_train"] + card["sizes"]["positive_test"] == 100
+    held = card["held_out_metrics"]["f1"]  # a floor above what the data reaches: nothing written without --force
+    common = [REFINERY, "train-quality", "--positive", str(SENTENCES_DIR / "en.txt"), "--negative", str(negatives),
+              "--text-field", "body", "--output", str(tmp_path / "weak.ftz"), "--epochs", "5", "--dim", "8",
+              "--min-f1", str(round(held + 0.01, 3))]
+    refused = subprocess.run(common, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "under min_f1" in refused.stderr and "--force" in refused.stderr
+    assert not (tmp_path / "weak.ftz").exists() and "Traceback" not in refused.stderr
+    assert subprocess.run(common + ["--force"], capture_output=True, text=True, timeout=300).returncode == 0
+    assert (tmp_path / "weak.ftz").exists()
     bad = subprocess.run([REFINERY, "train-quality", "--positive", str(tmp_path / "missing.txt"),
                           "--negative", str(negatives), "--output", str(model)], capture_output=True, text=True)
     assert bad.returncode == 2 and "error" in bad.stderr and "Traceback" not in bad.stderr

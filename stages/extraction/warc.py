@@ -11,6 +11,7 @@ the page.
 """
 from __future__ import annotations
 
+import logging
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -23,6 +24,10 @@ from stages.extraction.charset import charset_from_content_type, decode_html
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
 from stages.settings import check
 from stages.table import READ, StageSpec
+
+# warcio logs a warning for every Target-URI with spaces (it reads them, spaces escaped): common in real crawls,
+# harmless, and printed through the progress bars
+logging.getLogger("warcio.recordloader").setLevel(logging.ERROR)
 
 STAGE = "warc"
 HTML_TYPES = ("text/html", "application/xhtml+xml")
