@@ -154,7 +154,10 @@ def train_proxy(data: str, out: str, seed: int, steps: int, eval_data: list[str]
             "--keep-checkpoints", "1", "--no-tensorboard", *base, *extra]
     if eval_data:
         argv += ["--eval-data", *eval_data]  # one flag, several values (a repeated flag keeps its last)
-    if train(argv) != 0:
+    code = train(argv)
+    if code == 130:
+        raise KeyboardInterrupt  # Ctrl-C: train said so in one line
+    if code != 0:
         raise DataError(f"proxy training failed: refinery train {' '.join(argv)}")
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as fh:
         return json.load(fh)
@@ -331,6 +334,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DataError, OSError, ValueError) as exc:
         print(f"refinery ablate: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"refinery ablate: interrupted; finished variants' runs are in {args.out}", file=sys.stderr)
+        return 130
     sets = report["eval_sets"]
     title = (f"{report['tokens_per_run']:,} tokens per run, {report['seeds']} seed(s); validation loss on "
              + ", ".join(f"{s} ({report['results'][0]['eval'][s]['tokens']:,} tokens)" for s in sets))

@@ -65,13 +65,20 @@ def run_torchrun(cmd: list[str], env: dict) -> int:
     after a rank failed: the rank's own error line (exit 2) is the message. Returns the rank's code."""
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
     rank_code = None
-    for line in proc.stderr:
-        match = _AGENT_FAILURE.search(line) if rank_code is None else None
-        if match:
-            rank_code = int(match.group(1))
-        if rank_code is None:
-            sys.stderr.write(line)
-            sys.stderr.flush()
+    try:
+        for line in proc.stderr:
+            match = _AGENT_FAILURE.search(line) if rank_code is None else None
+            if match:
+                rank_code = int(match.group(1))
+            if rank_code is None:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+    except KeyboardInterrupt:  # Ctrl-C reached the ranks too: rank 0 says where to --resume from
+        for line in proc.stderr:
+            if line.startswith("refinery train: interrupted"):
+                sys.stderr.write(line)
+        proc.wait()
+        return 130
     code = proc.wait()
     if code and rank_code is not None:
         print(f"refinery train: a rank exited with code {rank_code} (its error is above); torchrun's report "

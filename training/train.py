@@ -19,7 +19,17 @@ from stages.settings import ConfigError
 from training import checkpoint
 from training.config import TrainConfig, parse
 from training.data import DataConfig, DataError, PhasedStream, ShardStream, StreamState
-from training.distributed import Dist, barrier, full_state, gather_to_main, init, load_full_state, parallelize, shutdown
+from training.distributed import (
+    Dist,
+    barrier,
+    choose_threads,
+    full_state,
+    gather_to_main,
+    init,
+    load_full_state,
+    parallelize,
+    shutdown,
+)
 from training.evaluate import eval_sets, evaluate
 from training.measure import CommCounter, state_bytes
 from training.metrics import Metrics, summarize
@@ -276,7 +286,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"refinery train: error: {exc}", file=sys.stderr, flush=True)
         return 2
     env = init(cfg.device)
+    trainer = None
     try:
+        if env.device.type == "cpu":
+            threads, why = choose_threads(int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+            torch.set_num_threads(threads)
+            if env.main:
+                print(f"[train] {threads} torch thread(s) per rank ({why})", flush=True)
         check_out(cfg)  # on every rank: a refusal must not leave the other ranks waiting at the barrier
         if env.main:
             prepare_out(cfg)
@@ -296,6 +312,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (checkpoint.CheckpointError, DataError, FileNotFoundError, TrainingDiverged) as exc:
         print(f"training.train: error (rank {env.rank}): {exc}", file=sys.stderr, flush=True)
         return 2
+    except KeyboardInterrupt:
+        if env.main:
+            saved = trainer.last_saved if trainer is not None else 0
+            print(f"refinery train: interrupted; the last checkpoint is step {saved}: the same command with --resume "
+                  f"continues from it" if saved else "refinery train: interrupted before the first checkpoint",
+                  file=sys.stderr, flush=True)
+        return 130
     finally:
         shutdown()
     return 0

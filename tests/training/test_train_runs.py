@@ -148,3 +148,38 @@ def test_trained_bpe_tokenizer_from_the_cli_trains(shards, tmp_path):
     steps = [r for r in metrics(tmp_path / "run") if "loss" in r]
     assert steps[0]["loss"] == pytest.approx(6.68, abs=0.3)  # ln(800): uniform over the BPE vocabulary
     assert json.load(open(tmp_path / "run" / "summary.json"))["model_config"]["vocab_size"] == 800
+
+
+def test_ctrl_c_is_one_line_naming_resume_and_exit_130(shards, tmp_path):
+    import signal
+    import time
+
+    from tests.training.conftest import _env
+
+    proc = subprocess.Popen([sys.executable, "-m", "training.train", *common(shards, tmp_path, "--steps", "100000",
+                                                                            "--checkpoint-every", "5")],
+                            cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    latest = tmp_path / "checkpoints" / "latest.json"
+    deadline = time.monotonic() + 240
+    while not latest.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err[-3000:]
+    assert "interrupted; the last checkpoint is step" in err and "--resume" in err
+    assert "torch thread(s) per rank (OMP_NUM_THREADS)" in out
+
+
+def test_threads_follow_the_cores_left_idle_and_the_ranks(monkeypatch):
+    from training.distributed import choose_threads
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert choose_threads(2) == (3, "OMP_NUM_THREADS")
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.2, 0.0, 0.0))  # one core busy with something else
+    assert choose_threads(1)[0] == 3 and choose_threads(2)[0] == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 0.0, 0.0))  # a loaded machine: one thread, never zero
+    threads, why = choose_threads(1)
+    assert threads == 1 and "4 core(s), load 9.0" in why
