@@ -288,14 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = init(cfg.device)
     trainer = None
     try:
-        if env.device.type == "cpu":
-            threads, why = choose_threads(int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
-            torch.set_num_threads(threads)
-            if env.main:
-                print(f"[train] {threads} torch thread(s) per rank ({why})", flush=True)
         check_out(cfg)  # on every rank: a refusal must not leave the other ranks waiting at the barrier
         if env.main:
             prepare_out(cfg)
+        if env.device.type == "cpu":
+            set_threads(cfg, env)
         barrier()
         trainer = Trainer(cfg, env)
         history = trainer.train(stop_after=cfg.stop_after, faults=FaultInjector(cfg.inject))
@@ -322,6 +319,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutdown()
     return 0
+
+
+def set_threads(cfg: TrainConfig, env: Dist) -> None:
+    """torch's CPU threads (`choose_threads`); a resumed run takes the count its run started with, since
+    a matrix product's sums depend on how many threads split them, and a resume must repeat the losses exactly."""
+    path = os.path.join(cfg.out, "threads.json")
+    threads, why = choose_threads(int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+    if cfg.resume and why != "OMP_NUM_THREADS" and os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            threads, why = int(json.load(fh)["threads"]), "as the run being resumed"
+    elif env.main:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump({"threads": threads, "why": why}, fh)
+    torch.set_num_threads(threads)
+    if env.main:
+        print(f"[train] {threads} torch thread(s) per rank ({why})", flush=True)
 
 
 def check_out(cfg: TrainConfig) -> None:
