@@ -46,7 +46,9 @@ dask-demo: install
 
 # From data to model (README "Comparing data by the model it trains"): the bundled WARCs as two sources (the
 # Wayback captures and the rest), 10 % held out for validation, an anneal split; then two mixtures, a quality
-# threshold and an anneal phase compared by the validation loss of a tiny proxy, 3 seeds each (~5 min, 2 cores).
+# threshold and an anneal phase compared by the validation loss of a tiny proxy, 3 seeds each (~5 min on 2 idle
+# cores; a session measured ~25 min on a 2-core machine busy with a test suite, before training chose its threads
+# from the idle cores).
 ablate-demo: install
 	$(BIN)/refinery run --input 'data/warc/[!c]*.warc.gz' --input data/warc/cc_whirlwind_CC-MAIN-2024-22.warc.gz \
 		--source 'wayback=data/warc/copycat_*.warc.gz' --output out/pool --overwrite --row-group-rows 16 \
@@ -70,8 +72,10 @@ browser:
 		     || echo "chromium could not be installed: the browser test of report.html will skip"; }
 
 # The README's picture of the demo's report.html (the browser test's own screenshot function).
+# A picture of the demo's report.html, next to it (SCREENSHOT=docs/report.png refreshes the README's picture).
+SCREENSHOT ?= $(DEMO_OUT)/report.png
 report-screenshot: browser
-	$(BIN)/python -m pipeline.browser $(DEMO_OUT)/report.html docs/report.png
+	$(BIN)/python -m pipeline.browser $(DEMO_OUT)/report.html $(SCREENSHOT)
 
 # Rebuilds the bundled quality classifier from real pages (needs ../shared/data; see the script's docstring).
 quality-model: install

@@ -160,11 +160,13 @@ def score_columns(output: str, columns: Sequence[str], max_values: int = 200000)
     return out
 
 
-def pii_totals(output: str) -> dict[str, int]:
-    """Placeholders inserted per PII kind over the whole output (one small struct column)."""
+def pii_totals(output: str, parts: tuple[str, ...] = (DATA, VALID)) -> dict[str, int]:
+    """Placeholders inserted per PII kind over the whole output, data/ and the held-out valid/ alike (as the
+    funnel counts them; one small struct column)."""
     totals: collections.Counter = collections.Counter()
-    for batch in batches(dataset(output, DATA), ["pii_counts"], pc.field("epoch") == 0):
-        counts = batch.column("pii_counts")
-        for i, kind in enumerate(counts.type):
-            totals[kind.name] += pc.sum(counts.field(i)).as_py() or 0
+    for part in parts:
+        for batch in batches(dataset(output, part), ["pii_counts"], pc.field("epoch") == 0):
+            counts = batch.column("pii_counts")
+            for i, kind in enumerate(counts.type):
+                totals[kind.name] += pc.sum(counts.field(i)).as_py() or 0
     return {k: v for k, v in totals.items() if v}

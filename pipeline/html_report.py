@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline import explore, svg
-from stages.dedup import jaccard, shingles
 
 # What a drop reason measures, as `refinery calibrate` names it (stages/calibration.py), or a score column
 # of the output: lets kept pages be measured the same way and shown next to the dropped ones.
@@ -173,20 +172,15 @@ def _dedup_section(report: Mapping[str, Any], output: str, summary: explore.Ledg
                            f"Edges carried per component round (converged in {d.get('rounds')})"), "</div>"]
     parts.append("</div>")
     kept = explore.documents(output, list(summary.duplicates))
-    n = int(d.get("shingle_words", 5))
     for kept_id, removed in summary.duplicates.items():
         survivor = kept.get(kept_id)
         if survivor is None:
             continue
-        rows = [["kept", _url(survivor.get("url")), "1", _snippet(survivor["text"], 600)]]
-        base = set(shingles(survivor["text"], n, survivor.get("lang")))
-        for row in removed:
-            similarity = jaccard(base, set(shingles(row.get("snippet") or "", n, row.get("lang"))))
-            rows.append(["removed", _url(row.get("url")), f"≥ {similarity:.2f}*", _snippet(row.get("snippet"), 600)])
-        parts.append(_table(["copy", "url", "Jaccard", "text"], rows))
-    if summary.duplicates:
-        parts.append("<p class='muted'>* Jaccard of 5-word shingles between the kept text and the ledger's "
-                     "snippet of the removed copy (a lower bound when the snippet is cut).</p>")
+        # no similarity column: the ledger keeps a snippet of a removed copy, and a Jaccard against a cut
+        # snippet is no bound of the documents' (it printed 0.03 for near-identical pages)
+        rows = [["kept", _url(survivor.get("url")), _snippet(survivor["text"], 600)]]
+        rows += [["removed", _url(row.get("url")), _snippet(row.get("snippet"), 600)] for row in removed]
+        parts.append(_table(["copy", "url", "text (removed copies: the ledger's snippet)"], rows))
     return "".join(parts)
 
 
