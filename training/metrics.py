@@ -48,6 +48,22 @@ class Metrics:
                   + (" SKIPPED" if record["skipped"] else ""), flush=True)
             self.curves.maybe()
 
+    def forget_after(self, step: int) -> float | None:
+        """On resume from `step`: the log keeps what happened up to it (the steps after it are trained again,
+        and would otherwise appear twice); returns the run's first logged loss (None if none is left)."""
+        if not self.enabled:
+            return None
+        self.fh.close()
+        path = self.fh.name
+        with open(path, encoding="utf-8") as fh:
+            kept = [line for line in fh if line.strip() and json.loads(line).get("step", 0) <= step]
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            fh.writelines(kept)
+        os.replace(path + ".tmp", path)
+        self.fh = open(path, "a", encoding="utf-8")
+        losses = [json.loads(line) for line in kept]
+        return next((r["loss"] for r in losses if "loss" in r and not r.get("skipped")), None)
+
     def close(self) -> None:
         if self.fh:
             self.fh.close()
@@ -114,7 +130,8 @@ def summarize(trainer: Trainer, history: list[dict[str, Any]]) -> dict[str, Any]
     peak = peak_tflops(trainer.cfg, env)
     return {"step": trainer.step, "parameters": trainer.n_params, "world_size": env.world_size,
             "strategy": trainer.cfg.strategy, "precision": trainer.cfg.precision, "device": str(env.device.type),
-            "first_loss": history[0]["loss"], "last_loss": history[-1]["loss"],
+            "first_loss": trainer.first_loss if trainer.first_loss is not None else history[0]["loss"],
+            "last_loss": history[-1]["loss"],
             "skipped_steps": sum(1 for h in history if h["skipped"]), "tokens_per_s": rate,
             "flops_per_token": trainer.flops_per_token,
             "flops_formula": "6*N + 12*n_layer*n_embd*seq_len (PaLM appendix B; N without position embeddings)",

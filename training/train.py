@@ -99,6 +99,7 @@ class Trainer:
         self.guard = SpikeGuard(cfg.spike, warmup=cfg.warmup, clip=cfg.clip)
         self.last_applied = 0   # last step whose update was applied
         self.last_saved = 0     # step of the last checkpoint written (or resumed from)
+        self.first_loss: float | None = None  # a resumed run's first logged loss (its summary starts there)
         self.step = 0
         self.ckpt_dir = os.path.join(cfg.out, "checkpoints")
         # per-rank streams for dropout etc.; restored from checkpoints on resume
@@ -188,6 +189,7 @@ class Trainer:
         if cfg.resume:
             self.restore()
             self.last_applied = self.last_saved = self.step
+            self.first_loss = metrics.forget_after(self.step)  # the steps after it are trained (and logged) again
             metrics.write({"event": "resumed", "step": self.step, "from": self.ckpt_dir})
         elif checkpoint.existing(self.ckpt_dir):
             raise checkpoint.CheckpointError(f"{self.ckpt_dir} already holds checkpoint files "

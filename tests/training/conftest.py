@@ -60,5 +60,5 @@ def metrics(run_dir) -> list[dict]:
 
 
 def losses_by_step(run_dir) -> dict:
-    """The last logged record of each step (a resumed run logs the replayed steps again)."""
+    """The last logged record of each step (a rolled-back run logs the replayed steps again)."""
     return {r["step"]: r for r in metrics(run_dir) if "loss" in r}

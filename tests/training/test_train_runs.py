@@ -59,6 +59,9 @@ def test_resumed_run_repeats_the_uninterrupted_losses_exactly(shards, tmp_path, 
     for step in range(1, 13):
         assert resumed[step]["loss"] == expected[step]["loss"], step  # exact, not approximately
         assert resumed[step]["grad_norm"] == expected[step]["grad_norm"], step
+    logged = [r["step"] for r in metrics(broken) if "loss" in r]
+    assert logged == list(range(1, 13))  # steps 9-10, trained again, appear once
+    assert json.load(open(broken / "summary.json"))["first_loss"] == expected[1]["loss"]  # the run's, not the resume's
 
 
 def test_checkpoint_moves_between_strategies_and_world_sizes(shards, tmp_path):
