@@ -184,4 +184,13 @@ def format_funnel(report: Mapping[str, Any]) -> str:
     if report["languages"]:
         top = list(report["languages"].items())[:12]
         lines.append("languages kept: " + ", ".join(f"{lang} {n}" for lang, n in top))
+    mix = report.get("mix")
+    if mix:
+        lines.append("mix (token shares): " + ", ".join(
+            f"{source} {mix['achieved'].get(source, 0):.3f} (asked {share:.3f})" for source, share in mix["requested"].items())
+            + (f"; out of reach: {', '.join(mix['capped_sources'])} (--mix-max-epochs)" if mix.get("capped_sources") else ""))
+    plan = report.get("plan")
+    if plan:
+        lines.append(f"plan {plan['file']}: " + (plan["error"] if "error" in plan else "measured / predicted " + ", ".join(
+            f"{k} {v}" for k, v in plan["measured_over_predicted"].items() if v is not None)))
     return "\n".join(lines)

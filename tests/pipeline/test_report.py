@@ -52,3 +52,13 @@ def test_a_runner_without_metrics_is_checked_from_the_files_alone():
 
 def test_counters_that_disagree_with_the_files_break_it():
     assert report(records_read=11)["conservation"]["holds"] is False
+
+
+def test_the_terminal_summary_says_how_the_mix_and_the_plan_came_out():
+    r = report()
+    r["mix"] = {"requested": {"web": 0.7, "code": 0.3}, "achieved": {"web": 0.69, "code": 0.31}, "max_epochs": 4,
+                "capped_sources": ["code"]}
+    r["plan"] = {"file": "plan.json", "measured_over_predicted": {"cpu_hours": 1.2, "records": 1.0, "output_bytes": None}}
+    text = format_funnel(r)
+    assert "mix (token shares): web 0.690 (asked 0.700), code 0.310 (asked 0.300); out of reach: code" in text
+    assert "plan plan.json: measured / predicted cpu_hours 1.2, records 1.0" in text
