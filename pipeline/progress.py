@@ -15,6 +15,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 BYTES_READ = "read.bytes"  # counter: compressed input bytes consumed by the readers
+DOCUMENT_READERS = ("warc", "read_text")  # the read stages whose `.in` are documents (WARC records, text records)
+
+
+def documents_read(counts: Mapping[str, int]) -> int:
+    """Documents read so far, from every reader: the total each later stage works through."""
+    return sum(counts.get(f"{stage}.in", 0) for stage in DOCUMENT_READERS)
 
 
 class Tally:
@@ -47,7 +53,7 @@ def _eta(seconds: float | None) -> str:
 
 
 def progress_line(counts: Mapping[str, int], before: Mapping[str, int], seconds: float, stages: Sequence[str],
-                  total_bytes: int, read_stage: str = "warc") -> str:
+                  total_bytes: int) -> str:
     """One line: input bytes read (share, rate), documents done per stage of those read so far (rate over
     the last `seconds`), and an ETA from the first stage still behind the reader (the bottleneck)."""
     seconds = max(seconds, 1e-9)
@@ -56,14 +62,15 @@ def progress_line(counts: Mapping[str, int], before: Mapping[str, int], seconds:
     parts = [f"read {done / 1e6:.1f}/{total_bytes / 1e6:.1f} MB ({100 * done / max(total_bytes, 1):.0f}%, "
              f"{byte_rate / 1e6:.2f} MB/s)"]
     eta = (total_bytes - done) / byte_rate if byte_rate > 0 and done < total_bytes else None
-    read = counts.get(f"{read_stage}.in", 0)
+    read = documents_read(counts)
     for stage in stages:
         n = counts.get(f"{stage}.in", 0)
         if not n:
             continue
         rate = (n - before.get(f"{stage}.in", 0)) / seconds
-        parts.append(f"{stage} {n:,}" + (f"/{read:,}" if stage != read_stage and read else "") + f" ({rate:.0f}/s)")
-        if eta is None and stage != read_stage and n < read and rate > 0:
+        reader = stage in DOCUMENT_READERS
+        parts.append(f"{stage} {n:,}" + (f"/{read:,}" if not reader and read else "") + f" ({rate:.0f}/s)")
+        if eta is None and not reader and n < read and rate > 0:
             eta = (read - n) / rate  # documents not yet through this stage, at its current rate
     return "[refinery] " + " · ".join(parts) + (f" · ETA {_eta(eta)}" if eta is not None else "")
 
@@ -93,6 +100,11 @@ class Display:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
+        if self._bars:  # the bars end where the job ended, not at the last poll (a read bar left at 0 %)
+            try:
+                self._draw_bars(self.poll())
+            except Exception:  # noqa: BLE001 - display only
+                pass
         for bar in self._bars.values():
             bar.close()
 
@@ -116,8 +128,9 @@ class Display:
     def _draw_bars(self, counts: Mapping[str, int]) -> None:
         from tqdm import tqdm
 
-        read = counts.get(f"{self.stages[0]}.in", 0) if self.stages else 0
-        wanted = [("read", BYTES_READ, self.total_bytes)] + [(s, f"{s}.in", read or None) for s in self.stages]
+        read = documents_read(counts)
+        wanted = [("read", BYTES_READ, self.total_bytes)] + [(s, f"{s}.in", None if s in DOCUMENT_READERS else read or None)
+                                                             for s in self.stages]
         for position, (label, key, total) in enumerate(wanted):
             value = counts.get(key, 0)
             if label != "read" and not value:

@@ -172,3 +172,12 @@ def test_train_toxicity_command_makes_a_model_the_stage_loads(tmp_path):
     assert stage.score("you stupid bitch, shut your mouth")[0] > stage.score("We met for lunch at noon today.")[0]
     usage = subprocess.run([REFINERY, "train-toxicity", "--help"], capture_output=True, text=True, timeout=120)
     assert "--toxic" in usage.stdout and "--clean" in usage.stdout and "toxicity_score" in usage.stdout
+
+
+def test_progress_counts_text_sources_among_the_documents_read():
+    from pipeline.progress import BYTES_READ, progress_line
+
+    # 185 WARC records and 122 text records: langid's 307 documents are of 307 read, not of 185
+    now = {BYTES_READ: 1_000_000, "warc.in": 185, "read_text.in": 122, "extract.in": 185, "langid.in": 307}
+    line = progress_line(now, now, 1.0, ["warc", "read_text", "extract", "langid"], total_bytes=1_000_000)
+    assert "warc 185 (0/s) · read_text 122 (0/s) · extract 185/307 (0/s) · langid 307/307 (0/s)" in line
