@@ -38,7 +38,7 @@ LID_ONLY = "lid."  # source-name prefix of documents that only calibrate the lan
 
 class MeasureFn(beam.DoFn):
     """document -> (language, (sample key, what each rule measures)); with declared languages also, on the
-    `lid` output, ((lid.176's label, declared language, score bin), 1) and ("pages", declared language)."""
+    `lid` output, (lid.176's label, declared language, score bin), counted per distinct triple downstream."""
 
     LID = "lid"
 

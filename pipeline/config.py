@@ -94,8 +94,9 @@ class JobConfig:
         return out
 
     def overriding(self) -> frozenset[str]:
-        """The user's settings that override the thresholds file's: all of them, unless they chose the file."""
-        return frozenset() if "thresholds" in self.user_settings else self.user_settings
+        """The user's stage settings ("section.key") that override the thresholds file's: all of them, unless
+        they chose the file."""
+        return frozenset() if "thresholds" in self.user_settings else frozenset(k for k in self.user_settings if "." in k)
 
 
 TABLE = stage_table()

@@ -115,7 +115,8 @@ def phase1_digest(config) -> str:
                     part_format=PART_SCHEMA.metadata[b"refinery.schema"].decode(),
                     inject_errors=settings["inject_errors"], ledger_snippet_chars=config.ledger_snippet_chars,
                     sample_fraction=config.sample_fraction, thresholds=_thresholds_digest(config.thresholds),
-                    overriding=sorted(config.overriding()))  # settings that beat the thresholds file decide too
+                    # the phase-1 settings the user gave beat the thresholds file: they decide too
+                    overriding=sorted(k for k in config.overriding() if k.split(".", 1)[0] in sections))
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -102,7 +102,7 @@ class LanguageIdentifier(Stage):
             self._labels = frozenset(_label_to_code(label) for label in self._model.get_labels())
         return self._labels
 
-    def predict(self, text: str, k: int = 1) -> tuple[str, float]:
+    def predict(self, text: str) -> tuple[str, float]:
         """(language code, probability) of the top label. fastText reads one line, so newlines become spaces."""
         labels = self.top(text, k=1)
         return labels[0] if labels else ("und", 0.0)
@@ -158,7 +158,6 @@ class LanguageIdentifier(Stage):
         expected = script_family(lang)
         if written and written != expected and expected in SCRIPT_FAMILIES:  # ICU knows the label's script
             self.count(f"confusable.{lang}.{written}")
-
 
     def applied(self, lang: str, user_settings: frozenset[str] = frozenset()) -> dict:
         """The language-ID threshold and confident score a page labelled `lang` is judged by, and where they
