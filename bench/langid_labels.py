@@ -12,7 +12,6 @@
 3. Labels on a third source (lingua-py's Leipzig sentences, 8 to a page): right and wrong labels kept.
 """
 import argparse
-import csv
 import glob
 import json
 import os
@@ -29,18 +28,13 @@ from stages.settings import set_values  # noqa: E402
 from stages.table import DOCUMENT, stage_table  # noqa: E402
 
 MULTILINGUAL = "../shared/data/multilingual"
-FLORES = os.path.join(MULTILINGUAL, "sib200_flores", "data", "annotated")
 
 
 def flores_test_pages(per_page: int = 8):
     """{folder: [page text]} from every folder's test.tsv, sentences in index order."""
-    out = {}
-    for folder in sorted(f for f in glob.glob(os.path.join(FLORES, "*_*")) if os.path.isdir(f)):
-        with open(os.path.join(folder, "test.tsv"), encoding="utf-8", newline="") as fh:
-            rows = sorted(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE), key=lambda r: int(r["index_id"]))
-        sentences = [r["text"] for r in rows]
-        out[os.path.basename(folder)] = ["\n".join(sentences[i:i + per_page])
-                                         for i in range(0, len(sentences) - per_page + 1, per_page)]
+    out: dict[str, list[str]] = {}
+    for folder, _, text in reference.flores_documents(MULTILINGUAL, per_page, splits=("test",)):
+        out.setdefault(folder, []).append(text)
     return out
 
 

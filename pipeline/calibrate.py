@@ -60,7 +60,7 @@ class MeasureFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(self.LID, (detected, lang, score_bin(score)))
         if not (lid_only or (self._declared and lang not in self._lid.labels())):  # rule thresholds: only for
             key = int.from_bytes(hashlib.blake2b(doc.id.encode(), digest_size=8).digest(), "big")  # labels it gives
-            yield lang, (key, measure(doc.text, lang, self._short))
+            yield lang, (key, measure(doc.text, lang, self._short, ngram_scale=None))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -88,13 +88,17 @@ def _metric_threshold(key: str, lang: str | None, stages: Mapping[str, Any]) -> 
     return value if isinstance(value, (int, float)) else None
 
 
-def _kept_measures(kept: Sequence[Mapping[str, Any]], config) -> list[tuple[Mapping[str, Any], dict[str, float]]]:
-    """Each sampled kept page with what every rule measures on it (the rules' own functions)."""
+def _kept_measures(kept: Sequence[Mapping[str, Any]], stages: Mapping[str, Any]
+                   ) -> list[tuple[Mapping[str, Any], dict[str, float]]]:
+    """Each sampled kept page with what every rule measures on it (the rules' own functions, at the n-gram
+    sizes the run applied to its language)."""
     from stages.calibration import measure
 
+    repetition = stages.get("gopher_repetition")
     out = []
     for doc in kept:
-        m = measure(doc["text"], doc.get("lang"))
+        scale = repetition.config_for(doc.get("lang")).ngram_scale if repetition is not None else 1.0
+        m = measure(doc["text"], doc.get("lang"), ngram_scale=scale)
         if doc.get("lang_score") is not None:
             m["langid.threshold"] = doc["lang_score"]
         for column in ("quality_score", "toxicity_score"):
@@ -187,8 +191,8 @@ def _dedup_section(report: Mapping[str, Any], output: str, summary: explore.Ledg
 def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 500) -> str:
     summary = explore.summarize_ledger(output)
     kept = explore.kept_sample(output, kept_sample)
-    measured = _kept_measures(kept, config) if kept else []
     stages = _rule_stages(config)
+    measured = _kept_measures(kept, stages) if kept else []
     c = report["conservation"]
     status = report.get("status", "?")
     parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Refinery run report</title>"

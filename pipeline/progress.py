@@ -14,8 +14,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from stages.extraction.warc import STAGE as WARC_STAGE
+from stages.textsource import STAGE as TEXT_STAGE
+
 BYTES_READ = "read.bytes"  # counter: compressed input bytes consumed by the readers
-DOCUMENT_READERS = ("warc", "read_text")  # the read stages whose `.in` are documents (WARC records, text records)
+DOCUMENT_READERS = (WARC_STAGE, TEXT_STAGE)  # the read stages whose `.in` are documents (WARC and text records)
 
 
 def documents_read(counts: Mapping[str, int]) -> int:

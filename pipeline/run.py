@@ -473,6 +473,10 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     report["output"] = {"rows": rows, "repeats": rows - report["kept"], "tokens": tokens,
                         "sources": dict(sorted(by_source.items()))}
     _add_sections(config, report, counters, by_source, valid_shards)
+    # per language seen: the language-ID threshold applied and where it came from (file, user, default)
+    langid = next(spec for spec in TABLE if spec.name == LANGID_STAGE).make(config)
+    seen = {*report["languages"], *(lang for (lang,) in reporting.column_counts(ledger_files, ["lang"]) if lang)}
+    report["langid_thresholds"] = {lang: langid.applied(lang, config.user_settings) for lang in sorted(seen)}
     note = lock_note(config.output)
     if note:
         report["lock"] = note
@@ -564,11 +568,6 @@ def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str,
                            "written": sum(s["rows"] for s in valid_shards)}
     if config.dedup.exact or config.dedup.near:
         report["dedup"] = dedup_report(config.dedup, counters or {})
-    # per language: the language-ID threshold applied and where it came from (file, user, default)
-    langid = next(spec for spec in TABLE if spec.name == LANGID_STAGE).make(config)
-    ledger = reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet"))
-    seen = {*report["languages"], *(lang for (lang,) in reporting.column_counts(ledger, ["lang"]) if lang)}
-    report["langid_thresholds"] = {lang: langid.applied(lang, config.user_settings) for lang in sorted(seen)}
 
 
 def _write_html_report(config: RunConfig, report: dict[str, Any]) -> None:

@@ -85,9 +85,12 @@ METRICS = (
 BY_KEY = {m.key: m for m in METRICS}
 
 
-def measure(text: str, lang: str | None, short_line_chars: int = 30) -> dict[str, float]:
+def measure(text: str, lang: str | None, short_line_chars: int = 30,
+            ngram_scale: float | None = 1.0) -> dict[str, float]:
     """What each calibrated rule measures on one page, computed as the rule computes it
-    (stages/gopher.py, stages/fineweb.py); rules that skip the language are absent."""
+    (stages/gopher.py, stages/fineweb.py); rules that skip the language are absent. The n-gram rules are
+    measured at n x `ngram_scale` words, as the rule measures a page of that language; None: at every n a
+    scale may ask for (`RAW` keys, for calibration, whose `with_ngram_scale` then picks them)."""
     out: dict[str, float] = {}
     quality = quality_measures(text, lang)
     out["gopher_quality.min_words"] = float(quality["words"])
@@ -97,11 +100,17 @@ def measure(text: str, lang: str | None, short_line_chars: int = 30) -> dict[str
     if quality["stop_words"] is not None:
         out["gopher_quality.min_stop_words"] = float(quality["stop_words"])
     grams = NGrams(normalized_words(text, lang))
-    if grams.total:  # at every n a language's ngram_scale may ask for (`with_ngram_scale` picks them)
+    if grams.total and ngram_scale is None:
         for m in range(TOP_NGRAMS[0], scaled(TOP_NGRAMS[-1], MAX_NGRAM_SCALE) + 1):
             out[f"{RAW}top.{m}"] = grams.top_chars(m) / grams.total
         for m in range(DUP_NGRAMS[0], scaled(DUP_NGRAMS[-1], MAX_NGRAM_SCALE) + 1):
             out[f"{RAW}dup.{m}"] = grams.duplicated_chars(m) / grams.total
+    elif grams.total:
+        for n in TOP_NGRAMS:
+            out[f"gopher_repetition.max_top_ngram_chars.{n}"] = grams.top_chars(scaled(n, ngram_scale)) / grams.total
+        for n in DUP_NGRAMS:
+            out[f"gopher_repetition.max_dup_ngram_chars.{n}"] = (grams.duplicated_chars(scaled(n, ngram_scale))
+                                                                 / grams.total)
     lines = line_measures(text, lang, short_line_chars)
     if lines is not None:
         out["fineweb.min_line_punct"] = lines["line_punct"]
@@ -318,26 +327,20 @@ def langid_thresholds(labelled: Mapping[str, Mapping[str, Mapping[int, int]]], p
         # the highest threshold that keeps `keep` of L's own pages (none known: no bound)
         keep_bound = (max((b for b in range(SCORE_BINS + 1) if own[b] >= keep * n_own), default=0)
                       if n_own >= min_docs else SCORE_BINS)
-        need: dict[str, int] = {}  # foreign language -> the lowest bin at which it lets <= let_through through
-        for declared, bins in by_declared.items():
-            if declared == label or not pages.get(declared):
-                continue
-            at_least = _at_least(bins)
-            need[declared] = next((b for b in range(SCORE_BINS + 1) if at_least[b] <= let_through * pages[declared]),
-                                  SCORE_BINS + 1)
-        separable = [b for b in need.values() if b <= keep_bound]
+        foreign = {d: _at_least(bins) for d, bins in by_declared.items() if d != label and pages.get(d)}
+        # foreign language -> the lowest bin at which it lets <= let_through of its pages through as L
+        need = {d: next((b for b in range(SCORE_BINS + 1) if at_least[b] <= let_through * pages[d]), SCORE_BINS + 1)
+                for d, at_least in foreign.items()}
         base = round(floor * SCORE_BINS)
         if n_own >= min_docs:
             base = min(base, max(keep_bound, round(lowest * SCORE_BINS)))
-        threshold = max(base, min(round(ceiling * SCORE_BINS), max(separable, default=0)))
-        threshold /= SCORE_BINS
-        confident = max([threshold * SCORE_BINS, *need.values()]) / SCORE_BINS
-        if confident >= 0.99:  # another language reaches full confidence (fastText's 0.99997 and 1.0 alike): ask always
-            confident = 1.01
-        t = round(threshold * SCORE_BINS)
-        foreign_through = {d: _at_least(by_declared[d])[t] / pages[d] for d in need}
+        t = max(base, min(round(ceiling * SCORE_BINS), max((b for b in need.values() if b <= keep_bound), default=0)))
+        confident = max([t, *need.values()])
+        if confident >= 99:  # another language reaches full confidence (fastText's 0.99997 and 1.0 alike): ask always
+            confident = SCORE_BINS + 1
+        foreign_through = {d: at_least[t] / pages[d] for d, at_least in foreign.items()}
         out[label] = {
-            "threshold": round(threshold, 2), "confident": round(min(confident, 1.01), 2),
+            "threshold": t / SCORE_BINS, "confident": confident / SCORE_BINS,
             "own_pages": n_own, "kept_true": round(own[t] / n_own, 4) if n_own else None,
             "foreign_languages": len(need),
             "worst_foreign": (max(foreign_through, key=foreign_through.get) if foreign_through else None),

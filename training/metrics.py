@@ -56,13 +56,12 @@ class Metrics:
         self.fh.close()
         path = self.fh.name
         with open(path, encoding="utf-8") as fh:
-            kept = [line for line in fh if line.strip() and json.loads(line).get("step", 0) <= step]
+            kept = [record for record in map(json.loads, filter(str.strip, fh)) if record.get("step", 0) <= step]
         with open(path + ".tmp", "w", encoding="utf-8") as fh:
-            fh.writelines(kept)
+            fh.writelines(json.dumps(record) + "\n" for record in kept)
         os.replace(path + ".tmp", path)
         self.fh = open(path, "a", encoding="utf-8")
-        losses = [json.loads(line) for line in kept]
-        return next((r["loss"] for r in losses if "loss" in r and not r.get("skipped")), None)
+        return next((r["loss"] for r in kept if "loss" in r and not r.get("skipped")), None)
 
     def close(self) -> None:
         if self.fh:

@@ -68,6 +68,9 @@ def test_ngram_scale_from_parallel_word_counts():
     config = GopherRepetitionConfig(max_top_ngram_chars=(), max_dup_ngram_chars=((5, 0.15),))
     english_n, scaled_n = GopherRepetition(config), GopherRepetition(GopherRepetitionConfig(
         max_top_ngram_chars=(), max_dup_ngram_chars=((5, 0.15),), ngram_scale=2.5))
+    # what report.html shows next to a drop is measured at the n the run applied: here 5 x 1.4 -> 7 words
+    raw, applied = measure(text, "vi", ngram_scale=None), measure(text, "vi", ngram_scale=1.4)
+    assert applied["gopher_repetition.max_dup_ngram_chars.5"] == raw["repetition.dup.7"]
     assert english_n.evaluate(text, "vi")[0] == "dup_ngram_chars"
     assert scaled_n.evaluate(text, "vi") is None
 
