@@ -343,7 +343,8 @@ def langid_thresholds(labelled: Mapping[str, Mapping[str, Mapping[int, int]]], p
             "threshold": t / SCORE_BINS, "confident": confident / SCORE_BINS,
             "own_pages": n_own, "kept_true": round(own[t] / n_own, 4) if n_own else None,
             "foreign_languages": len(need),
-            "worst_foreign": (max(foreign_through, key=foreign_through.get) if foreign_through else None),
+            # ties by name: the counts arrive in whatever order the runner wrote them
+            "worst_foreign": (max(sorted(foreign_through), key=foreign_through.get) if foreign_through else None),
             "let_through_worst": round(max(foreign_through.values(), default=0.0), 4),
             "held_back_by_second": sorted(d for d, b in need.items() if b > keep_bound),
         }
