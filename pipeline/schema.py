@@ -13,7 +13,7 @@ import pyarrow as pa
 from stages.pii import KINDS as PII_KINDS
 from stages.record import Document, Drop, DropReason, Stage, StageResult, clean_text, has_lone_surrogate
 
-SCHEMA_VERSION = "7"  # 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
+SCHEMA_VERSION = "8"  # 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -28,6 +28,8 @@ METADATA_FIELDS = [
     pa.field("charset_source", pa.string()),   # bom | http | warc | meta | utf-8 | detected | replace
     pa.field("source_file", pa.string()),      # text sources (JSONL/Parquet): the file, below the inputs' folder
     pa.field("source_line", pa.int64()),       # ... and the record's line (JSONL) or row (Parquet), from 1
+    pa.field("rescued", pa.string()),          # kept although it missed one repetition limit by a hair: the rule,
+                                               # its value and limit, the quality score (stages/rescue.py); else null
 ]
 METADATA_TYPE = pa.struct(METADATA_FIELDS)
 

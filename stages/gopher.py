@@ -6,12 +6,13 @@ are skipped where they do not apply, and the skip is counted (`count("skip....")
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from stages.record import DropReason, RuleStage, over, under
+from stages.record import Document, DropReason, RuleStage, StageResult, over, under
+from stages.rescue import Rescue
 from stages.settings import check, check_not_negative
 from stages.table import StageSpec
 from stages.text import NO_SPACE_LANGS, is_punctuation, normalized_words, split_paragraphs, split_words, stop_words
@@ -116,9 +117,15 @@ class GopherRepetitionConfig:
     # ICU cuts Japanese into short words: their 5-grams are English 2-3-grams). The bundled thresholds set it
     # from NTREX-128's translations of the same articles.
     ngram_scale: float = 1.0
+    # Rescue by evidence (stages/rescue.py): a page over exactly one n-gram limit, by less than this share of
+    # the limit, that the quality model scores at least rescue_min_quality is kept with metadata.rescued
+    # saying why; none: off (also off when the quality stage is)
+    rescue_margin: float | None = 0.1
+    rescue_min_quality: float = 0.9
 
     def __post_init__(self):
         check_not_negative(self)
+        check(self.rescue_min_quality <= 1.0, f"rescue_min_quality must be in [0, 1], got {self.rescue_min_quality}")
         check(1.0 <= self.ngram_scale <= 5.0, f"ngram_scale must be in [1, 5], got {self.ngram_scale}")
         check(all(n >= 1 for n, _ in self.max_top_ngram_chars + self.max_dup_ngram_chars), "n-gram sizes must be >= 1")
 
@@ -138,10 +145,38 @@ class GopherRepetition(RuleStage):
 
     name = "gopher_repetition"
 
-    def __init__(self, config: GopherRepetitionConfig = GopherRepetitionConfig()):
+    def __init__(self, config: GopherRepetitionConfig = GopherRepetitionConfig(), rescue_with=None):
         super().__init__(config)
+        self.rescue = Rescue(rescue_with) if rescue_with is not None and config.rescue_margin is not None else None
+
+    def check(self) -> None:
+        if self.rescue:
+            self.rescue.check()
+
+    def setup(self) -> None:
+        if self.rescue:
+            self.rescue.setup()
+
+    def teardown(self) -> None:
+        if self.rescue:
+            self.rescue.teardown()
+
+    def __call__(self, doc: Document) -> StageResult:
+        verdicts = self.verdicts(doc.text, doc.lang)
+        first = next(verdicts, None)
+        if first is not None and self.rescue is not None:
+            c = self.config_for(doc.lang)
+            rescued = self.rescue(self.name, doc, first, verdicts, c.rescue_margin, c.rescue_min_quality)
+            if rescued is not None:
+                self.count(f"rescued.{first[0]}")
+                return rescued
+        return self.result(doc, first)
 
     def evaluate(self, text: str, lang: str | None) -> tuple | None:
+        return next(self.verdicts(text, lang), None)
+
+    def verdicts(self, text: str, lang: str | None) -> Iterator[tuple]:
+        """Every rule the text fails, in the order the rules are checked (lazily: the first is usually enough)."""
         c = self.config_for(lang)
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         for units, max_fraction, max_chars, reasons in (
@@ -154,25 +189,23 @@ class GopherRepetition(RuleStage):
                 continue
             dup_count, dup_chars = duplicate_units(units)
             fraction, chars = dup_count / len(units), dup_chars / max(sum(map(len, units)), 1)
-            verdict = over(reasons[0], fraction, max_fraction, ".2f") or over(reasons[1], chars, max_chars, ".2f")
-            if verdict:
-                return verdict
+            yield from filter(None, (over(reasons[0], fraction, max_fraction, ".2f"),
+                                     over(reasons[1], chars, max_chars, ".2f")))
         grams = NGrams(normalized_words(text, lang))
         total = grams.total
         if not total:
-            return None
+            return
         for n, limit in c.max_top_ngram_chars:
             m = scaled(n, c.ngram_scale)
             verdict = over(DropReason.TOP_NGRAM_CHARS, grams.top_chars(m) / total, limit, ".3f", f"n={ngram_label(n, m)}: ")
             if verdict:
-                return verdict
+                yield verdict
         for n, limit in c.max_dup_ngram_chars:
             m = scaled(n, c.ngram_scale)
             verdict = over(DropReason.DUP_NGRAM_CHARS, grams.duplicated_chars(m) / total, limit, ".3f",
                            f"n={ngram_label(n, m)}: ")
             if verdict:
-                return verdict
-        return None
+                yield verdict
 
 
 def scaled(n: int, scale: float) -> int:
@@ -199,6 +232,7 @@ def duplicate_units(units: Sequence[str]) -> tuple[int, int]:
 SPECS = (
     StageSpec(
         name=GopherRepetition.name, order=30, config=GopherRepetitionConfig, build=GopherRepetition,
+        inputs=lambda run: {"rescue_with": run.quality if run.quality.enabled else None},
         about="Gopher repetition rules",
         reasons={
             DropReason.DUP_LINE_FRACTION: "too many lines repeat an earlier line",

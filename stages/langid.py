@@ -9,11 +9,12 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from stages.dialects import dialect_of
 from stages.models import bundled, load_fasttext
 from stages.record import Document, DropReason, Stage, StageResult
 from stages.settings import ConfigError, check, split_commas
 from stages.table import StageSpec
-from stages.thresholds import CANTONESE_MARKERS, SCRIPT_FAMILIES, dominant_script_family, script_family
+from stages.thresholds import SCRIPT_FAMILIES, dominant_script_family, script_family
 
 STAGE = "langid"
 BUNDLED_MODEL = "lid.176.ftz"
@@ -38,10 +39,6 @@ class LangIdConfig:
         check(self.second_opinion in (None, "cld2"), f"second_opinion must be cld2 or none, got {self.second_opinion!r}")
         if self.languages is not None:  # "en,de" from a flag or a file
             object.__setattr__(self, "languages", split_commas(self.languages) or None)
-
-
-def _written_cantonese(text: str) -> bool:
-    return sum(ch in CANTONESE_MARKERS for ch in text[:4000]) >= 5
 
 
 def bundled_model_path() -> str:
@@ -117,9 +114,10 @@ class LanguageIdentifier(Stage):
     def __call__(self, doc: Document) -> StageResult:
         ranked = self.top(doc.text, k=5) or [("und", 0.0)]
         lang, score = ranked[0]
-        if lang == "zh" and "yue" in self.labels() and _written_cantonese(doc.text):
-            lang = "yue"  # lid.176 calls written Cantonese zh; its particles say otherwise
-            self.count("relabel.yue.cantonese")
+        dialect = dialect_of(lang, doc.text, self.labels())
+        if dialect:  # lid.176 calls written Cantonese zh, Egyptian Arabic ar; their own words say otherwise
+            lang, note = dialect
+            self.count(note)
         config = self.config_for(lang)
         second = None
         if self.config.second_opinion and score < max(config.threshold, config.confident):

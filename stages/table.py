@@ -37,6 +37,8 @@ class StageSpec:
     build: Callable[[Any], Any] | None = None      # config -> Stage (document stages)
     enabled: Callable[[Any], bool] | None = None   # run config -> on? (default: section's `enabled`, else on)
     check: Callable[[Any], None] | None = None     # run config -> raises if the stage cannot run (pre-flight)
+    inputs: Callable[[Any], Mapping[str, Any]] | None = None  # run config -> keyword arguments of `build` from
+                                                   # other sections (the model of another stage it asks)
     about: str = ""                                # one line for the README table's stage column
 
     def __post_init__(self):
@@ -59,7 +61,7 @@ class StageSpec:
     def make(self, run_config: Any):
         """The per-document stage, built from its settings (and the run's per-language thresholds file)."""
         settings = self.settings(run_config)
-        stage = self.build(settings)
+        stage = self.build(settings, **(self.inputs(run_config) if self.inputs else {}))
         path = getattr(run_config, "thresholds", None)
         if path and self.section:
             from stages.thresholds import attach

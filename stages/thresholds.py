@@ -63,10 +63,6 @@ def dominant_script_family(text: str, sample: int = 2000) -> str:
     return max(counts, key=counts.get) if counts else ""
 
 
-# Characters common in written Cantonese and rare in Standard Chinese: lid.176 labels Cantonese `zh`.
-CANTONESE_MARKERS = frozenset("嘅係咗冇唔喺佢哋嘢啲")
-
-
 def bundled_path() -> str:
     from stages.models import bundled
 

@@ -6,7 +6,9 @@ import pytest
 
 from pipeline.config import ConfigError
 from pipeline.run import run
-from tests.conftest import DAVIDSON_SAMPLE, SENTENCES_DIR, WarcBuilder
+from stages.reference import ntrex_documents
+from tests.conftest import DAVIDSON_SAMPLE, MULTILINGUAL_SAMPLE, SENTENCES_DIR, WarcBuilder
+from tests.stages.test_gopher import near_miss_page
 
 EN = (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()
 DE = (SENTENCES_DIR / "de.txt").read_text(encoding="utf-8").splitlines()
@@ -28,12 +30,16 @@ def test_each_rule_family_leaves_its_reason_in_the_ledger(tmp_path):
         "http://t.example/lorem": prose[40:55] + ["Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod."],
         "http://t.example/one-dup-line": prose[60:80] + [min(prose[60:80], key=len)],
     }
+    article = next(text for code, _, text in ntrex_documents(str(MULTILINGUAL_SAMPLE)) if code == "eng-GB")
+    near_miss, limit = near_miss_page(article.splitlines())   # over one n-gram limit by 4 %, quality 0.98
+    pages["http://t.example/near-miss"] = near_miss.splitlines()
     warc = WarcBuilder(tmp_path / "pages.warc.gz")
     for url, paragraphs in pages.items():
         warc.response(url, page(paragraphs, title=url.rsplit("/", 1)[1]))
     warc.close()
     cfg = tmp_path / "all-filters.yaml"
-    cfg.write_text("c4: {enabled: true}\nfineweb: {enabled: true}\n")
+    cfg.write_text("c4: {enabled: true}\nfineweb: {enabled: true}\n"
+                   f"gopher_repetition: {{max_dup_ngram_chars: [[5, {limit[0][1]}]]}}\n")
     report = run(["--input", str(tmp_path / "pages.warc.gz"), "--output", str(tmp_path / "out"), "--quiet",
                   "--config", str(cfg)])
 
@@ -45,7 +51,9 @@ def test_each_rule_family_leaves_its_reason_in_the_ledger(tmp_path):
         "http://t.example/one-dup-line": ("fineweb", "fineweb_dup_line_chars"),
     }
     kept = {r["url"]: r for r in pq.read_table(str(tmp_path / "out" / "data")).to_pylist()}
-    assert set(kept) == {"http://t.example/good", "http://t.example/german"}
+    assert set(kept) == {"http://t.example/good", "http://t.example/german", "http://t.example/near-miss"}
+    assert kept["http://t.example/near-miss"]["metadata"]["rescued"].startswith("gopher_repetition:dup_ngram_chars n=5")
+    assert kept["http://t.example/good"]["metadata"]["rescued"] is None
     good = kept["http://t.example/good"]
     assert "<EMAIL>" in good["text"] and "<PHONE>" in good["text"] and "posteo" not in good["text"]
     assert good["pii_counts"] == {"email": 1, "ip_address": 0, "phone": 1, "credit_card": 0, "iban": 0}
@@ -57,6 +65,7 @@ def test_each_rule_family_leaves_its_reason_in_the_ledger(tmp_path):
     assert report["conservation"]["holds"]
     pii = next(f for f in report["funnel"] if f["stage"] == "pii")
     assert pii["notes"] == {"replaced.EMAIL": 1, "replaced.PHONE": 1}
+    assert next(f for f in report["funnel"] if f["stage"] == "gopher_repetition")["notes"] == {"rescued.dup_ngram_chars": 1}
 
 
 def test_decontamination_in_the_job(tmp_path):

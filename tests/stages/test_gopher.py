@@ -221,3 +221,50 @@ def test_vectorized_ngram_statistics_equal_the_definition():
         for n in range(1, 11):
             assert grams.top_chars(n) == _reference_top_ngram_chars(words, n), (words[:20], n)
             assert grams.duplicated_chars(n) == _reference_duplicated_ngram_chars(words, n), (words[:20], n)
+
+
+def near_miss_page(lines, over_by=1.04):
+    """Real prose whose two sentences recur inside other lines (no line repeats): it fails the n = 5
+    duplicated n-gram rule, and only that rule, by `over_by` of a limit set under its measured value."""
+    lines = list(lines[:20])
+    lines[5] += " " + lines[0]
+    lines[11] += " " + lines[1]
+    text = "\n".join(lines)
+    grams = NGrams(normalized_words(text, "en"))
+    share = grams.duplicated_chars(5) / grams.total
+    return text, ((5, round(share / over_by, 4)),)
+
+
+def test_a_near_miss_on_one_ngram_limit_is_rescued_by_the_quality_model_and_says_so():
+    from stages.quality import QualityConfig
+    from stages.reference import ntrex_documents
+    from tests.conftest import MULTILINGUAL_SAMPLE
+
+    article = next(text for code, _, text in ntrex_documents(str(MULTILINGUAL_SAMPLE)) if code == "eng-GB")
+    text, limit = near_miss_page(article.splitlines())   # a news article the quality model scores 0.98
+    notes = []
+
+    def stage(quality_config=QualityConfig(), **cfg):
+        config = GopherRepetitionConfig(**{"max_dup_ngram_chars": limit, **cfg})
+        built = GopherRepetition(config, rescue_with=quality_config)
+        built.count = lambda name, n=1: notes.append(name)
+        return built
+
+    kept = stage()(doc(text))
+    assert isinstance(kept, Document) and notes == ["rescued.dup_ngram_chars"]
+    rule, quality = kept.metadata["rescued"].split("; quality ")
+    assert rule.startswith("gopher_repetition:dup_ngram_chars n=5: ") and float(quality) >= 0.9
+    assert stage().evaluate(text, "en")[0] == "dup_ngram_chars"   # the rule itself still says no
+    # each condition alone sends it to the ledger: over by more than the margin, a quality model not sure
+    # enough, a second rule failed too, rescue off, and a page rescued once already
+    for dropped in (stage(rescue_margin=0.02)(doc(text)), stage(rescue_min_quality=1.0)(doc(text)),
+                    stage(max_top_ngram_chars=((2, 0.01),))(doc(text)), stage(rescue_margin=None)(doc(text)),
+                    stage()(kept), GopherRepetition(GopherRepetitionConfig(max_dup_ngram_chars=limit))(doc(text))):
+        assert isinstance(dropped, Drop) and dropped.reason in ("dup_ngram_chars", "top_ngram_chars")
+    # a listing of the same kind (machine-made, not prose) is not rescued
+    listing = "\n".join(f"Cheap flights to {city} from 49 euros, book now" for city in
+                        ("Paris", "Rome", "Madrid", "Berlin", "Vienna", "Prague", "Lisbon", "Athens", "Dublin", "Oslo"))
+    grams = NGrams(normalized_words(listing, "en"))
+    share = grams.duplicated_chars(5) / grams.total
+    config = dict(max_dup_ngram_chars=((5, round(share / 1.04, 4)),), max_top_ngram_chars=(), max_dup_line_fraction=None)
+    assert isinstance(stage(**config)(doc(listing)), Drop)

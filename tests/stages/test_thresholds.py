@@ -163,3 +163,11 @@ def test_confusable_labels_are_counted_not_silently_accepted():
     notes.clear()
     lid(Document(id="2", url="", source="web", text="这是一个关于中国历史的简短介绍，涵盖了从古代到现代的重要事件。"))
     assert notes == []
+    egyptian = ("أنا مش عارف ليه الناس دي بتعمل كده، عشان إحنا دلوقتي محتاجين نفهم الموضوع ده كويس أوي قبل ما نقرر "
+                "أي حاجة، والحكومة لازم تسمع كلام الناس اللي في الشارع.")
+    doc = lid(Document(id="3", url="", source="web", text=egyptian))
+    assert doc.lang == "arz" and notes == ["relabel.arz.egyptian"]   # lid.176: ar; the colloquial words: arz
+    notes.clear()
+    standard = ("أعلنت الحكومة اليوم عن خطة جديدة لتحسين التعليم في المدارس الحكومية، وقال الوزير إن الخطة "
+                "ستبدأ في العام المقبل وتشمل تدريب المعلمين وتطوير المناهج الدراسية.")
+    assert lid(Document(id="4", url="", source="web", text=standard)).lang == "ar" and notes == []
