@@ -4,7 +4,7 @@ lid.176 has labels for Cantonese (`yue`) and Egyptian Arabic (`arz`) but learnt 
 pages in those "languages" are mostly written in the standard: on FLORES-200's colloquial Cantonese and
 Egyptian Arabic it answers `zh` and `ar` (its `arz` score stays under 0.03). The markers below are the
 colloquial function words of each dialect; FLORES dev/train (fitting) and test (checking) say how often they
-decide: Egyptian 72 % / 88 % of pages relabelled, 0 of 2,000 pages of Standard Arabic, eight other Arabic
+decide: Egyptian 72 % / 88 % of pages relabelled, 0 of 2,625 pages of Standard Arabic, seven other Arabic
 dialects and other Arabic-script languages, 0 of 123 NTREX Arabic news articles (bench/RESULTS.md).
 """
 from __future__ import annotations
