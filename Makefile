@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_OUT ?= out/demo
 
-.PHONY: install demo test browser report-screenshot clean quality-model toxicity-model badword-exclusions thresholds cluster-demo dask-demo ablate-demo
+.PHONY: install demo test docs-test browser report-screenshot clean quality-model toxicity-model badword-exclusions thresholds cluster-demo dask-demo ablate-demo
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,11 @@ ablate-demo: install
 test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# The README as a script (scripts/readme_check.py): its shell and Python blocks in order, in a temporary folder,
+# training at a few steps (README_SMALL=0: the sizes as written); CI runs it after the suite.
+docs-test: install
+	$(BIN)/python scripts/readme_check.py
 
 # Headless Chromium for the report's browser test (Debian package). Where it cannot be installed
 # (no apt, no root), that one test skips and says why.

@@ -24,7 +24,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.beam_options import check_beam_args, loopback_only_grpc
 from pipeline.config import ConfigError, load_config
-from pipeline.run import DEFAULT_RUNNER, check_inputs, input_root, read_sources, source_groups
+from pipeline.run import DEFAULT_RUNNER, as_written, check_inputs, input_root, read_sources, source_groups
 from pipeline.transforms import ApplyStage
 from stages.calibration import calibrate, langid_thresholds
 from stages.extraction.extract import Extractor
@@ -103,7 +103,7 @@ def calibrate_corpus(argv: Sequence[str]) -> dict:
     config = load_config(args.config, overrides)
     if not config.inputs and not config.sources:
         raise ConfigError("no input: pass --input GLOB or --source NAME=GLOB")
-    files = check_inputs([g for _, globs in source_groups(config) for g in globs])
+    files = check_inputs([g for _, globs in source_groups(config) for g in globs], as_written(config))
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = [f"--runner={DEFAULT_RUNNER}", *beam_args]
     root = input_root(files)

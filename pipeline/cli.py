@@ -187,8 +187,9 @@ def interrupt(signum, frame):
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) < 2000 else text[:2000] + " ..."
+    from stages.settings import error_text
+
+    return error_text(exc)
 
 
 def flag_value(argv: Sequence[str], flag: str) -> str | None:

@@ -126,7 +126,9 @@ def _inside(args: argparse.Namespace, run_args: Sequence[str]) -> int:
             if code == 0 and args.same_as:
                 code = _compare(args.same_as, _output_of(run_args))
         except (OSError, ValueError, KeyError) as exc:  # a missing or unreadable earlier run, a gone scheduler
-            print(f"[local-cluster] the job finished, but checking it failed: {exc!r}", file=sys.stderr)
+            from stages.settings import error_text
+
+            print(f"[local-cluster] the job finished, but checking it failed: {error_text(exc)}", file=sys.stderr)
             return 1
         return code
     except (_Terminated, KeyboardInterrupt) as exc:
@@ -206,7 +208,7 @@ def _compare(expected: str, found: str) -> int:
     differences = compare_outputs(expected, found)
     if differences:
         print(f"[local-cluster] output differs from {expected}:\n  " + "\n  ".join(differences), file=sys.stderr)
-        return 1
+        return 3  # a failed check, as `refinery run`'s
     print(f"[local-cluster] {found}: shards byte-identical to the local runner's ({expected}); same ledger and funnel")
     return 0
 

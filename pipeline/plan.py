@@ -40,7 +40,7 @@ from pipeline.prepare import (
 )
 from pipeline.progress import BYTES_READ
 from pipeline.transforms import ApplyStage, ReadFileFn, capture_counts
-from stages.settings import add_set_flag, set_values
+from stages.settings import add_set_flag, error_text, set_values
 
 # One Common Crawl snapshot (e.g. CC-MAIN-2024-22: ~90,000 WARC files of ~1 GB, ~2.7-3.1 billion pages).
 SNAPSHOT = {"name": "one Common Crawl snapshot", "files": 90_000, "pages": 3_000_000_000}
@@ -83,7 +83,7 @@ def main(argv: Sequence[str]) -> int:
             with open(args.save, "w", encoding="utf-8") as fh:
                 json.dump(plan, fh, indent=2)
     except (ConfigError, OSError) as exc:
-        print(f"refinery plan: error: {exc}", file=sys.stderr)
+        print(f"refinery plan: error: {error_text(exc)}", file=sys.stderr)
         return 2
     return 0
 

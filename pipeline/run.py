@@ -13,7 +13,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -142,24 +142,36 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return config
 
 
-def check_inputs(patterns: Sequence[str]) -> dict[str, int]:
+def check_inputs(patterns: Sequence[str], written: Mapping[str, str] | None = None) -> dict[str, int]:
     """Fail before the job starts if a pattern matches nothing (a typo would otherwise give an empty run)
-    or names a folder; the distinct files matched, with their sizes."""
-    return {m.path: m.size_in_bytes for m in _match(patterns).values()}
+    or names a folder; the distinct files matched, with their sizes. `written`: how the user gave each pattern
+    (`--source NAME=GLOB`), for the error line."""
+    return {m.path: m.size_in_bytes for m in _match(patterns, written).values()}
 
 
-def _match(patterns: Sequence[str]) -> dict:
+def as_written(config) -> dict[str, str]:
+    """{glob: the flag that gave it}: --input GLOB, --source NAME=GLOB (--lid-source for calibration's)."""
+    written = {glob: f"--input {glob!r}" for glob in config.inputs}
+    for spec in config.sources:
+        name, glob = spec.split("=", 1)
+        flag = "--lid-source" if name.startswith("lid.") else "--source"
+        written.setdefault(glob, f"{flag} {name.removeprefix('lid.')}={glob!r}")
+    return written
+
+
+def _match(patterns: Sequence[str], written: Mapping[str, str] | None = None) -> dict:
     files: dict = {}
     for pattern in patterns:
+        given = (written or {}).get(pattern, f"--input {pattern!r}")
         if "://" not in pattern and os.path.isdir(pattern):
-            raise ConfigError(f"--input {pattern!r} is a folder: give a glob of its files, e.g. "
+            raise ConfigError(f"{given} is a folder: give a glob of its files, e.g. "
                               f"'{os.path.join(pattern, '*.warc.gz')}'")
         match = FileSystems.match([pattern])[0]
         found = {m.path: m for m in match.metadata_list}
         if "://" not in pattern:  # entries Beam's listing drops without a word: read (and ledgered) by name
             found.update((path, FileMetadata(path, 0, 0.0)) for path in unlisted_local_entries(pattern, found))
         if not found:
-            raise ConfigError(f"--input {pattern!r} matches no files")
+            raise ConfigError(f"{given} matches no files")
         files.update(found)
     return files
 
@@ -179,8 +191,9 @@ def unlisted_local_entries(pattern: str, listed) -> list[str]:
 def input_files(config: RunConfig) -> list[InputFile]:
     """Every input file once (the first source naming it reads it), in name order: phase 1's work list."""
     files: dict[str, InputFile] = {}
+    written = as_written(config)
     for name, globs in source_groups(config):
-        for path, m in _match(globs).items():
+        for path, m in _match(globs, written).items():
             files.setdefault(path, InputFile(name, path, m.size_in_bytes, m.last_updated_in_seconds or 0.0))
     return sorted(files.values(), key=lambda f: f.path)
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from stages.quality_train import QUALITY, Labels, QualityTrainConfig, read_texts, train, train_graded
-from stages.settings import add_flags, add_set_flag, flag_values, load, set_values
+from stages.settings import add_flags, add_set_flag, error_text, flag_values, load, set_values
 
 # command -> (flag of the positive texts, flag of the negative texts, what the score becomes)
 KINDS = {"train-quality": ("positive", "negative", "`quality_score`"),
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None, command: str = "train-quality") -> i
             card = train(positives, negatives, args.output, config, description, labels=_labels(command),
                          force=args.force)
     except (OSError, ValueError) as exc:
-        print(f"refinery {command}: error: {exc}", file=sys.stderr)
+        print(f"refinery {command}: error: {error_text(exc)}", file=sys.stderr)
         return 2
     m = card["held_out_metrics"]
     if "mean_absolute_error" in m:

@@ -31,6 +31,20 @@ class ConfigError(ValueError):
     """A setting is wrong: one line that names it."""
 
 
+def error_text(exc: BaseException) -> str:
+    """An error as one line for a terminal: an OSError as "PATH: what happened" (not Python's "[Errno 2] No such
+    file or directory: 'PATH'"), anything else as its message; long ones cut."""
+    if isinstance(exc, OSError) and exc.strerror:
+        what = exc.strerror[:1].lower() + exc.strerror[1:]
+        text = f"{exc.filename}: {what}" if exc.filename is not None else what
+        if exc.filename2 is not None:
+            text += f" (and {exc.filename2})"
+    else:
+        text = str(exc) or type(exc).__name__
+    text = " ".join(text.split())
+    return text if len(text) < 2000 else text[:2000] + " ..."
+
+
 def check(condition: bool, message: str) -> None:
     """For `__post_init__`: raise ConfigError(message) unless condition holds."""
     if not condition:

@@ -181,3 +181,33 @@ def test_progress_counts_text_sources_among_the_documents_read():
     now = {BYTES_READ: 1_000_000, "warc.in": 185, "read_text.in": 122, "extract.in": 185, "langid.in": 307}
     line = progress_line(now, now, 1.0, ["warc", "read_text", "extract", "langid"], total_bytes=1_000_000)
     assert "warc 185 (0/s) · read_text 122 (0/s) · extract 185/307 (0/s) · langid 307/307 (0/s)" in line
+
+
+def test_every_command_keeps_to_one_exit_code_and_names_the_file_and_the_flag(tmp_path, capsys):
+    """2 for a mistake in what was asked, with one line that names the path and what happened (not Python's
+    "[Errno 2] ..."), and the flag a missing input came from."""
+    from pipeline.config import load_config
+    from pipeline.run import ConfigError, as_written, check_inputs
+    from stages.settings import error_text
+    from training import report
+
+    missing = tmp_path / "nothing.jsonl"
+    try:
+        open(missing)
+    except OSError as exc:
+        assert error_text(exc) == f"{missing}: no such file or directory"
+    assert error_text(ValueError("bad\n  value")) == "bad value"
+
+    assert report.main(["memory", "--run", str(tmp_path)]) == 2
+    assert report.main(["memory"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"refinery report memory: error: --run {tmp_path}: cannot read summary.json ({tmp_path}/summary.json: "
+                   "no such file or directory); is it the --out of a finished `refinery train`?",
+                   "refinery report memory: error: give --params (and optionally the shape) or --run"]
+
+    config = load_config(None, {"sources": [f"en={missing}"], "inputs": []})
+    try:
+        check_inputs([str(missing)], as_written(config))
+        raise AssertionError("a missing input must be refused")
+    except ConfigError as exc:
+        assert str(exc) == f"--source en={str(missing)!r} matches no files"

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from stages.mix import approx_tokens, copies, mix_rates, parse_weights, repeat_id, unit_hash
+from stages.settings import error_text
 from training.data import MANIFEST, DataError, read_manifest
 
 VALID = "valid"
@@ -332,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = run(args)
     except (DataError, OSError, ValueError) as exc:
-        print(f"refinery ablate: error: {exc}", file=sys.stderr)
+        print(f"refinery ablate: error: {error_text(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"refinery ablate: interrupted; finished variants' runs are in {args.out}", file=sys.stderr)

@@ -78,13 +78,14 @@ def latest_step(directory: str) -> int | None:
         return None
 
 
-def load(directory: str) -> dict[str, Any]:
-    """The checkpoint latest.json names, verified; CheckpointError with the reason otherwise."""
+def load(directory: str, asked_by: str = "--resume") -> dict[str, Any]:
+    """The checkpoint latest.json names, verified; CheckpointError with the reason otherwise (its message
+    starts with `asked_by`, the option that pointed here)."""
     pointer = os.path.join(directory, LATEST)
     if not os.path.isfile(pointer):
         found = [f for f in os.listdir(directory) if f.endswith(".pt")] if os.path.isdir(directory) else []
         hint = f" ({len(found)} .pt file(s) there but no {LATEST}: an interrupted first save?)" if found else ""
-        raise CheckpointError(f"--resume: no checkpoint in {directory}{hint}")
+        raise CheckpointError(f"{asked_by}: no checkpoint in {directory}{hint}")
     try:
         with open(pointer, encoding="utf-8") as fh:
             latest = json.load(fh)

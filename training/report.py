@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
+from stages.settings import error_text
 from training import memory, numerics, parallel
 from training.memory import GIB, Shape, duration, size
 
@@ -44,6 +46,10 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
 
 
+class ReportError(Exception):
+    """The report cannot be made from what was given (a missing run, too few numbers): one line, exit 2."""
+
+
 def _run_summary(run: str | None) -> dict[str, Any]:
     if not run:
         return {}
@@ -51,8 +57,8 @@ def _run_summary(run: str | None) -> dict[str, Any]:
         with open(os.path.join(run, "summary.json"), encoding="utf-8") as fh:
             return json.load(fh)
     except (OSError, ValueError) as exc:
-        raise SystemExit(f"refinery report: --run {run}: cannot read summary.json ({exc}); "
-                         "is it the --out of a finished `refinery train`?") from exc
+        raise ReportError(f"--run {run}: cannot read summary.json ({error_text(exc)}); "
+                          "is it the --out of a finished `refinery train`?") from exc
 
 
 def _parser(kind: str, description: str) -> argparse.ArgumentParser:
@@ -84,12 +90,12 @@ def _shape(a: argparse.Namespace) -> Shape:
         from training.model import MODEL_SIZES, ModelConfig
 
         if a.model_size not in MODEL_SIZES:
-            raise SystemExit(f"refinery report: unknown --model-size (one of {', '.join(MODEL_SIZES)})")
+            raise ReportError(f"unknown --model-size (one of {', '.join(MODEL_SIZES)})")
         cfg = ModelConfig(vocab_size=a.vocab or 258, seq_len=a.seq or 256, **MODEL_SIZES[a.model_size])
         return Shape.from_config(cfg, a.micro_batch)
     if a.params is None:
         if None in (a.layers, a.hidden):
-            raise SystemExit("refinery report: give --params (and optionally the shape) or --run")
+            raise ReportError("give --params (and optionally the shape) or --run")
         vocab = a.vocab or 50257
         a.params = 12 * a.layers * a.hidden ** 2 + vocab * a.hidden
     return Shape(a.params, a.layers, a.hidden, a.heads, a.seq, a.micro_batch, a.vocab)
@@ -195,7 +201,7 @@ def measured_vs_predicted(run: str) -> dict[str, Any]:
     summary = _run_summary(run)
     check = summary.get("measured_vs_predicted")
     if not check:
-        raise SystemExit(f"{run}/summary.json has no measurements (a run of an older version?)")
+        raise ReportError(f"{run}/summary.json has no measurements (a run of an older version?)")
     rows = []
     for rank, r in enumerate(check["ranks"]):
         for part in ("weights", "gradients", "optimizer"):
@@ -308,7 +314,7 @@ def training_report(argv: Sequence[str]) -> dict[str, Any]:
 
     log = os.path.join(a.run, "metrics.jsonl")
     if not os.path.exists(log):
-        raise SystemExit(f"refinery report: --run {a.run}: no metrics.jsonl; is it the --out of `refinery train`?")
+        raise ReportError(f"--run {a.run}: no metrics.jsonl; is it the --out of `refinery train`?")
     result = curves.summary(log)
     out = a.out or a.run
     print(table(["steps", "first loss", "last loss", "min loss", "grad norm median", "grad norm max",
@@ -372,7 +378,11 @@ def main(argv: Sequence[str]) -> int:
     kinds = {"memory": memory_report, "parallel": parallel_report, "numerics": numerics_report,
              "training": training_report}
     if argv[0] not in kinds:
-        print(f"refinery report: unknown kind {argv[0]!r}\n{USAGE}")
+        print(f"refinery report: error: unknown kind {argv[0]!r}\n{USAGE}", file=sys.stderr)
         return 2
-    kinds[argv[0]](argv[1:])
+    try:
+        kinds[argv[0]](argv[1:])
+    except ReportError as exc:
+        print(f"refinery report {argv[0]}: error: {exc}", file=sys.stderr)
+        return 2
     return 0

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
+from stages.settings import error_text
 from training import checkpoint
 from training.model import GPT, ModelConfig
 from training.tokenizer import load_tokenizer
@@ -21,7 +22,7 @@ from training.tokenizer import load_tokenizer
 
 def load_model(run: str, device: torch.device) -> tuple[GPT, object, int]:
     """(model in eval mode, tokenizer, step) from RUN/checkpoints (latest.json, verified)."""
-    state = checkpoint.load(os.path.join(run, "checkpoints"))
+    state = checkpoint.load(os.path.join(run, "checkpoints"), asked_by=f"--run {run}")
     model = GPT(ModelConfig(**state["model_config"]))
     model.load_state_dict(state["model"])
     described = state.get("tokenizer", {"kind": "bytes"})
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         model, tokenizer, step = load_model(a.run, torch.device(a.device))
     except (checkpoint.CheckpointError, OSError, ValueError, KeyError) as exc:
-        print(f"refinery sample: error: {exc}", file=sys.stderr)
+        print(f"refinery sample: error: {error_text(exc)}", file=sys.stderr)
         return 2
     prompt = tokenizer.encode(a.prompt) if a.prompt else [tokenizer.eos_id]
     generator = torch.Generator().manual_seed(a.seed)

@@ -10,6 +10,8 @@ import os
 import sys
 from collections.abc import Iterable
 
+from stages.settings import error_text
+
 
 class ByteTokenizer:
     """UTF-8 bytes 0..255, then EOS (256) and PAD (257)."""
@@ -118,7 +120,7 @@ def main(argv) -> int:
         if a.text_field not in names:
             raise DataError(f"--text-field {a.text_field!r}: the shards have no such column ({', '.join(names)})")
     except (DataError, OSError) as exc:
-        print(f"refinery train-tokenizer: error: {exc}", file=sys.stderr)
+        print(f"refinery train-tokenizer: error: {error_text(exc)}", file=sys.stderr)
         return 2
 
     def texts():

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from stages.formats import parse_json
+from stages.settings import error_text
 from training.data import MANIFEST, DataError, ShardStream, Unit, file_sha256, read_manifest
 from training.tokenizer import load_tokenizer
 
@@ -229,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         manifest = tokenize(a.data, a.tokenizer, a.out, a.text_field)
     except (DataError, OSError, ValueError) as exc:
-        print(f"refinery tokenize: error: {exc}", file=sys.stderr)
+        print(f"refinery tokenize: error: {error_text(exc)}", file=sys.stderr)
         return 2
     splits = "".join(f", {n}/ too" for n in manifest.get("splits", {}))
     print(f"wrote {a.out}: {manifest['tokens']:,} tokens ({manifest['dtype']}) in {manifest['documents']:,} "

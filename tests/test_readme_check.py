@@ -1,0 +1,45 @@
+"""The README check's reading of README.md (the check itself runs every example: `make docs-test`, in CI)."""
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("readme_check", ROOT / "scripts" / "readme_check.py")
+readme_check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(readme_check)
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_every_example_is_run_or_named_with_the_reason_it_cannot_be():
+    found = readme_check.commands(README)
+    assert found[0][1].startswith("make demo")
+    reasons = {why for _, why in readme_check.SKIP}
+    ran = 0
+    for line, command in found:
+        run, note = readme_check.prepared(command, small=True, demo_id="abc")
+        if run is None:
+            assert note in reasons, (line, command)
+        else:
+            ran += 1
+            assert "crawl/" not in run and "[--" not in run and "ID" not in run.split(), (line, run)
+    assert ran >= 30   # the demo, inspect, runs, plan/resume, dask, training, tokens, ablation, reports, readers
+
+
+def test_placeholders_options_and_sizes():
+    run, note = readme_check.prepared(
+        ".venv/bin/refinery run --input 'crawl/*.warc.gz' --output x/ [--languages en,de] [--extract-fast]", True, None)
+    assert run == ".venv/bin/refinery run --input 'data/warc/*.warc.gz' --output x/" and note == "as run"
+    glob = ".venv/bin/refinery run --input 'data/warc/[!c]*.warc.gz' --output out/pool"
+    assert readme_check.prepared(glob, True, None) == (glob, "")
+    run, _ = readme_check.prepared("refinery train --tokenizer bytes|tokenizer.json --out o # why", True, None)
+    assert run == "refinery train --tokenizer bytes --out o --steps 8 # why"
+    assert readme_check.prepared("refinery train --steps 200", False, None)[0] == "refinery train --steps 200"
+    assert readme_check.prepared("refinery inspect out/demo --id ID", True, None) == (None, "no ledger id in out/demo")
+
+
+def test_the_sample_funnel_is_compared_with_the_demo_output():
+    sample = readme_check.sample_outputs(README)["make demo"]
+    assert sample[0].startswith("stage") and any(row.startswith("conservation holds") for row in sample)
+    output = "\n".join(sample)
+    assert readme_check.differences(sample, output) == []
+    assert readme_check.differences(sample, output.replace("conservation holds", "conservation FAILED")) == [
+        next(row for row in sample if row.startswith("conservation holds"))]
