@@ -295,8 +295,9 @@ class PrepareFiles(RunsSteps):
     until the run's record budget is spent (files after that are not read)."""
 
     def __init__(self, output: str, readers: dict[str, ReadFileFn], steps: Sequence[tuple[str, Any]], root: str,
-                 digest: str, dedup: DedupConfig, snippet_chars: int, limit: int = 0):
+                 digest: str, dedup: DedupConfig, snippet_chars: int, limit: int = 0, run_id: str = ""):
         self._prepared = FileSystems.join(output, PREPARED_DIR)
+        self._run_id = run_id  # in each marker this run writes: the driver tells prepared parts from reused ones
         self._readers, self._root, self._digest = readers, root, digest
         self._steps = [(name, step.fn(), step.batched, name == EXTRACT_STAGE) for name, step in steps]
         self._signer, self._snippet, self._limit = Signer(dedup), snippet_chars, limit
@@ -330,7 +331,7 @@ class PrepareFiles(RunsSteps):
             docs, ledger, digests = self._write_part(file, paths, cap)
         records = sum(counts.get(c, 0) for c in READ_COUNTERS)
         write_atomically(paths["done.json"], json.dumps(
-            dict(want, records=records, documents=docs, ledger_rows=ledger, parts=digests,
+            dict(want, run=self._run_id, records=records, documents=docs, ledger_rows=ledger, parts=digests,
                  counts=dict(sorted(counts.items()))), indent=1).encode(), temp_name=_temp_name(f"{key}.done.json"))
         kill_point("prepared")
         return key, records

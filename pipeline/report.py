@@ -21,11 +21,20 @@ from stages.table import READ, stage_table
 READ_STAGES = tuple(s.name for s in stage_table() if s.runs == READ)  # their `in` counters: documents read
 
 
+def current_metrics(result):
+    """The runner's metrics now. Beam's PortableRunner result keeps its first `metrics()` answer for good; a
+    job service reports counters only at the end, so a progress poll during the job cached an empty answer
+    and the finished job then seemed to have no metrics at all (2 of 10 `make cluster-demo` runs): ask anew."""
+    if hasattr(result, "_job_service") and hasattr(result, "_metrics"):
+        result._metrics = None
+    return result.metrics()
+
+
 def counters(result) -> dict[str, int] | None:
     """Beam counters of this run, committed values where the runner has them; None if it reports none."""
     out: dict[str, int] = {}
     try:
-        queried = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+        queried = current_metrics(result).query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
     except (NotImplementedError, AttributeError):
         return None
     for c in queried:
@@ -37,7 +46,7 @@ def counters(result) -> dict[str, int] | None:
 def attempted_counters(result) -> dict[str, int]:
     """Counters so far of a running job (attempted values), for progress."""
     out: dict[str, int] = {}
-    for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
+    for c in current_metrics(result).query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
         out[c.key.metric.name] = out.get(c.key.metric.name, 0) + int(c.attempted or 0)
     return out
 

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -46,10 +47,7 @@ from pipeline.output import MANIFEST, collect_shards, collect_signature_files, w
 from pipeline.plan import ResourceUsage
 from pipeline.plan import compare as plan_vs_measured
 from pipeline.prepare import (
-    PREPARED,
     PREPARED_DIR,
-    REDONE,
-    REUSED,
     InputFile,
     Prepare,
     PrepareFiles,
@@ -306,7 +304,7 @@ def read_sources(p: beam.Pipeline, config: RunConfig, root: str = "") -> tuple:
 
 
 def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFile], root: str = "",
-                   facts: dict[str, Any] | None = None) -> list[str]:
+                   facts: dict[str, Any] | None = None, run_id: str = "") -> list[str]:
     """Adds the job to `p`; returns the stage names in order (for the report). Phase 1 prepares each input
     file (pipeline/prepare.py), phase 2 runs the global stages and the rest on the prepared documents.
     Input files are named by their path below `root` (see `input_root`); what the stages loaded is added
@@ -315,7 +313,7 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
     readers = {name: ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes, root,
                                 config.sample_fraction) for name, _ in source_groups(config)}
     prepare = PrepareFiles(config.output, readers, phase1, root, phase1_digest(config), config.dedup,
-                           config.ledger_snippet_chars, config.limit)
+                           config.ledger_snippet_chars, config.limit, run_id)
     keys = p | "Prepare" >> Prepare(files, prepare, one_task=bool(config.limit))
     names = [spec.name for spec in TABLE if spec.runs == READ] + [name for name, _ in phase1]
     file_index = {file_part_key(f, root): i for i, f in enumerate(files)}  # numbers shards and dedup's nodes
@@ -393,7 +391,9 @@ def _run_job(config: RunConfig, args: argparse.Namespace, options: PipelineOptio
     p = beam.Pipeline(options=options)
     root = input_root([f.path for f in files])
     facts: dict[str, Any] = {}
-    names = build_pipeline(p, config, files, root, facts)
+    markers_before = markers(config, files, root) if config.resume else {}
+    facts["run_id"] = uuid.uuid4().hex  # written into the markers this run writes (phase1_files)
+    names = build_pipeline(p, config, files, root, facts, facts["run_id"])
     if str(runner).endswith("FnApiRunner"):  # the job's groupings live in this process
         give_freed_buffers_back()
     with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
@@ -404,7 +404,7 @@ def _run_job(config: RunConfig, args: argparse.Namespace, options: PipelineOptio
     facts["resources"] = usage.measured()
     try:
         return _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root,
-                       interrupted=interrupted, facts=facts, files=files)
+                       interrupted=interrupted, facts=facts, files=files, markers_before=markers_before)
     finally:
         remove_finished(config.output)
 
@@ -442,10 +442,12 @@ def _run_with_progress(p: beam.Pipeline, options: PipelineOptions, names: list[s
 
 def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float, quiet: bool,
             root: str = "", interrupted: Callable[[], bool] = lambda: False,
-            facts: dict[str, Any] | None = None, files: Sequence[InputFile] = ()) -> dict[str, Any]:
+            facts: dict[str, Any] | None = None, files: Sequence[InputFile] = (),
+            markers_before: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Count what reached storage, check it against what was read, write report.json; then, only if
     every check passed, the manifest (the commit point)."""
     counters = reporting.counters(result)
+    after_markers = markers(config, files, root)
     shards = collect_shards(config.output, DATA_DIR)
     shard_paths = [FileSystems.join(config.output, s["path"]) for s in shards]
     ledger_files = reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet"))
@@ -462,7 +464,7 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
         shard_rows={"all": originals.get((0,), 0)}, held_out=sum(held_out.values()),  # from the files too
         ledger_rows=reporting.parquet_row_counts(ledger_files),
         ledger_reasons=reporting.column_counts(ledger_files, ["stage", "reason"]),
-        records_read=records_read(config, files, root),
+        records_read=records_read(after_markers, config.limit),
         languages={lang: n for (lang,), n in reporting.column_counts(shard_paths, ["lang"]).items()},
         config=config.to_dict(), runner=str(runner), elapsed_s=elapsed)
     report["shards"] = [{"path": s["path"], "rows": s["rows"]} for s in shards]
@@ -473,8 +475,8 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
                                records=report["conservation"]["read"])
     if config.plan:
         report["plan"] = plan_vs_measured(config.plan, report["resources"])
-    report["prepared"] = {"folder": PREPARED_DIR, **{name.split(".", 1)[1]: (counters or {}).get(name, 0)
-                                                     for name in (PREPARED, REUSED, REDONE)}}
+    report["prepared"] = {"folder": PREPARED_DIR, **phase1_files(after_markers, markers_before or {},
+                                                                 (facts or {}).get("run_id"))}
     rows = sum(originals.values())
     tokens = sum(s["tokens"] for s in shards)
     by_source: dict[str, dict[str, int]] = {}
@@ -538,19 +540,33 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     return report
 
 
-def records_read(config: RunConfig, files: Sequence[InputFile], root: str) -> int | None:
-    """The records this run's input files held, from their prepared parts' markers (each written by the task
-    that read the file): conservation is checked against this, not against runner metrics. None when a read
-    file's marker is missing (conservation then cannot be proven: the run fails)."""
-    prepared, total = FileSystems.join(config.output, PREPARED_DIR), 0
-    for file in files:
-        marker = read_json(part_paths(prepared, file_part_key(file, root))["done.json"])
+def markers(config: RunConfig, files: Sequence[InputFile], root: str) -> dict[str, Any]:
+    """{part key: its phase-1 marker, None where there is none}: each written by the task that read the file."""
+    prepared = FileSystems.join(config.output, PREPARED_DIR)
+    keys = [file_part_key(file, root) for file in files]
+    return {key: read_json(part_paths(prepared, key)["done.json"]) for key in keys}
+
+
+def records_read(found: Mapping[str, Any], limit: int | None = None) -> int | None:
+    """The records this run's input files held, from their markers: conservation is checked against this, not
+    against runner metrics. None when a read file's marker is missing (conservation then cannot be proven: the
+    run fails); with --limit the files after the record budget are not read and have none."""
+    if any(marker is None for marker in found.values()) and not limit:
+        return None
+    return sum(marker["records"] for marker in found.values() if marker is not None)
+
+
+def phase1_files(after: Mapping[str, Any], before: Mapping[str, Any], run_id: str | None) -> dict[str, int]:
+    """Files prepared, reused and redone by this run, from the markers (not from runner metrics, which some
+    runners do not deliver): a marker this run wrote (its `run`) was prepared, or redone where a marker was
+    there before; one it did not write was reused."""
+    outcome = {"files_prepared": 0, "files_reused": 0, "files_redone": 0}
+    for key, marker in after.items():
         if marker is None:
-            if config.limit:
-                continue  # --limit: the files after the record budget are not read
-            return None
-        total += marker["records"]
-    return total
+            continue
+        ours = marker.get("run") == run_id
+        outcome["files_reused" if not ours else "files_redone" if before.get(key) else "files_prepared"] += 1
+    return outcome
 
 
 def _output_bytes(config: RunConfig, shards, valid_shards) -> dict[str, int]:
