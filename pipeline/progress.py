@@ -2,14 +2,19 @@
 done per stage (of the documents read so far), as tqdm bars on a terminal or a plain line every few
 seconds in a log.
 
-Two sources, one display. In-process runs (FnApiRunner, one worker) report from the DoFns into
-this process's `Tally`: display only, never read back into results. Runners whose workers live
+Three sources, one display. In-process runs (FnApiRunner, one worker or threads) report from the DoFns
+into this process's `Tally`: display only, never read back into results. Runners whose workers live
 elsewhere (portable, Dataflow, Flink, Spark) are polled through the PipelineResult's Beam metrics
-(attempted counters: `<stage>.in`, `warc.bytes_read`).
+(attempted counters: `<stage>.in`, `warc.bytes_read`), and where those say nothing yet (a job service
+reports them at the end; local worker processes report none while the job runs), through the phase-1
+markers written so far (`MarkerCounts`).
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +50,67 @@ class Tally:
 
 
 TALLY = Tally()
+
+
+class MarkerCounts:
+    """Counts from the phase-1 markers written so far (`OUT/prepared/*.done.json`, each holding its file's
+    counts): progress for runners that report no metrics while they run (local multi-processing workers, a
+    portable job service). Each marker is read once; one listing of the folder per poll."""
+
+    def __init__(self, prepared: str):
+        self.prepared = prepared
+        self._seen: dict[str, Mapping[str, int]] = {}
+
+    def __call__(self) -> dict[str, int]:
+        from apache_beam.io.filesystems import FileSystems
+
+        from pipeline.prepare import read_json
+
+        found = FileSystems.match([FileSystems.join(self.prepared, "*.done.json")])[0].metadata_list
+        for m in found:
+            if m.path not in self._seen:
+                marker = read_json(m.path)
+                if marker is not None:
+                    self._seen[m.path] = marker.get("counts", {})
+        total: dict[str, int] = {}
+        for counts in self._seen.values():
+            for name, n in counts.items():
+                total[name] = total.get(name, 0) + n
+        return total
+
+
+def runner_or_markers(runner_poll: Callable[[], Mapping[str, int]], markers: Callable[[], Mapping[str, int]]):
+    """The runner's counts while it reports any, else the markers'."""
+    def poll() -> Mapping[str, int]:
+        counts = runner_poll()
+        return counts if any(counts.values()) else markers()
+    return poll
+
+
+@contextlib.contextmanager
+def workers_logging_aside():
+    """Local worker processes (Beam's multi-processing mode) inherit this process's stderr and log ~50 lines
+    of INFO there; while the job runs, file descriptor 2 goes to a temporary log, and the progress display
+    writes to the real stderr (yielded). The log is kept, and named, only when the job fails."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = tempfile.NamedTemporaryFile(prefix="refinery-workers-", suffix=".log", delete=False)
+    os.dup2(log.fileno(), 2)
+    stream = os.fdopen(os.dup(saved), "w", buffering=1)
+    failed = True
+    try:
+        yield stream
+        failed = False
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        stream.close()
+        log.close()
+        if failed:
+            print(f"[refinery] the local workers' log: {log.name}", file=sys.stderr)
+        else:
+            os.unlink(log.name)
 
 
 def _eta(seconds: float | None) -> str:
@@ -83,8 +149,9 @@ class Display:
     plain lines otherwise. `poll()` returns the current counts (the local Tally, or runner metrics)."""
 
     def __init__(self, poll: Callable[[], Mapping[str, int]], stages: Sequence[str], total_bytes: int,
-                 every_s: float | None = None, stream=None):
-        self.poll, self.stages, self.total_bytes = poll, list(stages), total_bytes
+                 every_s: float | None = None, stream=None, nothing_yet: str = "the runner has reported no progress "
+                 "metrics yet"):
+        self.poll, self.stages, self.total_bytes, self.nothing_yet = poll, list(stages), total_bytes, nothing_yet
         self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.every_s = every_s if every_s is not None else (1.0 if self.tty else 10.0)
@@ -119,8 +186,8 @@ class Display:
                 continue
             now = time.monotonic()
             if not any(counts.values()):  # e.g. a portable job service reports metrics only at the end
-                print(f"[refinery] job running for {_eta(now - self._started)} (the runner has reported no "
-                      "progress metrics yet)", file=self.stream, flush=True)
+                print(f"[refinery] job running for {_eta(now - self._started)} ({self.nothing_yet})",
+                      file=self.stream, flush=True)
             elif self.tty:
                 self._draw_bars(counts)
             else:

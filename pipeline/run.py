@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import re
 import sys
@@ -397,7 +398,8 @@ def _run_job(config: RunConfig, args: argparse.Namespace, options: PipelineOptio
     if str(runner).endswith("FnApiRunner"):  # the job's groupings live in this process
         give_freed_buffers_back()
     with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
-        result = _run_with_progress(p, options, names, total_bytes, 0 if args.quiet else args.progress_every)
+        result = _run_with_progress(p, options, names, total_bytes, 0 if args.quiet else args.progress_every,
+                                    config.output)
     if interrupted():
         raise KeyboardInterrupt  # a Ctrl-C that Beam swallowed while the job went on
     elapsed = time.monotonic() - started
@@ -410,32 +412,40 @@ def _run_job(config: RunConfig, args: argparse.Namespace, options: PipelineOptio
 
 
 def _run_with_progress(p: beam.Pipeline, options: PipelineOptions, names: list[str], total_bytes: int,
-                       every_s: float | None):
+                       every_s: float | None, output: str = ""):
     """Run the job while showing progress: from this process's own counts when the workers run in it
-    (FnApiRunner, one worker), else from the runner's metrics while it runs."""
+    (FnApiRunner, one worker or threads), from the phase-1 markers when they are local processes, else from
+    the runner's metrics while it runs (the markers while those say nothing)."""
     from apache_beam.options.pipeline_options import DirectOptions
 
-    from pipeline.progress import TALLY, Display
+    from pipeline.progress import TALLY, Display, MarkerCounts, runner_or_markers, workers_logging_aside
 
     runner = str(options.view_as(StandardOptions).runner or "")
     direct = options.view_as(DirectOptions)
-    in_process = runner.endswith("FnApiRunner") and direct.direct_running_mode in (None, "in_memory") \
-        and (direct.direct_num_workers or 1) == 1
+    local = runner.endswith("FnApiRunner")
+    in_process = local and (direct.direct_running_mode in (None, "in_memory") and (direct.direct_num_workers or 1) == 1
+                            or direct.direct_running_mode == "multi_threading")
     if every_s == 0:
         result = p.run()
         result.wait_until_finish()
         return result
-    if in_process:
-        TALLY.on, TALLY.counts = True, {}
+    markers = MarkerCounts(FileSystems.join(output, PREPARED_DIR))
+    if in_process or local:
+        if in_process:
+            TALLY.on, TALLY.counts = True, {}
         try:
-            with Display(TALLY.snapshot, names, total_bytes, every_s):
-                result = p.run()
-                result.wait_until_finish()
+            with contextlib.ExitStack() as stack:
+                stream = None if in_process else stack.enter_context(workers_logging_aside())
+                with Display(TALLY.snapshot if in_process else markers, names, total_bytes, every_s, stream=stream,
+                             nothing_yet="no input file is prepared yet"):
+                    result = p.run()
+                    result.wait_until_finish()
         finally:
             TALLY.on = False
         return result
     result = p.run()  # other runners return at once and report attempted metrics while they run
-    with Display(lambda: reporting.attempted_counters(result), names, total_bytes, every_s):
+    with Display(runner_or_markers(lambda: reporting.attempted_counters(result), markers), names, total_bytes,
+                 every_s):
         result.wait_until_finish()
     return result
 

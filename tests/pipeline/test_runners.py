@@ -10,11 +10,17 @@ def rows(out):
     return sorted(zip(*(table.column(c).to_pylist() for c in ("id", "lang", "text"))))
 
 
-def test_two_worker_processes_match_in_process_run(tmp_path):
+def test_two_worker_processes_match_in_process_run(tmp_path, capfd):
     inputs = [f"--input={CC_EXCERPT}", f"--input={WAYBACK}"]
     single = run([*inputs, "--output", str(tmp_path / "one"), "--quiet"])
-    multi = run([*inputs, "--output", str(tmp_path / "two"), "--quiet",
+    capfd.readouterr()
+    multi = run([*inputs, "--output", str(tmp_path / "two"), "--progress-every", "1",
                  "--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    err = capfd.readouterr().err.splitlines()
+    # the worker processes' ~50 lines of Beam INFO logging stay out of the terminal; progress comes from the
+    # phase-1 markers (the workers report no metrics while they run)
+    assert not [line for line in err if not line.startswith("[refinery]")], err
+    assert any(line.startswith(("[refinery] read ", "[refinery] job running")) for line in err), err
     assert rows(tmp_path / "one") == rows(tmp_path / "two")
     assert single["funnel"] == multi["funnel"]
     assert multi["conservation"]["holds"] and multi["documents_read"] == 16 + 128
