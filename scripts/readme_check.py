@@ -90,11 +90,24 @@ def differences(sample: list[str], output: str) -> list[str]:
     return [row for row in sample if row not in printed]
 
 
-def prepared(command: str, small: bool, demo_id: str | None) -> tuple[str | None, str]:
+def namespaces_work() -> bool:
+    """Whether `unshare -n` works here (root or user namespaces): the local clusters run inside one."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    probe = ["unshare", "-n", "true"] if os.geteuid() == 0 else ["unshare", "-r", "-n", "true"]
+    return subprocess.run(probe, capture_output=True).returncode == 0
+
+
+NO_NAMESPACES = "needs `unshare -n` (root or user namespaces) for its loopback-only cluster"
+
+
+def prepared(command: str, small: bool, demo_id: str | None, namespaces: bool = True) -> tuple[str | None, str]:
     """(the command to run, or None; what was changed or why it is not run)."""
     for pattern, why in SKIP:
         if re.search(pattern, command):
             return None, why
+    if not namespaces and re.search(r"make (dask|cluster)-demo", command):
+        return None, NO_NAMESPACES
     run = command
     while OPTIONAL.search(run):
         run = OPTIONAL.sub("", run)
@@ -158,11 +171,12 @@ def main() -> int:
         readme = fh.read()
     todo = [(line, command) for line, command in commands(readme) if line >= args.start]
     samples = sample_outputs(readme)
+    namespaces = namespaces_work()
     workdir = workspace(args.keep)
     ran, skipped, started = 0, [], time.monotonic()
     try:
         for line, command in todo:
-            run, note = prepared(command, small, first_ledger_id(workdir))
+            run, note = prepared(command, small, first_ledger_id(workdir), namespaces)
             if run is None:
                 skipped.append((line, command, note))
                 print(f"README.md:{line}: not run ({note}): {shown(command)}", flush=True)

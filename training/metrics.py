@@ -71,6 +71,12 @@ class Metrics:
             self.board.close()
 
 
+RECENT_STEPS = 10  # the summary's `recent_loss`: the mean loss of this many last applied steps
+
+
+def _mean(values) -> float:
+    return sum(values) / len(values)
+
 def _board(folder: str):
     """A TensorBoard SummaryWriter when the `tensorboard` package is installed, else None."""
     try:
@@ -131,6 +137,11 @@ def summarize(trainer: Trainer, history: list[dict[str, Any]]) -> dict[str, Any]
             "strategy": trainer.cfg.strategy, "precision": trainer.cfg.precision, "device": str(env.device.type),
             "first_loss": trainer.first_loss if trainer.first_loss is not None else history[0]["loss"],
             "last_loss": history[-1]["loss"],
+            # one batch's loss is noisy (a page of another script: 7 where the run is at 2.6): the mean of the
+            # last steps that were applied says where the run ended
+            "recent_loss": _mean([h["loss"] for h in history if not h["skipped"]][-RECENT_STEPS:] or
+                                 [history[-1]["loss"]]),
+            "recent_steps": min(RECENT_STEPS, sum(1 for h in history if not h["skipped"])),
             "skipped_steps": sum(1 for h in history if h["skipped"]), "tokens_per_s": rate,
             "flops_per_token": trainer.flops_per_token,
             "flops_formula": "6*N + 12*n_layer*n_embd*seq_len (PaLM appendix B; N without position embeddings)",

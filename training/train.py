@@ -305,7 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             mfu = f", MFU {summary['mfu']:.1%}" if summary["mfu"] is not None else ""
             peak = max(m["peak_rss_mib"] for m in summary["memory_per_rank"])
             print(f"[train] finished at step {trainer.step}: loss {summary['first_loss']:.4f} -> "
-                  f"{summary['last_loss']:.4f}, {summary['skipped_steps']} skipped, "
+                  f"{summary['recent_loss']:.4f} (mean of the last {summary['recent_steps']} steps; last step "
+                  f"{summary['last_loss']:.4f}), {summary['skipped_steps']} skipped, "
                   f"{summary['tokens_per_s']:,.0f} tokens/s, {summary['achieved_tflops'] * 1e3:.2f} GFLOP/s{mfu}, "
                   f"peak RSS {peak:,.0f} MiB per rank", flush=True)
     except (checkpoint.CheckpointError, DataError, FileNotFoundError, TrainingDiverged) as exc:
