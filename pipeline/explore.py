@@ -148,6 +148,19 @@ def kept_sample(output: str, n: int = 2000) -> list[dict[str, Any]]:
                                         "toxicity_score", "text", "pii_counts"], pc.field("epoch") == 0, n)
 
 
+def rescued(output: str, n: int = 20) -> tuple[list[dict[str, Any]], int]:
+    """Kept documents that missed one repetition limit by a hair and were kept on the quality model's word
+    (`metadata.rescued`, stages/rescue.py): the first `n` and how many there are."""
+    data = dataset(output, DATA)
+    if data is None or "metadata" not in data.schema.names or \
+            data.schema.field("metadata").type.get_field_index("rescued") < 0:  # an output of an older schema
+        return [], 0
+    where = pc.field("metadata", "rescued").is_valid() & (pc.field("epoch") == 0)
+    found = rows(data, ["url", "lang", "quality_score", "metadata"], where)
+    return [{"url": r["url"], "lang": r["lang"], "quality_score": r["quality_score"],
+             "rescued": r["metadata"]["rescued"]} for r in found[:n]], len(found)
+
+
 def score_columns(output: str, columns: Sequence[str], max_values: int = 200000) -> dict[str, list[float]]:
     """Values of numeric columns over the output (originals), at most `max_values` each."""
     out: dict[str, list[float]] = {c: [] for c in columns}

@@ -248,6 +248,7 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
             f"Length of kept documents (sample of {len(kept)})", "log10 characters") + "</div>")
     parts.append("</div>")
     parts.append(_quality_section(report, kept, scores.get("quality_score") or []))
+    parts.append(_rescued_section(output))
     parts.append(_dedup_section(report, output, summary))
     parts.append(_counts_section(report, output))
     times = report.get("stage_times") or []
@@ -293,6 +294,18 @@ def _quality_section(report: Mapping[str, Any], kept: Sequence[Mapping[str, Any]
                      _snippet(d["text"])] for d in docs]
             parts.append(f"<h4>{title}</h4>" + _table(["url", "lang", "quality_score", "text"], rows))
     return "".join(parts)
+
+
+def _rescued_section(output: str) -> str:
+    shown, total = explore.rescued(output)
+    if not total:
+        return ""
+    rows = [[_url(r["url"]), _e(r["lang"]), _e(r["rescued"])] for r in shown]
+    return (f"<h2>Rescued by evidence</h2><p>{total:,} kept page(s) missed one n-gram repetition limit by less than "
+            "<code>gopher_repetition.rescue_margin</code> and were kept on the quality model's score "
+            "(<code>metadata.rescued</code>; <code>--set gopher_repetition.rescue_margin=none</code> drops them)"
+            + (f"; the first {len(shown)}" if total > len(shown) else "") + ":</p>"
+            + _table(["url", "lang", "rule, value > limit; quality score"], rows))
 
 
 def _counts_section(report: Mapping[str, Any], output: str) -> str:

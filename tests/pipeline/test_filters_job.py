@@ -54,6 +54,12 @@ def test_each_rule_family_leaves_its_reason_in_the_ledger(tmp_path):
     assert set(kept) == {"http://t.example/good", "http://t.example/german", "http://t.example/near-miss"}
     assert kept["http://t.example/near-miss"]["metadata"]["rescued"].startswith("gopher_repetition:dup_ngram_chars n=5")
     assert kept["http://t.example/good"]["metadata"]["rescued"] is None
+    from pipeline import explore
+
+    shown, total = explore.rescued(str(tmp_path / "out"))
+    assert total == 1 and shown[0]["url"] == "http://t.example/near-miss"
+    shown_in = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "Rescued by evidence" in shown_in and "t.example/near-miss" in shown_in
     good = kept["http://t.example/good"]
     assert "<EMAIL>" in good["text"] and "<PHONE>" in good["text"] and "posteo" not in good["text"]
     assert good["pii_counts"] == {"email": 1, "ip_address": 0, "phone": 1, "credit_card": 0, "iban": 0}
