@@ -47,7 +47,6 @@ PREPARED_DIR = "prepared"
 PHASE1_END = min(spec.order for spec in TABLE if spec.runs == GLOBAL)  # phase 1: the stages before it
 EXTRACT_STAGE = next(spec.name for spec in TABLE if spec.runs == EXTRACT)
 READ_COUNTERS = tuple(f"{spec.name}.in" for spec in TABLE if spec.runs == READ)
-PREPARED, REUSED, REDONE = "prepare.files_prepared", "prepare.files_reused", "prepare.files_redone"
 CHUNK = 256        # documents taken through the stages together (batched stages see up to this many) ...
 CHUNK_CHARS = 32 << 20  # ... or fewer, once their HTML/text holds this many characters (memory per task)
 ROW_GROUP = 1024   # rows per row group of a part: bounds the writer's buffer
@@ -322,16 +321,14 @@ class PrepareFiles(RunsSteps):
         if marker is not None and all(marker.get(k) == v for k, v in want.items()) and _parts_intact(marker, paths):
             for counter, n in marker["counts"].items():
                 count(counter, n)
-            count(REUSED)
             return key, marker["records"]
-        count(REDONE if marker is not None else PREPARED)
         if marker is not None:
             FileSystems.delete([paths["done.json"]])  # the old part is no longer committed
         with capture_counts() as counts:
             docs, ledger, digests = self._write_part(file, paths, cap)
         records = sum(counts.get(c, 0) for c in READ_COUNTERS)
         write_atomically(paths["done.json"], json.dumps(
-            dict(want, run=self._run_id, records=records, documents=docs, ledger_rows=ledger, parts=digests,
+            dict(want, run=self._run_id, replaced=marker is not None, records=records, documents=docs, ledger_rows=ledger, parts=digests,
                  counts=dict(sorted(counts.items()))), indent=1).encode(), temp_name=_temp_name(f"{key}.done.json"))
         kill_point("prepared")
         return key, records

@@ -392,7 +392,6 @@ def _run_job(config: RunConfig, args: argparse.Namespace, options: PipelineOptio
     p = beam.Pipeline(options=options)
     root = input_root([f.path for f in files])
     facts: dict[str, Any] = {}
-    markers_before = markers(config, files, root) if config.resume else {}
     facts["run_id"] = uuid.uuid4().hex  # written into the markers this run writes (phase1_files)
     names = build_pipeline(p, config, files, root, facts, facts["run_id"])
     if str(runner).endswith("FnApiRunner"):  # the job's groupings live in this process
@@ -406,7 +405,7 @@ def _run_job(config: RunConfig, args: argparse.Namespace, options: PipelineOptio
     facts["resources"] = usage.measured()
     try:
         return _finish(config, result, names, runner, elapsed, quiet=args.quiet, root=root,
-                       interrupted=interrupted, facts=facts, files=files, markers_before=markers_before)
+                       interrupted=interrupted, facts=facts, files=files)
     finally:
         remove_finished(config.output)
 
@@ -452,8 +451,7 @@ def _run_with_progress(p: beam.Pipeline, options: PipelineOptions, names: list[s
 
 def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float, quiet: bool,
             root: str = "", interrupted: Callable[[], bool] = lambda: False,
-            facts: dict[str, Any] | None = None, files: Sequence[InputFile] = (),
-            markers_before: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            facts: dict[str, Any] | None = None, files: Sequence[InputFile] = ()) -> dict[str, Any]:
     """Count what reached storage, check it against what was read, write report.json; then, only if
     every check passed, the manifest (the commit point)."""
     counters = reporting.counters(result)
@@ -485,8 +483,7 @@ def _finish(config: RunConfig, result, names: list[str], runner, elapsed: float,
                                records=report["conservation"]["read"])
     if config.plan:
         report["plan"] = plan_vs_measured(config.plan, report["resources"])
-    report["prepared"] = {"folder": PREPARED_DIR, **phase1_files(after_markers, markers_before or {},
-                                                                 (facts or {}).get("run_id"))}
+    report["prepared"] = {"folder": PREPARED_DIR, **phase1_files(after_markers, (facts or {}).get("run_id"))}
     rows = sum(originals.values())
     tokens = sum(s["tokens"] for s in shards)
     by_source: dict[str, dict[str, int]] = {}
@@ -566,16 +563,16 @@ def records_read(found: Mapping[str, Any], limit: int | None = None) -> int | No
     return sum(marker["records"] for marker in found.values() if marker is not None)
 
 
-def phase1_files(after: Mapping[str, Any], before: Mapping[str, Any], run_id: str | None) -> dict[str, int]:
+def phase1_files(found: Mapping[str, Any], run_id: str | None) -> dict[str, int]:
     """Files prepared, reused and redone by this run, from the markers (not from runner metrics, which some
-    runners do not deliver): a marker this run wrote (its `run`) was prepared, or redone where a marker was
-    there before; one it did not write was reused."""
+    runners do not deliver): a marker this run wrote (its `run`) was prepared, or redone where it replaced
+    an earlier one; one it did not write was reused."""
     outcome = {"files_prepared": 0, "files_reused": 0, "files_redone": 0}
-    for key, marker in after.items():
+    for marker in found.values():
         if marker is None:
             continue
         ours = marker.get("run") == run_id
-        outcome["files_reused" if not ours else "files_redone" if before.get(key) else "files_prepared"] += 1
+        outcome["files_reused" if not ours else "files_redone" if marker.get("replaced") else "files_prepared"] += 1
     return outcome
 
 

@@ -176,7 +176,8 @@ def main() -> int:
     ran, skipped, started = 0, [], time.monotonic()
     try:
         for line, command in todo:
-            run, note = prepared(command, small, first_ledger_id(workdir), namespaces)
+            demo_id = first_ledger_id(workdir) if "--id ID" in command else None
+            run, note = prepared(command, small, demo_id, namespaces)
             if run is None:
                 skipped.append((line, command, note))
                 print(f"README.md:{line}: not run ({note}): {shown(command)}", flush=True)

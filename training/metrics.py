@@ -74,9 +74,6 @@ class Metrics:
 RECENT_STEPS = 10  # the summary's `recent_loss`: the mean loss of this many last applied steps
 
 
-def _mean(values) -> float:
-    return sum(values) / len(values)
-
 def _board(folder: str):
     """A TensorBoard SummaryWriter when the `tensorboard` package is installed, else None."""
     try:
@@ -133,15 +130,14 @@ def summarize(trainer: Trainer, history: list[dict[str, Any]]) -> dict[str, Any]
     rate = sum(h["tokens"] for h in timed) / max(sum(h["seconds"] for h in timed), 1e-9)
     flops = rate * trainer.flops_per_token
     peak = peak_tflops(trainer.cfg, env)
+    # one batch's loss is noisy (a page of another script: 7 where the run is at 2.6): the mean of the last
+    # applied steps says where the run ended
+    recent = [h["loss"] for h in history if not h["skipped"]][-RECENT_STEPS:] or [history[-1]["loss"]]
     return {"step": trainer.step, "parameters": trainer.n_params, "world_size": env.world_size,
             "strategy": trainer.cfg.strategy, "precision": trainer.cfg.precision, "device": str(env.device.type),
             "first_loss": trainer.first_loss if trainer.first_loss is not None else history[0]["loss"],
             "last_loss": history[-1]["loss"],
-            # one batch's loss is noisy (a page of another script: 7 where the run is at 2.6): the mean of the
-            # last steps that were applied says where the run ended
-            "recent_loss": _mean([h["loss"] for h in history if not h["skipped"]][-RECENT_STEPS:] or
-                                 [history[-1]["loss"]]),
-            "recent_steps": min(RECENT_STEPS, sum(1 for h in history if not h["skipped"])),
+            "recent_loss": sum(recent) / len(recent), "recent_steps": len(recent),
             "skipped_steps": sum(1 for h in history if h["skipped"]), "tokens_per_s": rate,
             "flops_per_token": trainer.flops_per_token,
             "flops_formula": "6*N + 12*n_layer*n_embd*seq_len (PaLM appendix B; N without position embeddings)",
