@@ -1,16 +1,21 @@
 """Recipe for the bundled toxicity classifier, stages/models/toxicity.ftz (run: `make toxicity-model`).
 
 Data (all in the workspace's shared/data, none downloaded; see stages/harmful/toxicity_train.py):
-  * toxic: Davidson hate + offensive tweets, Civil Comments toxic-spans comments most annotators call
-    toxic, MLMA en/fr/ar tweets with any hostility label
-  * clean: Davidson "neither", Civil Comments comments most annotators call not toxic, MLMA "normal",
-    news/Wikipedia sentences two at a time (NTREX-128, FLORES-200) and everyday sentences three at a
-    time (Tatoeba) in 12 languages, and paragraphs of real web pages (the WARC files of shared/data/warc,
-    of the bench WARC the half of its pages not held out): so that ordinary text is not mistaken for a
-    tweet's hostility
-Split: 20 % held out by text hash (duplicates never straddle). Then the page test: the held-out half of
-the 1,033-page bench WARC (extracted, language-identified) scored as it is (false positives, per language)
-and with one held-out toxic passage put in (recall). Results go into the model card.
+  * toxic/clean, labeled: Davidson tweets (hate + offensive vs neither), MLMA en/fr/ar tweets (any
+    hostility vs normal) and every set of toxicity_multilingual/ whose licence lets a shipped model learn
+    from it (Arabic MPOLD, German GAHD, Korean KoCoHub and curse detection, Portuguese ToLD-Br, Russian,
+    Turkish OffensEval, Chinese COLD and SWSR); the non-commercial sets only measure it
+  * clean: NTREX-128 news and FLORES-200 Wikipedia sentences in every language lid.176 names (their held-out
+    documents never: they measure false positives), Tatoeba's everyday sentences in every language, and
+    paragraphs of real web pages (the WARC files of shared/data/warc; of the bench WARC the half of its
+    pages not held out), weighted x6: so that naming a group, a religion or a party is not learnt as hate
+Left out after measuring (bench/toxicity_cross.py): Civil Comments' toxic-spans subset (news comments, 70 %
+toxic: the model learnt "Congress", "Trump", "Muslim" as toxic and flagged 12 of 87 ordinary English
+pages; without it 4 of 87; it is now an independent English test set).
+Character n-grams of 3-5 (carry across spellings and inflections; words only: Portuguese HateBR recall at
+precision 0.8 0.39 -> 0.50 with them). A 20 % split by text hash is a sanity check only; the card's
+`cross_data_set` figures come from text of other sources (other labeled sets, held-out reference
+documents, held-out bench pages), and `bench/toxicity_cross.py --lodo ... --card` adds leave-one-data-set-out.
 """
 import collections
 import glob
@@ -25,7 +30,9 @@ from stages.chain import StageChain  # noqa: E402
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, windows  # noqa: E402
+from stages.harmful.toxicity_eval import markdown, measure  # noqa: E402
 from stages.harmful.toxicity_train import (  # noqa: E402
+    PERMISSIVE_MULTILINGUAL,
     TOXICITY,
     Example,
     page_held_out,
@@ -34,7 +41,7 @@ from stages.harmful.toxicity_train import (  # noqa: E402
     read_davidson,
     read_mlma,
     read_multilingual,
-    read_reference,
+    read_parallel,
     read_tatoeba,
     split,
 )
@@ -46,20 +53,21 @@ TOXICITY_DATA = os.path.join(SHARED, "harmful", "toxicity")
 MULTILINGUAL = os.path.join(SHARED, "multilingual")
 BENCH = os.path.join(SHARED, "warc", "bench_trafilatura_pages.warc.gz")
 OUTPUT = "stages/models/toxicity.ftz"
-# Chosen among 7 tried (dim 16-64, 5-20 epochs, uni- or bigrams, web paragraphs weighted 1 or 3) on the page
-# test below: bigrams and more epochs fit tweets better and score ordinary English paragraphs as toxic.
-SETTINGS = QualityTrainConfig(epochs=5, lr=0.5, word_ngrams=1, dim=16, min_count=2, bucket=200_000, seed=0)
-
-
-RECIPE_SETS = ("davidson", "civil_comments", "mlma_en", "mlma_fr", "mlma_ar")  # the labeled sets it trains on
+# Chosen on bench/toxicity_cross.py's figures (RESULTS.md, issue 35): character n-grams 3-5 over words only,
+# unigrams over bigrams (bigrams: 6.3 % of ordinary pages >= 0.5 instead of 3.0 %), web paragraphs x6 over x3;
+# quantized without pruning (14 MB): pruning to 100,000 or 400,000 rows and retraining doubled the ordinary pages
+# flagged (2.4 % -> 5.4 % at 0.5).
+SETTINGS = QualityTrainConfig(epochs=5, lr=0.5, word_ngrams=1, dim=16, min_count=2, bucket=200_000, minn=3, maxn=5,
+                              quantize_cutoff=0, seed=0)
+WEB_WEIGHT = 6
+RECIPE_SETS = ("davidson", "mlma_en", "mlma_fr", "mlma_ar", *sorted(PERMISSIVE_MULTILINGUAL))  # labeled, trained on
+LEFT_OUT = ("civil_comments",)  # permissive, measured better left out (docstring); an independent test set
 
 
 def labeled_sets() -> dict[str, list[Example]]:
-    """Every labeled set of shared/data/harmful, by name: the recipe's and the multilingual ones."""
+    """Every labeled set of shared/data/harmful, by name: toxicity/ and toxicity_multilingual/."""
     sets: dict[str, list[Example]] = collections.defaultdict(list)
     for example in labeled_examples():
-        sets[example.dataset].append(example)
-    for example in read_multilingual(os.path.join(SHARED, "harmful", "toxicity_multilingual")):
         sets[example.dataset].append(example)
     return dict(sets)
 
@@ -68,20 +76,24 @@ def labeled_examples():
     yield from read_davidson(os.path.join(TOXICITY_DATA, "davidson_hate_offensive", "labeled_data.csv"))
     yield from read_civil_comments(os.path.join(TOXICITY_DATA, "toxic_spans_civil_comments"))
     yield from read_mlma(os.path.join(TOXICITY_DATA, "mlma_hate_speech_en_fr_ar"))
+    yield from read_multilingual(os.path.join(SHARED, "harmful", "toxicity_multilingual"))
 
 
 def examples():
-    yield from labeled_examples()
-    yield from read_reference(MULTILINGUAL)
-    yield from read_tatoeba(os.path.join(MULTILINGUAL, "tatoeba_laser", "data", "tatoeba", "v1"))
+    """What the recipe trains on (before its sanity split): the labeled recipe sets, then clean text."""
+    labels = lid_labels()
+    yield from (e for e in labeled_examples() if e.dataset in RECIPE_SETS)
+    yield from (e for e in read_parallel(MULTILINGUAL, labels) if not e.held_out)
+    yield from read_tatoeba(os.path.join(MULTILINGUAL, "tatoeba_laser", "data", "tatoeba", "v1"), labels=labels)
     yield from web_windows()
 
 
 def training_examples(exclude=(), every=None) -> tuple[list[Example], list[Example]]:
     """(toxic, clean) examples the recipe trains on (of `every`, default: all of `examples()`), without the sets
-    in `exclude` (leave-one-data-set-out)."""
+    in `exclude` (leave-one-data-set-out); web paragraphs WEB_WEIGHT times."""
     kept = [e for e in (examples() if every is None else every) if e.dataset not in exclude]
-    return [e for e in kept if e.toxic], [e for e in kept if not e.toxic]
+    clean = [e for e in kept if not e.toxic]
+    return [e for e in kept if e.toxic], clean + [e for e in clean if e.dataset == "web_pages"] * (WEB_WEIGHT - 1)
 
 
 def lid_labels() -> frozenset[str]:
@@ -118,13 +130,14 @@ def main() -> int:
     started = time.time()
     every = list(examples())
     train_set, test_set = split(every, SETTINGS.test_fraction, SETTINGS.seed)
-    positives = [e.text for e in train_set if e.toxic]
-    negatives = [e.text for e in train_set if not e.toxic]
+    positives, negatives = training_examples(every=train_set)
     held_out = ([e.text for e in test_set if e.toxic], [e.text for e in test_set if not e.toxic])
     counts = collections.Counter((e.dataset, e.toxic) for e in every)
     description = ("toxic/clean: " + "; ".join(f"{d} {counts[(d, True)]}/{counts[(d, False)]}"
-                                               for d in sorted({d for d, _ in counts})))
-    card = train(positives, negatives, OUTPUT, SETTINGS, description, held_out=held_out, labels=TOXICITY)
+                                               for d in sorted({d for d, _ in counts}))
+                   + f"; web_pages weighted x{WEB_WEIGHT}")
+    card = train([e.text for e in positives], [e.text for e in negatives], OUTPUT, SETTINGS, description,
+                 held_out=held_out, labels=TOXICITY)
 
     scorer = ToxicityScorer(ToxicityConfig(model=OUTPUT))
     scorer.setup()
@@ -133,21 +146,27 @@ def main() -> int:
         part = [e for e in test_set if e.dataset == dataset]
         scores = [s for s, _ in (scorer.score(e.text) for e in part)]
         by_dataset[dataset] = metrics(scores, [e.toxic for e in part])
-    card["held_out_metrics_by_dataset"] = by_dataset
+    card["held_out_metrics_by_dataset"] = by_dataset  # a split of the training sets: a sanity check only
     pages = list(bench_pages())
-    toxic_passages = [e.text for e in test_set if e.toxic and e.dataset in ("davidson", "civil_comments")
-                      and len(e.text) >= 40]
+    toxic_passages = [e.text for e in test_set if e.toxic and len(e.text) >= 40]
     card["page_test"] = dict(
         page_test(lambda text: scorer.score(text)[0], pages, toxic_passages),
         about="the held-out half of the bench WARC's pages (by URL hash; extracted, lid.176) as they are (false "
-              "positives) and each with one held-out toxic tweet or comment (>= 40 characters) inserted as a "
-              "paragraph (recall); a page's score is its highest paragraph's")
+              "positives) and each with one held-out toxic text of the recipe's sets (>= 40 characters, any of "
+              "its languages) inserted as a paragraph (recall); a page's score is its highest paragraph's")
     card["windows"] = {k: getattr(ToxicityConfig(), k) for k in ("window_chars", "min_chars")}
-    card["training_datasets"] = sorted({e.dataset for e in every})  # bench/toxicity_cross.py measures the others
+    card["training_datasets"] = [*RECIPE_SETS, "ntrex", "flores", "tatoeba", "web_pages"]
+    independent = {name: items for name, items in labeled_sets().items() if name not in RECIPE_SETS}
+    reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
+    card["cross_data_set"] = dict(
+        measure(lambda text: scorer.score(text)[0], independent, reference, pages),
+        about="text of other sources than the training data: labeled sets it never trained on, held-out "
+              "NTREX-128/FLORES-200 documents per language (all; naming a group), the held-out bench pages; "
+              "stages/harmful/toxicity_eval.py")
     with open(OUTPUT + ".card.json", "w", encoding="utf-8") as fh:
         json.dump(card, fh, indent=2, ensure_ascii=False)
-    print(json.dumps({k: card[k] for k in ("held_out_metrics", "held_out_metrics_by_dataset", "page_test",
-                                            "model_bytes")}, indent=1))
+    print(markdown(card["cross_data_set"]))
+    print(json.dumps({k: card[k] for k in ("held_out_metrics", "page_test", "model_bytes")}, indent=1))
     print(f"{time.time() - started:.0f} s")
     return 0
 

@@ -33,9 +33,10 @@ _URL = re.compile(r"https?://\S+|www\.\S+")
 
 def normalize(text: str) -> str:
     """The one preprocessing of training and scoring: HTML entities undone, @mentions and links
-    replaced by placeholders (tweets have them, pages rarely), then the quality normalization."""
+    replaced by placeholders (tweets have them, pages rarely), then the quality normalization with one
+    token a character in scripts written without spaces (Chinese, Japanese, Thai: no word to split on)."""
     text = _URL.sub(" url ", _MENTION.sub(" @user ", html.unescape(text)))
-    return normalize_words(text, max_chars=2_000)
+    return normalize_words(text, max_chars=2_000, unspaced=True)
 
 
 @dataclass(frozen=True)

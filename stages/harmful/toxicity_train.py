@@ -23,12 +23,10 @@ from stages.quality_train import Labels, split_by_hash
 
 TOXICITY = Labels(TOXIC, CLEAN, {TOXIC: "toxic: hate, offensive or insulting", CLEAN: "not toxic"}, normalize,
                   "stages.harmful.toxicity.normalize: HTML entities undone, @mentions -> @user, links -> url, then "
-                  "stages.quality.normalize (NFKC, lower case, digits -> 0, punctuation split off)",
+                  "stages.quality.normalize (NFKC, lower case, digits -> 0, punctuation split off, one token a "
+                  "character in Han, kana, Thai, Lao, Khmer, Myanmar and Tibetan script)",
                   "P(__label__toxic) per paragraph (stages.harmful.toxicity.windows: lines under min_chars joined to the "
                   "next, lines over 2 * window_chars cut); a page scores its most toxic paragraph")
-REFERENCE_LANGS = {"en": ("eng",), "fr": ("fra",), "ar": ("arb", "ara"), "de": ("deu",), "es": ("spa",),
-                   "it": ("ita",), "pt": ("por",), "nl": ("nld",), "pl": ("pol",), "ru": ("rus",),
-                   "zh": ("zho", "cmn"), "ja": ("jpn",)}
 
 
 @dataclass(frozen=True)
@@ -154,34 +152,15 @@ def _tsv(path: str) -> list[dict]:
         return list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
-def read_reference(multilingual: str, langs: dict[str, tuple[str, ...]] = REFERENCE_LANGS,
-                   per_example: int = 2) -> Iterator[Example]:
-    """Clean news and Wikipedia sentences (NTREX-128, FLORES-200), `per_example` to an example."""
-    for lang, codes in langs.items():
-        sentences: list[str] = []
-        for path in sorted(glob.glob(os.path.join(multilingual, "ntrex128", "NTREX-128", "newstest2019-ref.*.txt"))):
-            if os.path.basename(path).split(".")[1].split("-")[0] in codes:
-                with open(path, encoding="utf-8") as fh:
-                    sentences += [s.strip() for s in fh if s.strip()]
-                break  # one variant per language (en-GB, not also en-US and en-IN)
-        for folder in sorted(glob.glob(os.path.join(multilingual, "sib200_flores", "data", "annotated", "*_*"))):
-            if os.path.basename(folder).split("_")[0] in codes:
-                for split in ("train", "dev", "test"):
-                    with open(os.path.join(folder, f"{split}.tsv"), encoding="utf-8", newline="") as fh:
-                        sentences += [r["text"] for r in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)]
-                break
-        for i in range(0, len(sentences), per_example):
-            yield Example(" ".join(sentences[i:i + per_example]), False, "reference", lang)
+def read_tatoeba(folder: str, labels: frozenset[str], per_example: int = 3) -> Iterator[Example]:
+    """Clean everyday sentences (Tatoeba via LASER's test sets) of every language lid.176 names (its
+    `labels`), the English side of every pair too, `per_example` to an example."""
+    from stages.reference import lid_code
 
-
-def read_tatoeba(folder: str, langs: dict[str, tuple[str, ...]] = REFERENCE_LANGS,
-                 per_example: int = 3) -> Iterator[Example]:
-    """Clean everyday sentences (Tatoeba via LASER's test sets): the English side of every pair and the
-    other side of the pairs in `langs`, `per_example` to an example."""
     by_lang: dict[str, list[str]] = collections.defaultdict(list)
     for path in sorted(glob.glob(os.path.join(folder, "tatoeba.*-eng.*"))):
         code = path.rsplit(".", 1)[1]
-        lang = "en" if code == "eng" else next((k for k, v in langs.items() if code in v), None)
+        lang = "en" if code == "eng" else lid_code(code, labels)
         if lang is not None:
             with open(path, encoding="utf-8") as fh:
                 by_lang[lang] += [s.strip() for s in fh if s.strip()]

@@ -55,7 +55,7 @@ def test_density_rule_keeps_pages_with_a_stray_word_and_drops_dense_ones():
     page = " ".join(prose[:10] + offensive[:20])
     reason, detail, density, limit = stage.evaluate(page, "en")
     assert reason == "bad_words" and "per 1000 words" in detail and "×" in detail
-    assert round(density, 1) == float(detail.split()[0]) >= 20 and limit == 20  # typed twins of the detail (ledger columns)
+    assert round(density, 1) == float(detail.split()[0]) >= 8 and limit == 8  # typed twins of the detail (ledger columns)
 
 
 def test_real_sentences_in_many_languages_pass():
@@ -84,9 +84,9 @@ def test_config_errors():
 
 
 def test_density_limits_per_language():
-    text = "Das ist Scheiße. " + "Wir gehen heute in den Park und essen ein Eis zusammen. " * 20 + "Scheiße! Arschloch!"
+    text = "Das ist Scheiße. " + "Wir gehen heute in den Park und essen ein Eis zusammen. " * 50 + "Scheiße! Arschloch!"
     found_words, n_words = find_bad_words(text, "de", word_list("v1", "de", False))
-    assert sum(found_words.values()) == 3 and 1000 * 3 / n_words < 20
+    assert sum(found_words.values()) == 3 and 1000 * 3 / n_words < 8
     assert BadWordsFilter().evaluate(text, "de") is None
     stricter = BadWordsFilter(BadWordsConfig(max_density_by_language=("de=5", "en=30")))
     assert stricter.evaluate(text, "de")[0] == "bad_words"

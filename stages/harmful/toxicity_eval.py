@@ -1,0 +1,92 @@
+"""How the toxicity classifier is judged: on text of other sources than its training data (issue 35).
+
+`measure` scores labeled sets the model never trained on (precision, recall, F1 at 0.5/0.7/0.9 and the best
+recall at precision >= 0.8), held-out reference sentences per language (all, and those naming a group: the
+share flagged is a false-positive rate) and ordinary pages per language (scored as the stage scores a page:
+its most toxic paragraph). Used by scripts/build_toxicity_model.py (the model card) and
+bench/toxicity_cross.py (the tables, leave-one-data-set-out).
+"""
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Mapping, Sequence
+
+THRESHOLDS = (0.5, 0.7, 0.9)
+LANGS = ("en", "de", "fr", "es", "it", "nl", "pl", "pt", "hi", "zh", "ar", "ko", "ru", "tr", "id", "ja", "uk", "vi")
+
+
+def rates(scores: Sequence[float], truth: Sequence[bool]) -> dict:
+    """Precision, recall and F1 at each threshold, and the best recall at precision >= 0.8 (with its threshold)."""
+    out = {}
+    positives = max(sum(truth), 1)
+    for t in THRESHOLDS:
+        tp = sum(s >= t and y for s, y in zip(scores, truth))
+        fp = sum(s >= t and not y for s, y in zip(scores, truth))
+        p, r = (tp / (tp + fp) if tp + fp else 0.0), tp / positives
+        out[str(t)] = {"precision": round(p, 3), "recall": round(r, 3),
+                       "f1": round(2 * p * r / (p + r) if p + r else 0, 3)}
+    best = (0.0, None)
+    for step in range(1, 20):
+        t = step / 20
+        tp = sum(s >= t and y for s, y in zip(scores, truth))
+        fp = sum(s >= t and not y for s, y in zip(scores, truth))
+        if tp + fp and tp / (tp + fp) >= 0.8 and tp / positives > best[0]:
+            best = (round(tp / positives, 3), t)
+    out["recall_at_precision_0.8"] = {"recall": best[0], "threshold": best[1]}
+    return out
+
+
+def flagged(scores: Sequence[float]) -> dict:
+    """The share of `scores` at or over each threshold."""
+    return {str(t): round(sum(s >= t for s in scores) / max(len(scores), 1), 4) for t in THRESHOLDS}
+
+
+def measure(score: Callable[[str], float], labeled: Mapping[str, Sequence], reference: Sequence = (),
+            pages: Sequence[tuple[str, str]] = ()) -> dict:
+    """`score(text)` (a page's score) on `labeled` sets ({name: examples with text, toxic, lang}), held-out
+    `reference` examples (lang, identity) and `pages` ((lang, text))."""
+    out: dict = {"labeled": {}, "reference": {}, "identity": {}, "pages": {}}
+    for name, items in sorted(labeled.items()):
+        out["labeled"][name] = dict(lang=items[0].lang, n=len(items), toxic=sum(e.toxic for e in items),
+                                    **rates([score(e.text) for e in items], [e.toxic for e in items]))
+    for lang in LANGS:
+        part = [e for e in reference if e.lang == lang]
+        if part:
+            scores = [score(e.text) for e in part]
+            out["reference"][lang] = dict(n=len(part), **flagged(scores))
+            ident = [s for s, e in zip(scores, part) if e.identity]
+            out["identity"][lang] = dict(n=len(ident), **flagged(ident))
+    by_lang: dict[str, list[float]] = collections.defaultdict(list)
+    for lang, text in pages:
+        by_lang[lang].append(score(text))
+    if pages:
+        out["pages"]["all"] = dict(n=len(pages), **flagged([s for v in by_lang.values() for s in v]))
+    for lang, scores in sorted(by_lang.items(), key=lambda kv: -len(kv[1])):
+        out["pages"][lang] = dict(n=len(scores), **flagged(scores))
+    return out
+
+
+def markdown(result: dict) -> str:
+    """The figures of `measure` as two Markdown tables."""
+    lines = ["| data set | lang | n (toxic) | P / R at 0.5 | P / R at 0.7 | P / R at 0.9 | R at P >= 0.8 (threshold) |",
+             "|---|---|---|---|---|---|---|"]
+    for name, m in result["labeled"].items():
+        cells = [f"{m[str(t)]['precision']:.2f} / {m[str(t)]['recall']:.2f}" for t in THRESHOLDS]
+        best = m["recall_at_precision_0.8"]
+        lines.append(f"| {name} | {m['lang']} | {m['n']} ({m['toxic']}) | " + " | ".join(cells)
+                     + f" | {best['recall']:.2f} ({best['threshold']}) |")
+    langs = sorted(set(result["reference"]) | set(result["pages"]) - {"all"},
+                   key=lambda lang: (lang not in LANGS, LANGS.index(lang) if lang in LANGS else lang))
+    if langs:
+        lines += ["", "| lang | reference sentences >= 0.5 / 0.7 / 0.9 | naming a group >= 0.5 / 0.7 / 0.9 | "
+                      "ordinary pages >= 0.5 / 0.7 / 0.9 |", "|---|---|---|---|"]
+    for lang in langs:
+        cells = []
+        for part in ("reference", "identity", "pages"):
+            m = result[part].get(lang)
+            cells.append(f"{m['0.5']:.3f} / {m['0.7']:.3f} / {m['0.9']:.3f} (n={m['n']})" if m else "")
+        lines.append(f"| {lang} | " + " | ".join(cells) + " |")
+    if "all" in result["pages"]:
+        p = result["pages"]["all"]
+        lines.append(f"| all pages | | | {p['0.5']:.3f} / {p['0.7']:.3f} / {p['0.9']:.3f} (n={p['n']}) |")
+    return "\n".join(lines)
