@@ -85,7 +85,7 @@ report-screenshot: browser
 quality-model: install
 	$(BIN)/python scripts/build_quality_model.py
 
-# Rebuilds the bundled toxicity classifier and its card (needs ../shared/data; deterministic, ~2 minutes).
+# Rebuilds the bundled toxicity classifier and its card (needs ../shared/data; deterministic, ~5 minutes).
 toxicity-model: install
 	$(BIN)/python scripts/build_toxicity_model.py
 

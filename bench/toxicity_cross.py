@@ -3,6 +3,7 @@ model's training data (issue 35; the measurements: stages/harmful/toxicity_eval.
 
     .venv/bin/python bench/toxicity_cross.py [--model PATH] [--json FILE]
     .venv/bin/python bench/toxicity_cross.py --lodo zh_cold zh_swsr ... [--card]   (the recipe, leave one out)
+    .venv/bin/python bench/toxicity_cross.py --summary     (the bundled card's figures, one table per language)
 
 Without --lodo: the model (default: the bundled one) on
   * every labeled set of shared/data/harmful (toxicity/ and toxicity_multilingual/) its card does not list as
@@ -15,8 +16,8 @@ Without --lodo: the model (default: the bundled one) on
     (highest paragraph): the share of ordinary pages at >= 0.5/0.7/0.9 per language.
 With --lodo D...: for each D, a model of the recipe (scripts/build_toxicity_model.py: its data and settings,
 without its sanity split) trained without D, then measured on D: leave-one-data-set-out; for a language with
-one set, the model has seen no labeled text of that language. --card writes these figures into the bundled
-model's card (`leave_one_data_set_out`).
+one set, the model has seen no labeled text of that language. --card writes the figures into the bundled
+model's card (`cross_data_set`, or with --lodo `leave_one_data_set_out`).
 Prints Markdown; `--json FILE` also writes the figures.
 """
 from __future__ import annotations
@@ -40,7 +41,7 @@ from scripts.build_toxicity_model import (  # noqa: E402
     training_examples,
 )
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer  # noqa: E402
-from stages.harmful.toxicity_eval import THRESHOLDS, markdown, measure  # noqa: E402
+from stages.harmful.toxicity_eval import THRESHOLDS, language_table, markdown, measure  # noqa: E402
 from stages.harmful.toxicity_train import TOXICITY, read_parallel  # noqa: E402
 from stages.quality_train import train  # noqa: E402
 
@@ -72,24 +73,37 @@ def lodo_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _update_card(change) -> None:
+    """Read the bundled card, `change(card)`, write it back."""
+    with open(OUTPUT + ".card.json", encoding="utf-8") as fh:
+        card = json.load(fh)
+    change(card)
+    with open(OUTPUT + ".card.json", "w", encoding="utf-8") as fh:
+        json.dump(card, fh, indent=2, ensure_ascii=False)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="a toxicity model (default: the bundled one)")
     p.add_argument("--lodo", nargs="*", default=None, metavar="DATASET",
                    help="leave-one-data-set-out: train the recipe without each DATASET and measure it there")
-    p.add_argument("--card", action="store_true", help="with --lodo: write the figures into the bundled card")
+    p.add_argument("--card", action="store_true",
+                   help="write the figures into the bundled model's card (cross_data_set; with --lodo: "
+                        "leave_one_data_set_out)")
     p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--summary", action="store_true",
+                   help="print the bundled card's figures per language (after --lodo --card) and stop")
     args = p.parse_args(argv)
+    if args.summary:
+        with open(OUTPUT + ".card.json", encoding="utf-8") as fh:
+            print(language_table(json.load(fh)))
+        return 0
     sets = labeled_sets()
     if args.lodo is not None:
         result = leave_one_out(args.lodo, sets)
         print(lodo_markdown(result))
         if args.card:
-            with open(OUTPUT + ".card.json", encoding="utf-8") as fh:
-                card = json.load(fh)
-            card.setdefault("leave_one_data_set_out", {}).update(result)
-            with open(OUTPUT + ".card.json", "w", encoding="utf-8") as fh:
-                json.dump(card, fh, indent=2, ensure_ascii=False)
+            _update_card(lambda card: card.setdefault("leave_one_data_set_out", {}).update(result))
     else:
         scorer = ToxicityScorer(ToxicityConfig(model=args.model))
         scorer.setup()
@@ -101,8 +115,10 @@ def main(argv=None) -> int:
         independent = {name: items for name, items in sets.items() if name not in trained_on}
         reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
         result = measure(lambda text: scorer.score(text)[0], independent, reference, list(bench_pages()))
-        result["trained_on"] = sorted(trained_on)
         print(markdown(result))
+        if args.card and args.model is None:
+            _update_card(lambda card: card["cross_data_set"].update(result))
+        result["trained_on"] = sorted(trained_on)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=1)

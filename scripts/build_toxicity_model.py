@@ -6,9 +6,11 @@ Data (all in the workspace's shared/data, none downloaded; see stages/harmful/to
     from it (Arabic MPOLD, German GAHD, Korean KoCoHub and curse detection, Portuguese ToLD-Br, Russian,
     Turkish OffensEval, Chinese COLD and SWSR); the non-commercial sets only measure it
   * clean: NTREX-128 news and FLORES-200 Wikipedia sentences in every language lid.176 names (their held-out
-    documents never: they measure false positives), Tatoeba's everyday sentences in every language, and
-    paragraphs of real web pages (the WARC files of shared/data/warc; of the bench WARC the half of its
-    pages not held out), weighted x6: so that naming a group, a religion or a party is not learnt as hate
+    documents never: they measure false positives), Tatoeba's everyday sentences in every language (three to an
+    example, and those naming a group also one to an example: "I am a Muslim" scored 0.68 without them, 0.01
+    with; English MLMA hate tweets, left out, found at recall 0.67 / 0.66 at 0.5 without / with), and paragraphs
+    of real web pages (the WARC files of shared/data/warc; of the bench WARC the half of its pages not held
+    out), weighted x6: so that naming a group, a religion or a party is not learnt as hate
 Left out after measuring (bench/toxicity_cross.py): Civil Comments' toxic-spans subset (news comments, 70 %
 toxic: the model learnt "Congress", "Trump", "Muslim" as toxic and flagged 12 of 87 ordinary English
 pages; without it 4 of 87; it is now an independent English test set).
@@ -43,6 +45,7 @@ from stages.harmful.toxicity_train import (  # noqa: E402
     read_multilingual,
     read_parallel,
     read_tatoeba,
+    read_tatoeba_identity,
     split,
 )
 from stages.langid import LanguageIdentifier  # noqa: E402
@@ -55,9 +58,10 @@ BENCH = os.path.join(SHARED, "warc", "bench_trafilatura_pages.warc.gz")
 OUTPUT = "stages/models/toxicity.ftz"
 # Chosen on bench/toxicity_cross.py's figures (RESULTS.md, issue 35): character n-grams 3-5 over words only,
 # unigrams over bigrams (bigrams: 6.3 % of ordinary pages >= 0.5 instead of 3.0 %), web paragraphs x6 over x3;
-# quantized without pruning (14 MB): pruning to 100,000 or 400,000 rows and retraining doubled the ordinary pages
-# flagged (2.4 % -> 5.4 % at 0.5).
-SETTINGS = QualityTrainConfig(epochs=5, lr=0.5, word_ngrams=1, dim=16, min_count=2, bucket=200_000, minn=3, maxn=5,
+# quantized without pruning: pruning to 100,000 or 400,000 rows and retraining doubled the ordinary pages flagged
+# (2.4 % -> 5.4 % at 0.5); words seen 10 times or more (the n-grams carry the rarer ones): 96,000 words instead of
+# 385,000 at min_count 2, the same figures, and 80 MB less memory in every worker (each word holds its n-gram ids).
+SETTINGS = QualityTrainConfig(epochs=5, lr=0.5, word_ngrams=1, dim=16, min_count=10, bucket=200_000, minn=3, maxn=5,
                               quantize_cutoff=0, seed=0)
 WEB_WEIGHT = 6
 RECIPE_SETS = ("davidson", "mlma_en", "mlma_fr", "mlma_ar", *sorted(PERMISSIVE_MULTILINGUAL))  # labeled, trained on
@@ -84,7 +88,9 @@ def examples():
     labels = lid_labels()
     yield from (e for e in labeled_examples() if e.dataset in RECIPE_SETS)
     yield from (e for e in read_parallel(MULTILINGUAL, labels) if not e.held_out)
-    yield from read_tatoeba(os.path.join(MULTILINGUAL, "tatoeba_laser", "data", "tatoeba", "v1"), labels=labels)
+    tatoeba = os.path.join(MULTILINGUAL, "tatoeba_laser", "data", "tatoeba", "v1")
+    yield from read_tatoeba(tatoeba, labels=labels)
+    yield from read_tatoeba_identity(tatoeba, labels)
     yield from web_windows()
 
 

@@ -50,7 +50,7 @@ class BadWordsConfig:
     # English file has 13,000 entries, among them "c", "parse", "config", "fat", "spa")
     versions: tuple[str, ...] = ("v1", "v2")
     mode: str = "density"       # density (per 1,000 words) or any (C4: drop on one listed word)
-    # Drop at this many matched words per 1,000 or more. Ordinary text never has 3 matches (0 of 1,187 pages
+    # Drop at this many matched words per 1,000 or more. Ordinary text never has 3 matches (0 of 1,191 pages
     # of shared/data/warc, 0 of 2,708 20-sentence pages of Leipzig web text in 55 languages), so the limit is
     # set by what it must catch: pages of offensive tweets have 35-108, a page-long erotic story only ~12 (its
     # words are diluted by narration; the Chinese story in the demo's Common Crawl excerpt: 12.4), hence 8 ...

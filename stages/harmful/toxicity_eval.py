@@ -25,14 +25,14 @@ def rates(scores: Sequence[float], truth: Sequence[bool]) -> dict:
         p, r = (tp / (tp + fp) if tp + fp else 0.0), tp / positives
         out[str(t)] = {"precision": round(p, 3), "recall": round(r, 3),
                        "f1": round(2 * p * r / (p + r) if p + r else 0, 3)}
-    best = (0.0, None)
+    best = (0.0, None)  # the lowest threshold of the best recall
     for step in range(1, 20):
         t = step / 20
         tp = sum(s >= t and y for s, y in zip(scores, truth))
         fp = sum(s >= t and not y for s, y in zip(scores, truth))
         if tp + fp and tp / (tp + fp) >= 0.8 and tp / positives > best[0]:
-            best = (round(tp / positives, 3), t)
-    out["recall_at_precision_0.8"] = {"recall": best[0], "threshold": best[1]}
+            best = (tp / positives, t)
+    out["recall_at_precision_0.8"] = {"recall": round(best[0], 3), "threshold": best[1]}
     return out
 
 
@@ -89,4 +89,26 @@ def markdown(result: dict) -> str:
     if "all" in result["pages"]:
         p = result["pages"]["all"]
         lines.append(f"| all pages | | | {p['0.5']:.3f} / {p['0.7']:.3f} / {p['0.9']:.3f} (n={p['n']}) |")
+    return "\n".join(lines)
+
+
+def language_table(card: dict) -> str:
+    """Per language, from a model card: every measurement on text of another source (sets it never trained
+    on, `cross_data_set`; sets left out one at a time, `leave_one_data_set_out`) with P / R at 0.5/0.7/0.9
+    and the best recall at precision >= 0.8, next to the share of held-out sentences naming a group and of
+    ordinary pages scoring >= 0.5."""
+    cross = card.get("cross_data_set", {})
+    rows = [(m["lang"], name, "never trained on", m) for name, m in cross.get("labeled", {}).items()]
+    rows += [(m["lang"], name, "left out", m) for name, m in card.get("leave_one_data_set_out", {}).items()]
+    order = {lang: i for i, lang in enumerate(LANGS)}
+    lines = ["| lang | test set (how) | n (toxic) | P / R at 0.5 | P / R at 0.7 | P / R at 0.9 | R at P >= 0.8 | "
+             "naming a group >= 0.5 | ordinary pages >= 0.5 |", "|---|---|---|---|---|---|---|---|---|"]
+    for lang, name, how, m in sorted(rows, key=lambda r: (order.get(r[0], 99), r[1])):
+        cells = [f"{m[str(t)]['precision']:.2f} / {m[str(t)]['recall']:.2f}" for t in THRESHOLDS]
+        ident = cross.get("identity", {}).get(lang)
+        page = cross.get("pages", {}).get(lang)
+        lines.append(f"| {lang} | {name} ({how}) | {m['n']:,} ({m['toxic']:,}) | " + " | ".join(cells)
+                     + f" | {m['recall_at_precision_0.8']['recall']:.2f} | "
+                     + (f"{ident['0.5']:.1%} (n={ident['n']})" if ident else "") + " | "
+                     + (f"{page['0.5']:.1%} (n={page['n']})" if page else "") + " |")
     return "\n".join(lines)

@@ -170,6 +170,24 @@ def read_tatoeba(folder: str, labels: frozenset[str], per_example: int = 3) -> I
             yield Example(" ".join(unique[i:i + per_example]), False, "tatoeba", lang)
 
 
+def read_tatoeba_identity(folder: str, labels: frozenset[str]) -> Iterator[Example]:
+    """Tatoeba's pairs whose English side names a group, religion, nation or party (IDENTITY_TERMS), one sentence
+    an example, both sides ("America is a country of immigrants.", "And if I were gay, would that be a crime?"):
+    short everyday sentences naming a group, so that a group's name alone is not learnt as hate."""
+    from stages.reference import lid_code
+
+    for english_path in sorted(glob.glob(os.path.join(folder, "tatoeba.*-eng.eng"))):
+        code = os.path.basename(english_path).split(".")[1].split("-")[0]
+        lang = lid_code(code, labels)
+        english = _lines(english_path)
+        other = _lines(english_path[:-len("eng")] + code) if lang else []
+        for i, sentence in enumerate(english):
+            if sentence and IDENTITY_TERMS.search(sentence):
+                yield Example(sentence, False, "tatoeba", "en", identity=True)
+                if i < len(other) and other[i]:
+                    yield Example(other[i], False, "tatoeba", lang, identity=True)
+
+
 def split(examples: Sequence[Example], test_fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
     """(train, test) by text hash (`split_by_hash`): the same text is never on both sides."""
     _, test_texts = split_by_hash([e.text for e in examples], test_fraction, seed)

@@ -26,6 +26,7 @@ from stages.quality_train import (
     train,
 )
 from stages.record import Document, Drop, DropReason
+from stages.settings import ConfigError
 from tests.conftest import HTML_DIR, TEST_DATA
 
 
@@ -75,6 +76,16 @@ def test_training_separates_held_out_data_and_shuffled_labels_do_not(labeled, tm
     assert control["held_out_metrics"]["f1"] < card["held_out_metrics"]["f1"] - 0.15
     written = json.loads((tmp_path / "real.bin.card.json").read_text())
     assert written["sizes"]["positive_test"] > 0 and written["normalization"].startswith("stages.quality.normalize")
+    # character n-grams (fastText subwords) are passed through: the model then knows words it never saw
+    subwords = QualityTrainConfig(epochs=20, quantize=False, test_fraction=0.3, minn=3, maxn=5)
+    train(positives, negatives, str(tmp_path / "chars.bin"), subwords)
+    import fasttext
+
+    model = fasttext.load_model(str(tmp_path / "chars.bin"))
+    assert model.get_subwords("unseenword")[1].size > 1 and json.loads(
+        (tmp_path / "chars.bin.card.json").read_text())["settings"]["minn"] == 3
+    with pytest.raises(ConfigError, match="minn and maxn"):
+        QualityTrainConfig(minn=3, maxn=2)
 
 
 def test_metrics():
