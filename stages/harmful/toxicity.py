@@ -1,9 +1,10 @@
 """Toxicity score: a fastText classifier (the Dolma approach) applied to windows of a page.
 
 The classifier (`stages/models/toxicity.ftz`, recipe `scripts/build_toxicity_model.py`, card next to
-it) learned from tweets and comments: Davidson et al. 2017 (hate/offensive), Civil Comments toxic spans
-(majority of annotators), MLMA (en/fr/ar hate speech), against their clean ones and news/Wikipedia
-sentences (NTREX-128, FLORES-200), everyday sentences (Tatoeba) and paragraphs of real web pages. A tweet
+it) learned from tweets and comments in 9 languages (every permissively licensed labeled set of the
+workspace: Davidson, MLMA, MPOLD, GAHD, KoCoHub, ToLD-Br, COLD, SWSR, ...) against their clean ones,
+news/Wikipedia sentences (NTREX-128, FLORES-200) and everyday sentences (Tatoeba) in every language lid.176
+names, and paragraphs of real web pages; its figures on text of other sources are in the card. A tweet
 is ~100 characters and a page thousands: scored whole, a toxic paragraph drowns in the rest (merged into
 300-character windows, 31 % of pages with one toxic comment put in were caught; paragraph by paragraph,
 95 %). So the page is scored paragraph by paragraph and its score is the highest: one toxic passage is
