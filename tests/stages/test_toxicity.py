@@ -28,7 +28,7 @@ from stages.models import bundled
 from stages.quality_train import metrics
 from stages.record import Document, Drop
 from stages.settings import ConfigError
-from tests.conftest import CC_EXCERPT, DAVIDSON_SAMPLE, SHARED_DATA, needs_shared
+from tests.conftest import CC_EXCERPT, DAVIDSON_SAMPLE, SHARED_DATA, TEST_DATA, needs_shared
 
 SHARED = str(SHARED_DATA)
 TOXICITY = os.path.join(SHARED, "harmful", "toxicity")
@@ -197,3 +197,37 @@ def test_cross_data_set_measures_count_as_stated():
     # precision >= 0.8 first holds above 0.8 (only 0.95 left): recall 1/3 at threshold 0.85
     assert measured["recall_at_precision_0.8"] == {"recall": 0.333, "threshold": 0.85}
     assert flagged([0.1, 0.5, 0.7, 0.95]) == {"0.5": 0.75, "0.7": 0.5, "0.9": 0.25}
+
+
+def test_held_out_texts_in_six_languages_of_the_repo_sample(scorer):
+    """Without the full data sets: 60 toxic and 60 clean texts of each of six training sets that the model's recipe
+    held out (its sanity split; tests/data/harmful/SOURCES.md) — the model separates them in every language, and one
+    of them put into a real page of the bundled Common Crawl WARC as a paragraph decides the page's score."""
+    import gzip
+
+    with gzip.open(TEST_DATA / "harmful" / "toxicity_multilingual_held_out.jsonl.gz", "rt", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh]
+    by_set = collections.defaultdict(list)
+    for row in rows:
+        by_set[row["dataset"]].append(row)
+    assert {r["lang"] for r in rows} == {"zh", "ar", "de", "ko", "ru", "tr"}
+    for name, part in by_set.items():
+        scores = [scorer.score(r["text"])[0] for r in part]
+        truth = [r["label"] == "toxic" for r in part]
+        measured = metrics(scores, truth)
+        toxic = [s for s, t in zip(scores, truth) if t]
+        clean = [s for s, t in zip(scores, truth) if not t]
+        # the card's sanity figures for these sets: precision 0.66-0.87, recall 0.28-0.84
+        assert measured["precision"] >= 0.7 and measured["recall"] >= 0.3, (name, measured)
+        assert sum(toxic) / len(toxic) >= sum(clean) / len(clean) + 0.2, name
+    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    with open(CC_EXCERPT, "rb") as fh, chain:
+        pages = [doc.text for doc in chain.kept(read_warc(fh, source="cc"))]
+    assert len(pages) >= 8 and all(scorer.score(text)[0] < 0.7 for text in pages)
+    rng = random.Random(0)
+    caught = [r["text"] for r in rows if r["label"] == "toxic" and len(r["text"]) >= 40
+              and scorer.score(r["text"])[0] >= 0.6]
+    assert len({r["lang"] for r in rows if r["text"] in caught}) == 6
+    seeded = [scorer.score(insert_passage(rng.choice(pages), passage, rng)) for passage in caught]
+    # a short line of the page may be joined to the passage (windows), so not every window is the passage alone
+    assert sum(score >= 0.5 for score, _ in seeded) >= 0.9 * len(caught)
