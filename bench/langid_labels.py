@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pipeline.config import load_config  # noqa: E402
 from stages import reference  # noqa: E402
 from stages.chain import StageChain  # noqa: E402
-from stages.langid import load_model  # noqa: E402
+from stages.langid import model_codes  # noqa: E402
 from stages.record import Document  # noqa: E402
 from stages.settings import set_values  # noqa: E402
 from stages.table import DOCUMENT, stage_table  # noqa: E402
@@ -45,7 +45,7 @@ def chain(overrides: dict, names) -> StageChain:
 
 
 def labels(overrides: dict) -> dict:
-    known = {label.replace("__label__", "") for label in load_model(None).get_labels()}
+    known = model_codes()
     rows = {}
     with chain(overrides, {"langid"}) as stages:
         for folder, pages in flores_test_pages().items():
@@ -70,7 +70,7 @@ def labels(overrides: dict) -> dict:
 def lingua(overrides: dict, per_page: int = 8) -> dict:
     """A third source, for language ID only: lingua-py's test sentences (Leipzig news/web text, 75 languages;
     CC BY-NC: measured here, never fitted on), 8 sentences a page, the languages lid.176 names."""
-    known = {label.replace("__label__", "") for label in load_model(None).get_labels()}
+    known = model_codes()
     rows = {}
     with chain(overrides, {"langid"}) as stages:
         for path in sorted(glob.glob(os.path.join(MULTILINGUAL, "lingua_testdata", "sentences", "*.txt"))):
@@ -94,7 +94,7 @@ def lingua(overrides: dict, per_page: int = 8) -> dict:
 
 
 def ntrex(overrides: dict, docs_per_language: int = 25) -> dict:
-    known = {label.replace("__label__", "") for label in load_model(None).get_labels()}
+    known = model_codes()
     names = {spec.name for spec in stage_table() if spec.runs == DOCUMENT}
     out: dict[str, dict] = {}
     with chain(overrides, names) as stages:

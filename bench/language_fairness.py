@@ -19,7 +19,7 @@ from stages import reference  # noqa: E402
 from stages.chain import StageChain  # noqa: E402
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
-from stages.langid import load_model  # noqa: E402
+from stages.langid import model_codes  # noqa: E402
 from stages.record import Document  # noqa: E402
 from stages.reference import lid_code  # noqa: E402
 from stages.table import stage_table  # noqa: E402
@@ -36,7 +36,7 @@ def chain(thresholds: str | None) -> StageChain:
 
 def flores_documents(per_doc: int = 10):
     """{lid code: [documents]} from FLORES-200 (one script per language: the first folder of a code)."""
-    labels = {label.replace("__label__", "") for label in load_model(None).get_labels()}
+    labels = model_codes()
     out: dict[str, list[str]] = {}
     seen: dict[str, str] = {}
     for folder, _, text in reference.flores_documents(MULTILINGUAL, per_doc):

@@ -43,8 +43,7 @@ from stages.chain import StageChain  # noqa: E402
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
 from stages.gopher import GopherQuality, GopherRepetition  # noqa: E402
-from stages.langid import LanguageIdentifier  # noqa: E402
-from stages.langid import load_model as load_lid  # noqa: E402
+from stages.langid import LanguageIdentifier, model_codes  # noqa: E402
 from stages.quality_train import QualityTrainConfig, boilerplate_lines, machine_made, train  # noqa: E402
 from stages.record import Document  # noqa: E402
 from stages.reference import flores_documents, lid_code, ntrex_documents  # noqa: E402
@@ -77,7 +76,7 @@ def held(key: str, share: float = 0.2) -> bool:
 
 
 def reference_examples():
-    labels = frozenset(label.replace("__label__", "") for label in load_lid(None).get_labels())
+    labels = model_codes()
     seen: dict[tuple[str, str], str] = {}  # one file (variant, script) per language and corpus
     for corpus, documents in (("ntrex", ntrex_documents(MULTILINGUAL)), ("flores", flores_documents(MULTILINGUAL))):
         for code, number, text in documents:

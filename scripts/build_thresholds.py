@@ -28,9 +28,9 @@ def main(argv=None) -> int:
     parser.add_argument("--data", default="../shared/data/multilingual")
     parser.add_argument("--output", default="stages/models/thresholds.yaml")
     args = parser.parse_args(argv)
-    from stages.langid import load_model
+    from stages.langid import model_codes
 
-    labels = {label.replace("__label__", "") for label in load_model(None).get_labels()}
+    labels = model_codes()
     with tempfile.TemporaryDirectory() as tmp:
         files: dict[str, object] = {}
         skipped = set()

@@ -20,6 +20,7 @@ precision 0.8 0.39 -> 0.50 with them). A 20 % split by text hash is a sanity che
 documents, held-out bench pages), and `bench/toxicity_cross.py --lodo ... --card` adds leave-one-data-set-out.
 """
 import collections
+import functools
 import glob
 import json
 import os
@@ -101,10 +102,11 @@ def training_examples(exclude=(), every=None) -> tuple[list[Example], list[Examp
     return [e for e in kept if e.toxic], clean + [e for e in clean if e.dataset == "web_pages"] * (WEB_WEIGHT - 1)
 
 
+@functools.cache
 def lid_labels() -> frozenset[str]:
-    from stages.langid import load_model
+    from stages.langid import model_codes
 
-    return frozenset(label.replace("__label__", "") for label in load_model(None).get_labels())
+    return model_codes()
 
 
 def web_windows():

@@ -55,6 +55,11 @@ def _label_to_code(label: str) -> str:
     return label.replace("__label__", "", 1)  # lid.176: "en"; GlotLID: "eng_Latn" (kept whole)
 
 
+def model_codes(path: str | None = None) -> frozenset[str]:
+    """The language codes a LID model can answer (the bundled lid.176's 176 unless `path`)."""
+    return frozenset(_label_to_code(label) for label in load_model(path).get_labels())
+
+
 class LanguageIdentifier(Stage):
     """Stage: sets `lang`/`lang_score`; drops pages under the threshold or outside `languages`."""
 

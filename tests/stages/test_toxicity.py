@@ -80,10 +80,9 @@ def test_sentences_naming_a_group_are_not_flagged_in_any_language(scorer):
     or party (the same documents in every language): at most 2 % score >= 0.5 in 17 of 18 languages; Chinese
     4 of 95 (news on HIV, on China's LGBT community, a "killer pig" story, a woman's cancer therapy: COLD's
     offensive items are about gender, region and race, and "pig" is an insult there)."""
-    from stages.langid import load_model
+    from stages.langid import model_codes
 
-    labels = frozenset(x.replace("__label__", "") for x in load_model(None).get_labels())
-    reference = [e for e in read_parallel(os.path.join(SHARED, "multilingual"), labels) if e.held_out]
+    reference = [e for e in read_parallel(os.path.join(SHARED, "multilingual"), model_codes()) if e.held_out]
     measured = measure(lambda text: scorer.score(text)[0], {}, reference)
     assert measured["identity"] == CARD["cross_data_set"]["identity"]
     assert len(measured["identity"]) == 18 and all(m["n"] >= 90 for m in measured["identity"].values())
