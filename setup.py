@@ -11,7 +11,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["pipeline", "pipeline.*", "stages", "stages.*", "training", "training.*"]),
     # Models travel as package data so Beam workers on a cluster find them (--setup_file).
-    package_data={"stages.models": ["*.ftz", "*.bin", "*.card.json", "*.yaml", "README.md"],
+    package_data={"stages.models": ["*.ftz", "*.bin", "*.card.json", "*.yaml", "extract_cascade.json", "README.md"],
                   "stages.harmful": ["lists/SOURCES.md", "lists/*/*", "lists/*/*/*", "lists/*/*/*/*"]},
     include_package_data=True,
     install_requires=[
@@ -20,6 +20,7 @@ setup(
         "trafilatura>=2.3,<2.4",      # the speedups are verified per version (stages/extraction/trafilatura_speedups.py)
         "lxml_html_clean>=0.4",       # trafilatura needs lxml.html.clean, split out of lxml 5.2+
         "warcio>=1.8,<2",
+        "resiliparse>=2.0,<3",        # extract.engine resiliparse / cascade (DCLM's extractor; wheels with its C++ code)
         "charset-normalizer>=3.3,<4",
         "brotli>=1.2,<2",             # Content-Encoding: br; 1.2 adds output_buffer_limit (bounded decoding)
         # The archived `fasttext` wheel breaks predict() under numpy 2; this maintained

@@ -3,10 +3,11 @@
     .venv/bin/python bench/vs_datatrove.py [--warc ../shared/data/warc/bench_trafilatura_pages.warc.gz]
         [--datatrove-python /tmp/dtvenv/bin/python] [--repeat 3]
 
-Four sides: datatrove; ours with FineWeb's extraction settings and trafilatura as shipped
+Six sides: datatrove; ours with FineWeb's extraction settings and trafilatura as shipped
 (`extract.speedups: false`); the same with our identical-output speedups (the default,
 stages/extraction/trafilatura_speedups.py); ours with trafilatura's fast mode (`extract.fast: true`, which
-changes output, see bench/extract_agreement.py). All run WARC read -> trafilatura -> lid.176 (threshold 0.65) -> Gopher repetition -> Gopher
+changes output, see bench/extract_agreement.py); ours with `extract.engine: cascade` and `resiliparse`
+(bench/extract_engines.py measures what they change). All run WARC read -> trafilatura -> lid.176 (threshold 0.65) -> Gopher repetition -> Gopher
 quality, pinned to one core (`taskset -c 0`, which the extraction child inherits), each in its own
 process. Ours runs the stage classes the Beam job runs, in production settings (extraction in a
 killable child process with a time limit); datatrove runs its LocalPipelineExecutor with FineWeb's
@@ -35,7 +36,7 @@ STEP_NAMES = {"READER": "read", "EXTRAC": "extract", "Language ID": "langid", "G
               "Gopher Quality": "quality", "WRITER": "write"}
 
 
-def ours(warc: str, fast: bool, speedups: bool = True) -> dict:
+def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatura") -> dict:
     """Runs in a child process pinned to one core."""
     sys.path.insert(0, REPO)
     from stages.chain import StageChain
@@ -45,7 +46,10 @@ def ours(warc: str, fast: bool, speedups: bool = True) -> dict:
     from stages.langid import LanguageIdentifier
     from stages.record import Document
 
-    chain = StageChain([Extractor(ExtractConfig(fast=fast, speedups=speedups)), LanguageIdentifier(),
+    extractor = Extractor(ExtractConfig(fast=fast, speedups=speedups, engine=engine))
+    notes: dict[str, int] = {}
+    extractor.count = lambda name, n=1: notes.__setitem__(name, notes.get(name, 0) + n)
+    chain = StageChain([extractor, LanguageIdentifier(),
                         GopherRepetition(), GopherQuality()], timed=True)
     read_s, read, kept = 0.0, 0, 0
     with open(warc, "rb") as fh, chain:
@@ -63,12 +67,12 @@ def ours(warc: str, fast: bool, speedups: bool = True) -> dict:
         wall = time.perf_counter() - started
     names = {"gopher_repetition": "repetition", "gopher_quality": "quality"}  # the table's row names
     seconds = {"read": read_s, **{names.get(k, k): v for k, v in chain.seconds.items()}}
-    return {"wall_s": wall, "read": read, "kept": kept, "seconds": seconds}
+    return {"wall_s": wall, "read": read, "kept": kept, "seconds": seconds, "notes": notes}
 
 
-def run_ours(warc: str, fast: bool, speedups: bool = True) -> dict:
-    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--side", "ours", "--warc", warc] + (["--fast"] if fast else []) \
-        + ([] if speedups else ["--no-speedups"])
+def run_ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatura") -> dict:
+    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--side", "ours", "--warc", warc, "--engine", engine] \
+        + (["--fast"] if fast else []) + ([] if speedups else ["--no-speedups"])
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     if proc.returncode:
         raise SystemExit(proc.stderr[-3000:])
@@ -101,18 +105,25 @@ def main() -> None:
     p.add_argument("--fast", action="store_true", help=argparse.SUPPRESS)  # child: trafilatura fast=True
     p.add_argument("--no-speedups", action="store_true", help=argparse.SUPPRESS)  # child: trafilatura as shipped
     p.add_argument("--side", choices=("ours",), help=argparse.SUPPRESS)
+    p.add_argument("--engine", default="trafilatura", help=argparse.SUPPRESS)  # child: extract.engine
+    p.add_argument("--sides", default="all", help="comma-separated side numbers to run (1-based, datatrove always)")
     args = p.parse_args()
     if args.side == "ours":
-        print(json.dumps(ours(args.warc, args.fast, not args.no_speedups)))
+        print(json.dumps(ours(args.warc, args.fast, not args.no_speedups, args.engine)))
         return
-    sides = {"refinery, FineWeb extraction, trafilatura as shipped (extract.speedups: false)": (False, False),
-             "refinery, FineWeb extraction (the default)": (False, True),
-             "refinery, extract.fast: true": (True, True)}
+    sides = {"refinery, FineWeb extraction, trafilatura as shipped (extract.speedups: false)": (False, False, "trafilatura"),
+             "refinery, FineWeb extraction (the default)": (False, True, "trafilatura"),
+             "refinery, extract.fast: true": (True, True, "trafilatura"),
+             "refinery, extract.engine: cascade": (False, True, "cascade"),
+             "refinery, extract.engine: resiliparse": (False, True, "resiliparse")}
+    if args.sides != "all":
+        chosen = {int(k) for k in args.sides.split(",")}
+        sides = {name: side for i, (name, side) in enumerate(sides.items(), 1) if i in chosen}
     results = {"datatrove": [], **{name: [] for name in sides}}
     for _ in range(args.repeat):  # interleaved, so drift in machine load hits every side alike
         results["datatrove"].append(run_datatrove(args.datatrove_python, args.warc))
-        for name, (fast, speedups) in sides.items():
-            results[name].append(run_ours(args.warc, fast, speedups))
+        for name, (fast, speedups, engine) in sides.items():
+            results[name].append(run_ours(args.warc, fast, speedups, engine))
     print(f"input {os.path.basename(args.warc)}; one core each (taskset -c 0); median of {args.repeat} runs")
     print("| pipeline | docs read | kept | wall s | docs/s per core | read | extract | langid | repetition | "
           "quality | docs/s ratio | wall-time ratio |")
@@ -129,6 +140,9 @@ def main() -> None:
         print(f"| {name} | {runs[0]['read']} | {runs[0]['kept']} | {wall:.1f} | {rate:.1f} | "
               + " | ".join(per_stage) + f" | {rate / base:.2f}x | {base_wall / wall:.2f}x |")
     print("(per-stage columns: ms per document read; wall-time ratio = datatrove's time for the same file / ours)")
+    for name, runs in results.items():
+        if runs[0].get("notes"):
+            print(f"{name}: extraction notes {runs[0]['notes']}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Main-text extraction with trafilatura, bounded in size and time.
+"""Main-text extraction (trafilatura, Resiliparse or a cascade of both: stages/extraction/engines.py),
+bounded in size and time.
 
 trafilatura has no time limit of its own and a pathological page can run for
 minutes, so by default extraction runs in a child process that is killed and
@@ -17,6 +18,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from stages.extraction import engines
+from stages.extraction.engines import ENGINES
 from stages.processes import die_with_parent
 from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
 from stages.settings import check
@@ -31,8 +34,15 @@ MIN_WORKER_MEMORY_MB = 256
 
 @dataclass(frozen=True)
 class ExtractConfig:
-    """Main-text extraction with trafilatura."""
+    """Main-text extraction: trafilatura (FineWeb), Resiliparse (DCLM) or a cascade of the two."""
 
+    # trafilatura: best text, ~15 ms a page; resiliparse: DCLM's extractor, ~10x faster, more boilerplate;
+    # cascade: Resiliparse, then trafilatura on the pages a check says it would do better on
+    # (bench/RESULTS.md "Extraction engines": F1 and speed of each; README "Choosing an extraction engine").
+    engine: str = "trafilatura"
+    # cascade: fall back to trafilatura when the check's probability that it does better is at least this;
+    # lower = more pages through trafilatura (0.3: ~35 % of pages, F1 within 1 point of trafilatura's).
+    cascade_threshold: float = 0.3
     # FineWeb's settings (datatrove Trafilatura): precision over recall, no comments, no images.
     favor_precision: bool = True
     include_comments: bool = False
@@ -57,6 +67,8 @@ class ExtractConfig:
     worker_memory_mb: int = 4096
 
     def __post_init__(self):
+        check(self.engine in ENGINES, f"engine must be one of {', '.join(ENGINES)}")
+        check(0.0 <= self.cascade_threshold <= 1.0, "cascade_threshold must be between 0 and 1")
         check(self.timeout_s is None or self.timeout_s > 0, "timeout_s must be positive (or none for no limit)")
         check(self.max_html_bytes > 0, "max_html_bytes must be positive")
         check(self.worker_memory_mb >= MIN_WORKER_MEMORY_MB,
@@ -68,6 +80,11 @@ class ExtractConfig:
         return dict(favor_precision=self.favor_precision, include_comments=self.include_comments,
                     include_tables=self.include_tables, include_images=False,
                     deduplicate=self.deduplicate, fast=self.fast, speedups=self.speedups)
+
+    def engine_options(self) -> dict[str, Any]:
+        """What `extract_page` takes: the engine, its settings and trafilatura's."""
+        return dict(engine=self.engine, cascade_threshold=self.cascade_threshold,
+                    include_comments=self.include_comments, trafilatura=self.trafilatura_options())
 
 
 def use_speedups(on: bool) -> None:
@@ -92,14 +109,40 @@ def extract_text(html: str, url: str | None, options: dict[str, Any]) -> str | N
     return trafilatura.extract(html, url=url or None, **options)
 
 
-def extract_counting_fast_misses(html: str, url: str | None, options: dict[str, Any]) -> tuple[str | None, bool]:
-    """(text, missed): `missed` is True when fast mode found no text but trafilatura's fallbacks would
-    have (the full extraction runs again on those pages only, to count what fast mode gives up)."""
+def extract_trafilatura(html: str, url: str | None, options: dict[str, Any]) -> tuple[str | None, tuple[str, ...]]:
+    """(text, notes): the note `fast_mode_left_without_text` when fast mode found no text but trafilatura's
+    fallbacks would have (the full extraction runs again on those pages only, to count what fast mode gives up)."""
     text = extract_text(html, url, options)
     if text and text.strip() or not options.get("fast"):
-        return text, False
+        return text, ()
     full = extract_text(html, url, {**options, "fast": False})
-    return text, bool(full and full.strip())
+    return text, (("fast_mode_left_without_text",) if full and full.strip() else ())
+
+
+def extract_page(html: str, url: str | None, options: dict[str, Any]) -> tuple[str | None, tuple[str, ...]]:
+    """(text, notes to count) by `ExtractConfig.engine_options()`: the engine's main text, no limits."""
+    engine = options["engine"]
+    if engine == "trafilatura":
+        return extract_trafilatura(html, url, options["trafilatura"])
+    if engine == "resiliparse":
+        return engines.resiliparse_text(html, options["include_comments"]), ()
+    fast = engines.cascade_fast_text(html, options["include_comments"])
+    if fast.strip() and engines.trafilatura_would_do_better(fast, html, engines.load_check()) \
+            < options["cascade_threshold"]:
+        return fast, ("cascade_kept_resiliparse",)
+    text, notes = extract_trafilatura(html, url, options["trafilatura"])
+    return text, ("cascade_fell_back_to_trafilatura", *notes)
+
+
+def prepare_engine(options: dict[str, Any]) -> None:
+    """Imports and loads what the engine needs, so the first page's clock does not pay for it."""
+    import trafilatura  # noqa: F401 (the cascade falls back to it; resiliparse's check runs it once)
+
+    use_speedups(options["trafilatura"].get("speedups", True))
+    if options["engine"] != "trafilatura":
+        engines.resiliparse_text("<p>Refinery</p>", False)
+    if options["engine"] == "cascade":
+        engines.load_check()
 
 
 class Extractor(Stage):
@@ -114,18 +157,19 @@ class Extractor(Stage):
     def setup(self) -> None:
         """Start the extraction child now, so a broken installation fails here, not page by page."""
         if self.config.timeout_s is None:  # extraction in this process
-            use_speedups(self.config.speedups)
+            prepare_engine(self.config.engine_options())
         elif self._worker is None:
-            self._worker = _ExtractionWorker(self.config.trafilatura_options(), self.config.worker_memory_mb)
+            self._worker = _ExtractionWorker(self.config.engine_options(), self.config.worker_memory_mb)
             self._worker.start()
 
     def check(self) -> None:
-        """Extract one tiny page in this process: raises StageEnvironmentError if trafilatura is unusable."""
+        """Extract one tiny page in this process: raises StageEnvironmentError if the engine is unusable."""
         try:
-            extract_text("<html><body><p>Refinery installation check.</p></body></html>", None,
-                         self.config.trafilatura_options())
+            extract_page("<html><body><p>Refinery installation check.</p></body></html>", None,
+                         self.config.engine_options())
         except Exception as exc:
-            raise StageEnvironmentError(f"trafilatura cannot run here: {type(exc).__name__}: {exc}") from exc
+            raise StageEnvironmentError(f"extract.engine {self.config.engine} cannot run here: "
+                                        f"{type(exc).__name__}: {exc}") from exc
 
     def teardown(self) -> None:
         if self._worker is not None:
@@ -144,19 +188,19 @@ class Extractor(Stage):
             if self.config.timeout_s is not None:
                 self.setup()
             else:
-                text, missed = extract_counting_fast_misses(html, doc.url, self.config.trafilatura_options())
-                return self._finish(doc, (text, missed), None)
+                return self._finish(doc, extract_page(html, doc.url, self.config.engine_options()), None)
         result, error = self._worker.extract(html, doc.url, self.config.timeout_s)
         return self._finish(doc, result, error)
 
-    def _finish(self, doc: Document, result: tuple[str | None, bool] | None,
+    def _finish(self, doc: Document, result: tuple[str | None, tuple[str, ...]] | None,
                 error: tuple[DropReason, str] | None) -> StageResult:
         if error is not None:
             return doc.drop(STAGE, *error)
-        text, missed = result
+        text, notes = result
+        for note in notes:  # the funnel says how often the cascade fell back, what extract.fast costs
+            self.count(note)
         if not text or not text.strip():
-            if missed:
-                self.count("fast_mode_left_without_text")  # extract.fast: the funnel says what it costs
+            if "fast_mode_left_without_text" in notes:
                 return doc.drop(STAGE, DropReason.NO_TEXT, "no main text found by fast mode (trafilatura's "
                                                            "fallback extractors would have found some)")
             return doc.drop(STAGE, DropReason.NO_TEXT, "no main text found")
@@ -167,7 +211,7 @@ class Extractor(Stage):
 
 
 class _ExtractionWorker:
-    """A child process running `extract_text`, replaced whenever it times out or dies."""
+    """A child process running `extract_page`, replaced whenever it times out or dies."""
 
     def __init__(self, options: dict[str, Any], memory_mb: int):
         self._options = options
@@ -196,7 +240,7 @@ class _ExtractionWorker:
 
     def extract(self, html: str, url: str, timeout_s: float) -> tuple[tuple[str | None, bool] | None,
                                                                        tuple[DropReason, str] | None]:
-        """((text, fast mode missed text), None) or (None, (reason, detail))."""
+        """((text, notes to count), None) or (None, (reason, detail))."""
         if self._proc is None or not self._proc.is_alive():
             self.start()
         try:
@@ -247,13 +291,11 @@ def _worker_main(conn, options: dict[str, Any], memory_mb: int) -> None:
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = min([memory_mb * 1024 * 1024] + [x for x in (soft, hard) if x != resource.RLIM_INFINITY])
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    # Pay trafilatura's import and the speedups' set-up once, before the first page's clock starts.
+    # Pay the engine's imports and set-up once, before the first page's clock starts.
     try:
-        import trafilatura  # noqa: F401
-
-        use_speedups(options.get("speedups", True))
+        prepare_engine(options)
     except Exception as exc:  # e.g. ImportError of an optional lxml part: tell the parent why
-        _answer(conn, ("failed", f"import trafilatura: {type(exc).__name__}: {exc}"))
+        _answer(conn, ("failed", f"extraction engine {options['engine']}: {type(exc).__name__}: {exc}"))
         return
     if not _answer(conn, ("ready", None)):
         return
@@ -263,7 +305,7 @@ def _worker_main(conn, options: dict[str, Any], memory_mb: int) -> None:
         except (EOFError, OSError):
             return
         try:
-            result = ("ok", extract_counting_fast_misses(html, url, options))
+            result = ("ok", extract_page(html, url, options))
         except MemoryError:
             result = ("error", "MemoryError: page needs more than the worker memory cap")
         except Exception as exc:  # lxml and trafilatura raise many types on broken markup

@@ -99,7 +99,7 @@ def test_worker_that_cannot_start_is_an_environment_error_not_a_ledger_entry(tmp
     monkeypatch.syspath_prepend(str(tmp_path))  # the spawned child starts with this process's sys.path
     e = Extractor(ExtractConfig(timeout_s=5, worker_memory_mb=512))
     with pytest.raises(StageEnvironmentError, match="did not start under extract.worker_memory_mb = 512: "
-                                                     "import trafilatura: ImportError: a broken"):
+                                                     "extraction engine trafilatura: ImportError: a broken"):
         e.setup()
 
 
