@@ -82,9 +82,8 @@ def job_table(warc: str) -> list[str]:
                 raise SystemExit(proc.stderr[-3000:])
             with open(os.path.join(out, "report.json"), encoding="utf-8") as fh:
                 reports[engine] = (time.perf_counter() - started, json.load(fh))
-    stages = [f["stage"] for f in reports["trafilatura"][1]["funnel"] if f["dropped"] or any(
-        r[1]["funnel"][i]["dropped"] for r in reports.values() for i in range(len(r[1]["funnel"])))]
-    stages = [s for s in stages if s not in ("warc", "write")]
+    dropping = {f["stage"] for _, report in reports.values() for f in report["funnel"] if f["dropped"]}
+    stages = [f["stage"] for f in reports["trafilatura"][1]["funnel"] if f["stage"] in dropping]
     rows = ["| engine | job wall s | kept | " + " | ".join(f"{s} drops" for s in stages) + " | languages kept |",
             "|---" * (4 + len(stages)) + "|"]
     for engine, (wall, report) in reports.items():

@@ -3,10 +3,10 @@
     .venv/bin/python bench/vs_datatrove.py [--warc ../shared/data/warc/bench_trafilatura_pages.warc.gz]
         [--datatrove-python /tmp/dtvenv/bin/python] [--repeat 3]
 
-Six sides: datatrove; ours with FineWeb's extraction settings and trafilatura as shipped
+Seven sides: datatrove; ours with FineWeb's extraction settings and trafilatura as shipped
 (`extract.speedups: false`); the same with our identical-output speedups (the default,
 stages/extraction/trafilatura_speedups.py); ours with trafilatura's fast mode (`extract.fast: true`, which
-changes output, see bench/extract_agreement.py); ours with `extract.engine: cascade` and `resiliparse`
+changes output, see bench/extract_agreement.py); ours with `extract.engine: cascade` (at two thresholds) and `resiliparse`
 (bench/extract_engines.py measures what they change). All run WARC read -> trafilatura -> lid.176 (threshold 0.65) -> Gopher repetition -> Gopher
 quality, pinned to one core (`taskset -c 0`, which the extraction child inherits), each in its own
 process. Ours runs the stage classes the Beam job runs, in production settings (extraction in a
@@ -36,7 +36,7 @@ STEP_NAMES = {"READER": "read", "EXTRAC": "extract", "Language ID": "langid", "G
               "Gopher Quality": "quality", "WRITER": "write"}
 
 
-def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatura") -> dict:
+def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatura", threshold: float = 0.3) -> dict:
     """Runs in a child process pinned to one core."""
     sys.path.insert(0, REPO)
     from stages.chain import StageChain
@@ -46,7 +46,7 @@ def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatur
     from stages.langid import LanguageIdentifier
     from stages.record import Document
 
-    extractor = Extractor(ExtractConfig(fast=fast, speedups=speedups, engine=engine))
+    extractor = Extractor(ExtractConfig(fast=fast, speedups=speedups, engine=engine, cascade_threshold=threshold))
     notes: dict[str, int] = {}
     extractor.count = lambda name, n=1: notes.__setitem__(name, notes.get(name, 0) + n)
     chain = StageChain([extractor, LanguageIdentifier(),
@@ -70,8 +70,9 @@ def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatur
     return {"wall_s": wall, "read": read, "kept": kept, "seconds": seconds, "notes": notes}
 
 
-def run_ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatura") -> dict:
-    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--side", "ours", "--warc", warc, "--engine", engine] \
+def run_ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatura", threshold: float = 0.3) -> dict:
+    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--side", "ours", "--warc", warc, "--engine", engine,
+           "--cascade-threshold", str(threshold)] \
         + (["--fast"] if fast else []) + ([] if speedups else ["--no-speedups"])
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     if proc.returncode:
@@ -106,24 +107,26 @@ def main() -> None:
     p.add_argument("--no-speedups", action="store_true", help=argparse.SUPPRESS)  # child: trafilatura as shipped
     p.add_argument("--side", choices=("ours",), help=argparse.SUPPRESS)
     p.add_argument("--engine", default="trafilatura", help=argparse.SUPPRESS)  # child: extract.engine
+    p.add_argument("--cascade-threshold", type=float, default=0.3, help=argparse.SUPPRESS)  # child
     p.add_argument("--sides", default="all", help="comma-separated side numbers to run (1-based, datatrove always)")
     args = p.parse_args()
     if args.side == "ours":
-        print(json.dumps(ours(args.warc, args.fast, not args.no_speedups, args.engine)))
+        print(json.dumps(ours(args.warc, args.fast, not args.no_speedups, args.engine, args.cascade_threshold)))
         return
     sides = {"refinery, FineWeb extraction, trafilatura as shipped (extract.speedups: false)": (False, False, "trafilatura"),
              "refinery, FineWeb extraction (the default)": (False, True, "trafilatura"),
              "refinery, extract.fast: true": (True, True, "trafilatura"),
-             "refinery, extract.engine: cascade": (False, True, "cascade"),
-             "refinery, extract.engine: resiliparse": (False, True, "resiliparse")}
+             "refinery, extract.engine: cascade": (False, True, "cascade", 0.3),
+             "refinery, extract.engine: resiliparse": (False, True, "resiliparse"),
+             "refinery, extract.engine: cascade, cascade_threshold: 0.5": (False, True, "cascade", 0.5)}
     if args.sides != "all":
         chosen = {int(k) for k in args.sides.split(",")}
         sides = {name: side for i, (name, side) in enumerate(sides.items(), 1) if i in chosen}
     results = {"datatrove": [], **{name: [] for name in sides}}
     for _ in range(args.repeat):  # interleaved, so drift in machine load hits every side alike
         results["datatrove"].append(run_datatrove(args.datatrove_python, args.warc))
-        for name, (fast, speedups, engine) in sides.items():
-            results[name].append(run_ours(args.warc, fast, speedups, engine))
+        for name, side in sides.items():
+            results[name].append(run_ours(args.warc, *side))
     print(f"input {os.path.basename(args.warc)}; one core each (taskset -c 0); median of {args.repeat} runs")
     print("| pipeline | docs read | kept | wall s | docs/s per core | read | extract | langid | repetition | "
           "quality | docs/s ratio | wall-time ratio |")

@@ -146,7 +146,9 @@ def measure_sample(config, files, sample: int) -> dict[str, Any]:
             "docs_bytes": sum(os.path.getsize(paths["docs.parquet"]) for paths in parts),
             "signature_bytes": _signature_bytes(rows),
             "candidate_edges": _candidate_edges(rows), "peak_rss_bytes": phase1_rss,
-            "bands": config.dedup.band_rows()[0]}
+            "bands": config.dedup.band_rows()[0],
+            # extraction is most of phase 1's cost: the plan holds for this engine (README "Choosing an extraction engine")
+            "extract_engine": config.extract.engine}
     if not measured["records"] or not measured["bytes_read"]:
         raise ConfigError("the sample read no records: the input holds no WARC responses or text records")
     return measured
@@ -282,7 +284,8 @@ def format_plan(plan: dict[str, Any]) -> str:
     m = plan["sample"]
     lines = [f"sample: {m['records']} records from {m['files']} file(s), {_size(m['bytes_read'])} read; "
              f"{m['documents']} passed phase 1, {m['phase2_kept']} phase 2's per-document stages; "
-             f"phase 1 {m['phase1_cpu_s']:.1f} CPU s, phase 2 {m['phase2_cpu_s']:.1f} CPU s", ""]
+             f"phase 1 {m['phase1_cpu_s']:.1f} CPU s, phase 2 {m['phase2_cpu_s']:.1f} CPU s"
+             + (f"; extract.engine {m['extract_engine']}" if "extract_engine" in m else ""), ""]
     for key in ("input", "scale"):
         p = plan[key]
         memory = p["peak_memory_per_worker_bytes"]

@@ -325,9 +325,9 @@ def _answer(conn, message) -> bool:
 
 SPEC = StageSpec(
     name=STAGE, order=10, runs=EXTRACT, config=ExtractConfig, build=Extractor,
-    about="trafilatura main text (HTML documents only)",
+    about="main text by `extract.engine`: trafilatura, resiliparse or cascade (HTML documents only)",
     reasons={
         DropReason.TOO_LARGE: "HTML over `extract.max_html_bytes`",
         DropReason.EXTRACT_TIMEOUT: "extraction exceeded `extract.timeout_s`",
-        DropReason.EXTRACT_ERROR: "trafilatura raised, or its worker died (e.g. memory cap)",
+        DropReason.EXTRACT_ERROR: "the engine raised, or its worker died (e.g. memory cap)",
         DropReason.NO_TEXT: "no main text found"})

@@ -1,10 +1,11 @@
 """Read WARC files into `Document`s (or `Drop`s), one response record at a time.
 
-Reader choice: warcio, not FastWARC. Both read every bundled file; FastWARC is
-~2.5x faster at parsing (0.2 s vs 0.5 s for the 1,033-page benchmark WARC), but
-parsing is ~1% of the per-page cost (trafilatura takes ~45 ms a page), while
-warcio is pure Python (no native build on workers) and lets us read the raw
-record block. We parse the HTTP header block ourselves (`no_record_parse=True`):
+Reader choice: warcio, not FastWARC (measured by bench/warc_readers.py, RESULTS "WARC readers"). FastWARC
+reads the benchmark WARC's raw records 2x faster (0.20 vs 0.43 ms a record), which would save ~2 % of a page's
+cost even with the Resiliparse engine, but on the quirks this reader ledgers it loses records: a 2 MB
+header line or a Content-Length too short ends the file with an exception, and a Content-Length too long
+silently swallows the next record. warcio yields every record there, and is pure Python (no native build
+on workers) and lets us read the raw record block. We parse the HTTP header block ourselves (`no_record_parse=True`):
 warcio's own parser mistakes the first line of a header-less Wayback record
 (`<!DOCTYPE HTML PUBLIC ...>`) for a status line and silently eats the top of
 the page.
