@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_OUT ?= out/demo
 
-.PHONY: install demo test docs-test browser report-screenshot clean quality-model toxicity-model badword-exclusions thresholds cluster-demo dask-demo ablate-demo
+.PHONY: install demo test docs-test browser report-screenshot clean quality-model toxicity-model cascade-check badword-exclusions thresholds cluster-demo dask-demo ablate-demo
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -88,6 +88,11 @@ quality-model: install
 # Rebuilds the bundled toxicity classifier and its card (needs ../shared/data; deterministic, ~5 minutes).
 toxicity-model: install
 	$(BIN)/python scripts/build_toxicity_model.py
+
+# The cascade extraction engine's check (stages/models/extract_cascade.json), fitted on trafilatura's 990
+# annotated pages, with its two-fold-by-site measurements (needs ../shared/data; ~1 minute).
+cascade-check: install
+	$(BIN)/python scripts/build_cascade_check.py
 
 # Per-language thresholds: rules calibrated on NTREX-128 news, language-ID thresholds also on FLORES-200
 # train/dev and Tatoeba, 79 languages lid.176 cannot name included (needs ../shared/data; ~6 minutes).

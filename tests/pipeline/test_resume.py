@@ -96,7 +96,8 @@ def test_changed_input_or_phase1_setting_is_redone(inputs, uninterrupted, tmp_pa
                                         "files_redone": 2}
     assert compare_outputs(str(expected), str(out)) == []  # the copies moved: parts name files below the root
 
-    stricter = ["--set", "gopher_quality.min_words=200"]  # a phase-1 setting: every part is redone, as a fresh run
+    # phase-1 settings (another extraction engine, a stricter rule): every part is redone, as a fresh run
+    stricter = ["--extract-engine", "resiliparse", "--set", "gopher_quality.min_words=200"]
     redone = run(["--input", str(folder / "*.warc.gz"), "--output", str(out), "--resume", "--quiet", *stricter])
     assert redone["prepared"]["files_redone"] == 4
     fresh = tmp_path / "fresh"
