@@ -10,35 +10,18 @@ trafilatura as shipped, and how many pages give exactly the text of trafilatura 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import statistics
 import time
 
 from stages.extraction.extract import ExtractConfig, extract_text
+from stages.extraction.gold import load_pages  # (url, html, with snippets, without snippets) per page
 
 SETTINGS = {
     "FineWeb (favor_precision), trafilatura as shipped": ExtractConfig(speedups=False),
     "FineWeb (favor_precision) + our speedups: the default": ExtractConfig(),
     "favor_precision + fast (no fallback extractors) + speedups": ExtractConfig(fast=True),
 }
-
-
-def load_pages(root: str):
-    with open(os.path.join(root, "evaldata.json"), encoding="utf-8") as fh:
-        gold = json.load(fh)
-    pages = []
-    for url, entry in sorted(gold.items()):
-        for path, opener in ((os.path.join(root, "eval_gz", entry["file"] + ".gz"), gzip.open),
-                             (os.path.join(root, "eval_gz", entry["file"].rsplit(".", 1)[0] + ".gz"), gzip.open),
-                             (os.path.join(root, "cache", entry["file"]), open)):
-            if os.path.isfile(path):
-                with opener(path, "rb") as fh:
-                    html = fh.read().decode("utf-8", errors="replace")
-                pages.append((url, html, entry.get("with", []), entry.get("without", [])))
-                break
-    return pages
 
 
 def main() -> None:
