@@ -41,7 +41,8 @@ class ExtractConfig:
     # (bench/RESULTS.md "Extraction engines": F1 and speed of each; README "Choosing an extraction engine").
     engine: str = "trafilatura"
     # cascade: fall back to trafilatura when the check's probability that it does better is at least this;
-    # lower = more pages through trafilatura (0.3: ~35 % of pages, F1 within 1 point of trafilatura's).
+    # lower = more pages through trafilatura (0.3: ~35 % of article pages, F1 within 1 point of trafilatura's;
+    # ~64 % of general crawl pages: bench/RESULTS.md "Extraction engines").
     cascade_threshold: float = 0.3
     # FineWeb's settings (datatrove Trafilatura): precision over recall, no comments, no images.
     favor_precision: bool = True
