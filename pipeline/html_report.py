@@ -202,6 +202,7 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
              f" · {report['elapsed_s']} s · read {c['read']:,} = kept {c['kept']:,}"
              + (f" + held out {c['held_out']:,} (valid/)" if c.get("held_out") else "") + f" + ledger {c['ledger']:,} "
              f"(conservation {'holds' if c['holds'] else 'NOT checked' if c['holds'] is None else 'BROKEN'})</p>"]
+    parts.append(f"<p>{_extraction_line(report, config)}</p>")
     for problem in report.get("problems", []):
         parts.append(f"<p class='bad'>{_e(problem)}</p>")
     funnel = report["funnel"]
@@ -260,6 +261,14 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
                               t["docs_per_cpu_s"]] for t in times], numeric=range(1, 7)))
     parts.append("</body></html>")
     return "".join(parts)
+
+
+def _extraction_line(report: Mapping[str, Any], config) -> str:
+    """Which engine extracted the pages and, for the cascade, how often it fell back to trafilatura."""
+    notes = next((f.get("notes", {}) for f in report["funnel"] if f["stage"] == "extract"), {})
+    fell, kept = notes.get("cascade_fell_back_to_trafilatura", 0), notes.get("cascade_kept_resiliparse", 0)
+    through = f": {fell:,} of {fell + kept:,} pages through trafilatura" if fell + kept else ""
+    return f"Extraction engine <b>{_e(config.extract.engine)}</b>{through}"
 
 
 def _toxicity_shares(column: str, values: Sequence[float], threshold: float | None) -> str:

@@ -111,6 +111,7 @@ def test_report_html_has_every_reason_and_loads_nothing_from_the_network(demo_ru
     for heading in ("Funnel", "Why pages were dropped", "The output", "Near-duplicates", "Time per stage"):
         assert f"<h2>{heading}</h2>" in text
     assert "Kept, closest to the threshold" in text
+    assert "Extraction engine <b>trafilatura</b></p>" in text  # no cascade: no fallback count
     assert "toxicity_score of kept documents" in text and "no threshold: scored only" in text  # what 0.5/0.7/0.9 drop
     near = text.split("<h2>Near-duplicates</h2>", 1)[1].split("<h2>", 1)[0]
     assert near.count("<div class='card'>") == 3 and "Edges carried per component round" in near  # S-curve, sizes, rounds

@@ -129,3 +129,12 @@ def test_the_engine_is_part_of_the_phase1_digest():
     digests = {phase1_digest(load_config(None, {"extract.engine": engine})) for engine in ENGINES}
     assert len(digests) == 3
     assert phase1_digest(load_config()) != phase1_digest(load_config(None, {"extract.engine": "cascade"}))
+
+
+def test_the_run_report_says_how_often_the_cascade_fell_back():
+    from pipeline.config import load_config
+    from pipeline.html_report import _extraction_line
+
+    funnel = [{"stage": "extract", "notes": {"cascade_fell_back_to_trafilatura": 321, "cascade_kept_resiliparse": 712}}]
+    line = _extraction_line({"funnel": funnel}, load_config(None, {"extract.engine": "cascade"}))
+    assert line == "Extraction engine <b>cascade</b>: 321 of 1,033 pages through trafilatura"
