@@ -137,9 +137,10 @@ def extract_page(html: str, url: str | None, options: dict[str, Any]) -> tuple[s
 
 def prepare_engine(options: dict[str, Any]) -> None:
     """Imports and loads what the engine needs, so the first page's clock does not pay for it."""
-    import trafilatura  # noqa: F401 (the cascade falls back to it; resiliparse's check runs it once)
+    if options["engine"] != "resiliparse":  # trafilatura, or the cascade's fallback
+        import trafilatura  # noqa: F401
 
-    use_speedups(options["trafilatura"].get("speedups", True))
+        use_speedups(options["trafilatura"].get("speedups", True))
     if options["engine"] != "trafilatura":
         engines.resiliparse_text("<p>Refinery</p>", False)
     if options["engine"] == "cascade":
