@@ -446,9 +446,3 @@ class Prepare(beam.PTransform):
                 | "SpreadFiles" >> beam.Reshuffle()
                 | "PrepareFiles" >> beam.ParDo(self._fn)
                 | "SpreadParts" >> beam.Reshuffle())
-
-
-def prepared_markers(output: str) -> list[str]:
-    """The committed parts' markers in an output folder (local or remote)."""
-    pattern = FileSystems.join(output, PREPARED_DIR, "*.done.json")
-    return [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]

@@ -314,12 +314,3 @@ def top_ngram_chars(words: Sequence[str], n: int) -> int:
 def duplicated_ngram_chars(words: Sequence[str], n: int) -> int:
     """Word characters at positions covered by any n-gram that occurs at least twice."""
     return NGrams(words).duplicated_chars(n)
-
-
-def repetition_stats(text: str, lang: str | None = None) -> dict[str, float]:
-    """All repetition ratios of a text (for reports and tuning)."""
-    words = normalized_words(text, lang)
-    total = max(sum(map(len, words)), 1)
-    stats = {f"top_{n}gram": top_ngram_chars(words, n) / total for n in (2, 3, 4)}
-    stats.update({f"dup_{n}gram": duplicated_ngram_chars(words, n) / total for n in range(5, 11)})
-    return stats

@@ -70,10 +70,6 @@ def is_punctuation(token: str) -> bool:
     return _short_token_is_punctuation(token) if len(token) <= 32 else _all_punctuation(token)
 
 
-def strip_punctuation(token: str) -> str:
-    return token.strip(_STRIP)
-
-
 def split_words(text: str, lang: str | None = None) -> list[str]:
     """Words as a reader would count them: whitespace tokens, or ICU segments for no-space scripts."""
     return list(_split_words(text, lang))

@@ -90,11 +90,6 @@ def split_units(groups: list[tuple[str, int, int]], min_units: int, where: str) 
     return units
 
 
-def list_units(data_dir: str, manifest: dict[str, Any], min_units: int) -> list[Unit]:
-    """Row groups of all shards (in manifest order), split evenly when fewer than `min_units`."""
-    return split_units(parquet_groups(data_dir, manifest), min_units, data_dir)
-
-
 def file_sha256(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
