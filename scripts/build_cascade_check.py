@@ -120,7 +120,7 @@ def ablate(pages, folds) -> None:
              "nav", "menu", "related", "comment", "byline", "meta", "rating", "teaser", "widget", "hidden")
     base = [snippet_counts(engines.resiliparse_text(page.html, False), page) for page in pages]
     for word in words:
-        skip = tuple(f'{tag}[{attr}*="{word}"]' for tag in engines.BOILERPLATE_TAGS for attr in ("class", "id"))
+        skip = engines.skip_selectors((word,))
         counts = [snippet_counts(engines.resiliparse_text(page.html, False, skip), page) for page in pages]
         deltas = [precision_recall_f1([c for c, f in zip(counts, folds) if f == k])[2]
                   - precision_recall_f1([c for c, f in zip(base, folds) if f == k])[2] for k in (0, 1)]

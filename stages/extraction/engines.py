@@ -28,8 +28,14 @@ CHECK_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "models", 
 # half of the annotated sites and did not lower it on the other half (scripts/build_cascade_check.py --ablate).
 BOILERPLATE_WORDS = ("newsletter", "author", "footer", "related", "meta", "rating")
 BOILERPLATE_TAGS = ("div", "section", "span", "p", "ul", "aside", "nav", "footer")
-SKIP_SELECTORS = tuple(f'{tag}[{attr}*="{word}"]' for word in BOILERPLATE_WORDS for tag in BOILERPLATE_TAGS
-                       for attr in ("class", "id"))
+
+
+def skip_selectors(words: tuple[str, ...]) -> tuple[str, ...]:
+    """CSS selectors for the container tags whose class or id contains one of `words`."""
+    return tuple(f'{tag}[{attr}*="{word}"]' for word in words for tag in BOILERPLATE_TAGS for attr in ("class", "id"))
+
+
+SKIP_SELECTORS = skip_selectors(BOILERPLATE_WORDS)
 # A line that ends a sentence; others are headings, menus, bylines, dates when short.
 SENTENCE_END = frozenset(".!?\"'»”)。！？…")
 EDGE_LINE_CHARS = 40    # unpunctuated lines shorter than this are trimmed from the text's start and end
@@ -91,6 +97,7 @@ def check_features(text: str, html: str) -> list[float]:
                 math.log1p(len(html)), len(text) / max(len(html), 1)]
     features += [math.log1p(tags[tag] / kb) for tag in LAYOUT_TAGS]
     return features
+
 
 FEATURE_NAMES = ("log_chars", "log_lines", "short_lines", "unpunctuated_lines", "bullet_lines", "log_chars_per_line",
                  "short_head", "short_tail", "log_html_chars", "text_per_html_char",

@@ -7,7 +7,7 @@ import pytest
 from stages.extraction import engines
 from stages.extraction.engines import ENGINES
 from stages.extraction.extract import ExtractConfig, Extractor
-from stages.extraction.gold import DEFAULT_ROOT, load_pages, precision_recall_f1, snippet_counts
+from stages.extraction.gold import DEFAULT_ROOT, GoldPage, load_pages, precision_recall_f1, snippet_counts
 from stages.extraction.warc import read_warc
 from stages.record import Document, Drop, DropReason
 from tests.conftest import WARC_DIR, real_page_html
@@ -32,9 +32,7 @@ def test_each_engine_in_the_extraction_child_finds_the_gold_snippets_of_bundled_
         for html, url, with_snippets, without_snippets in gold_pages:
             result = extractor(Document(id="x", url=url or "", source="web", html=html))
             text = result.text if isinstance(result, Document) else ""
-            found = sum(s in " ".join(text.split()) for s in (" ".join(w.split()) for w in with_snippets))
-            leaked = sum(s in " ".join(text.split()) for s in (" ".join(w.split()) for w in without_snippets))
-            counts.append((found, len(with_snippets) - found, leaked))
+            counts.append(snippet_counts(text, GoldPage(url or "", html, with_snippets, without_snippets)))
     finally:
         extractor.teardown()
     precision, recall, _ = precision_recall_f1(counts)
