@@ -8,17 +8,8 @@ import pytest
 
 from pipeline.run import run
 from stages.mix import approx_tokens, copies, mix_rates, parse_weights
-from tests.conftest import CC_EXCERPT, SENTENCES_DIR, WARC_DIR
-
-
-def prose_jsonl(path, langs, per_doc=12, docs=None):
-    rows = []
-    for lang in langs:
-        lines = (SENTENCES_DIR / f"{lang}.txt").read_text(encoding="utf-8").splitlines()
-        for i in range(0, len(lines) - per_doc + 1, per_doc):
-            rows.append({"text": " ".join(lines[i:i + per_doc]), "url": f"book://{lang}/{i}"})
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[:docs]), encoding="utf-8")
-    return path
+from tests.conftest import CC_EXCERPT
+from tests.pipeline.conftest import prose_jsonl
 
 
 def test_mix_arithmetic():
@@ -31,17 +22,6 @@ def test_mix_arithmetic():
     assert approx_tokens("abcd" * 10) == 10
     with pytest.raises(ValueError):
         parse_weights("web")
-
-
-@pytest.fixture(scope="module")
-def mixed_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("mix")
-    books = prose_jsonl(tmp / "books.jsonl", ["en", "de", "fr", "es", "nl"])
-    args = ["--input", str(WARC_DIR / "*.warc.gz"), "--source", f"books={books}", "--mix", "web=0.5,books=0.5", "--mix-max-epochs", "100",
-            "--shard-size-mb", "0.1", "--seed", "7", "--quiet", "--anneal-fraction", "0.3", "--anneal-min-quality", "0.998"]
-    first = run(args + ["--output", str(tmp / "a")])
-    second = run(args + ["--output", str(tmp / "b")])
-    return tmp, first, second
 
 
 def test_two_sources_mixed_to_the_requested_shares(mixed_run):
