@@ -24,12 +24,12 @@ DEFAULT_WARC = os.path.join(REPO, "..", "shared", "data", "warc", "bench_trafila
 
 def extract_texts(warc: str, path: str) -> None:
     sys.path.insert(0, REPO)
-    from stages.chain import StageChain
     from stages.extraction.extract import ExtractConfig, Extractor
     from stages.extraction.warc import read_warc
     from stages.langid import LanguageIdentifier
+    from stages.runner import StageRunner
 
-    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
     with open(warc, "rb") as fh, open(path, "w", encoding="utf-8") as out, chain:
         for doc in chain.kept(read_warc(fh, source="bench")):
             out.write(json.dumps({"text": doc.text, "lang": doc.lang}) + "\n")

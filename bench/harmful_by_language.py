@@ -10,7 +10,6 @@ other half (`page_held_out`). Prints a Markdown table and the examples behind ea
 import collections
 import sys
 
-from stages.chain import StageChain
 from stages.extraction.extract import ExtractConfig, Extractor
 from stages.extraction.warc import read_warc
 from stages.harmful.badwords import BadWordsConfig, BadWordsFilter
@@ -19,6 +18,7 @@ from stages.harmful.toxicity_train import page_held_out
 from stages.harmful.url_filter import UrlFilter
 from stages.langid import LanguageIdentifier
 from stages.record import Document
+from stages.runner import StageRunner
 
 COLUMNS = ("url_filter", "bad_words", "bad_words any (C4)", "toxicity >= 0.5", "toxicity >= 0.7")
 
@@ -26,7 +26,7 @@ COLUMNS = ("url_filter", "bad_words", "bad_words any (C4)", "toxicity >= 0.5", "
 def main(path: str) -> None:
     url_filter, density, any_word = UrlFilter(), BadWordsFilter(), BadWordsFilter(BadWordsConfig(mode="any"))
     toxicity = ToxicityScorer()
-    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
     pages, held_out = collections.Counter(), collections.Counter()
     drops: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
     unreadable = 0

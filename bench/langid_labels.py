@@ -21,9 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pipeline.config import load_config  # noqa: E402
 from stages import reference  # noqa: E402
-from stages.chain import StageChain  # noqa: E402
 from stages.langid import model_codes  # noqa: E402
 from stages.record import Document  # noqa: E402
+from stages.runner import StageRunner  # noqa: E402
 from stages.settings import set_values  # noqa: E402
 from stages.table import DOCUMENT, stage_table  # noqa: E402
 
@@ -38,9 +38,9 @@ def flores_test_pages(per_page: int = 8):
     return out
 
 
-def chain(overrides: dict, names) -> StageChain:
+def chain(overrides: dict, names) -> StageRunner:
     config = load_config(None, overrides)
-    return StageChain([spec.make(config) for spec in stage_table()
+    return StageRunner([spec.make(config) for spec in stage_table()
                        if spec.runs == DOCUMENT and spec.name in names and spec.is_enabled(config)])
 
 

@@ -16,12 +16,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from pipeline.config import load_config  # noqa: E402
 from stages import reference  # noqa: E402
-from stages.chain import StageChain  # noqa: E402
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
 from stages.langid import model_codes  # noqa: E402
 from stages.record import Document  # noqa: E402
 from stages.reference import lid_code  # noqa: E402
+from stages.runner import StageRunner  # noqa: E402
 from stages.table import stage_table  # noqa: E402
 
 MULTILINGUAL = "../shared/data/multilingual"
@@ -29,9 +29,9 @@ BENCH = "../shared/data/warc/bench_trafilatura_pages.warc.gz"
 RULES = ("langid", "gopher_repetition", "gopher_quality")
 
 
-def chain(thresholds: str | None) -> StageChain:
+def chain(thresholds: str | None) -> StageRunner:
     config = load_config(None, {"thresholds": thresholds})  # None: English-shaped thresholds for every language
-    return StageChain([spec.make(config) for spec in stage_table() if spec.name in RULES])
+    return StageRunner([spec.make(config) for spec in stage_table() if spec.name in RULES])
 
 
 def flores_documents(per_doc: int = 10):
@@ -47,7 +47,7 @@ def flores_documents(per_doc: int = 10):
     return out
 
 
-def drop_share(stages: StageChain, docs: list[str], lang: str) -> tuple[float, dict[str, int]]:
+def drop_share(stages: StageRunner, docs: list[str], lang: str) -> tuple[float, dict[str, int]]:
     reasons: dict[str, int] = {}
     dropped = 0
     for i, text in enumerate(docs):
@@ -88,7 +88,7 @@ def main() -> None:
         print(f"\nlanguages dropped more than max(2x English, English + 5 points): default {unfair_before}, "
               f"calibrated {unfair_after} (of {len(rows)})")
 
-        extract = StageChain([Extractor(ExtractConfig(timeout_s=None))])
+        extract = StageRunner([Extractor(ExtractConfig(timeout_s=None))])
         caught = {"default": 0, "calibrated": 0}
         released = []
         with open(BENCH, "rb") as fh, extract:

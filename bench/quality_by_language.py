@@ -10,17 +10,17 @@ import json
 import sys
 import time
 
-from stages.chain import StageChain
 from stages.extraction.extract import ExtractConfig, Extractor
 from stages.extraction.warc import read_warc
 from stages.gopher import GopherQuality, GopherRepetition
 from stages.langid import LanguageIdentifier
+from stages.runner import StageRunner
 
 DEFAULT = "../shared/data/warc/bench_trafilatura_pages.warc.gz"
 
 
 def main(path: str) -> dict:
-    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
     repetition, quality = GopherRepetition(), GopherQuality()
     per_lang = collections.defaultdict(collections.Counter)
     started = time.monotonic()

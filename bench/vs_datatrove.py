@@ -39,18 +39,18 @@ STEP_NAMES = {"READER": "read", "EXTRAC": "extract", "Language ID": "langid", "G
 def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatura", threshold: float = 0.3) -> dict:
     """Runs in a child process pinned to one core."""
     sys.path.insert(0, REPO)
-    from stages.chain import StageChain
     from stages.extraction.extract import ExtractConfig, Extractor
     from stages.extraction.warc import read_warc
     from stages.gopher import GopherQuality, GopherRepetition
     from stages.langid import LanguageIdentifier
     from stages.record import Document
+    from stages.runner import StageRunner
 
     extractor = Extractor(ExtractConfig(fast=fast, speedups=speedups, engine=engine, cascade_threshold=threshold))
     notes: dict[str, int] = {}
     extractor.count = lambda name, n=1: notes.__setitem__(name, notes.get(name, 0) + n)
-    chain = StageChain([extractor, LanguageIdentifier(),
-                        GopherRepetition(), GopherQuality()], timed=True)
+    chain = StageRunner([extractor, LanguageIdentifier(),
+                        GopherRepetition(), GopherQuality()])
     read_s, read, kept = 0.0, 0, 0
     with open(warc, "rb") as fh, chain:
         started = time.perf_counter()

@@ -34,18 +34,18 @@ from pipeline.prepare import (
     PREPARED_DIR,
     SIGNATURE_SCHEMA,
     PartWriter,
-    RunsSteps,
+    RunsStages,
     document_from_part,
     part_paths,
     part_row,
     read_rows,
-    run_steps,
 )
 from pipeline.schema import document_row
 from pipeline.signatures import SIGNATURES_DIR
-from pipeline.transforms import LEDGER, count
+from pipeline.transforms import LEDGER, count, runner
 from stages.mix import approx_tokens, mix_rates
 from stages.record import Document, Drop
+from stages.runner import Step
 
 FINISHED_DIR = "_finished"
 LEDGER_ROWS, FINISHED, SIGNATURE_FILES = "ledger_rows", "finished", "signature_files"  # tagged outputs
@@ -56,14 +56,14 @@ def finished_path(output: str, key: str) -> str:
     return FileSystems.join(output, FINISHED_DIR, f"{key}.parquet")
 
 
-class FinishPart(RunsSteps):
+class FinishPart(RunsStages):
     """(part key, {"part": [..], "decided": [Decision]}) -> the key, once the part's finished documents are
     written; the part's phase-1 ledger rows (LEDGER_ROWS), its drops (LEDGER) and, if `tally`, (id, source,
     tokens, quality) of each finished document (FINISHED)."""
 
-    def __init__(self, output: str, steps: Sequence[tuple[str, Any]], tally: bool, snippet_chars: int):
+    def __init__(self, output: str, steps: Sequence[tuple[str, Step]], tally: bool, snippet_chars: int):
         self._output, self._tally, self._snippet = output, tally, snippet_chars
-        self._steps = [(name, step.fn(), step.batched, False) for name, step in steps]
+        self._runner = runner([step for _, step in steps])
 
     def process(self, element):
         key, joined = element
@@ -95,8 +95,8 @@ class FinishPart(RunsSteps):
         yield key
 
     def _finish(self, chunk: list[Document], signatures: dict[str, tuple], out: PartWriter):
-        drops: list = []
-        for doc in run_steps(self._steps, [(False, d) for d in chunk], drops.append):
+        kept, drops = self._runner.run(chunk)
+        for doc in kept:
             out.add(part_row(doc, signatures[doc.id]))
             if self._tally:
                 yield beam.pvalue.TaggedOutput(FINISHED, (doc.id, doc.source, approx_tokens(doc.text), doc.quality_score))
@@ -109,7 +109,7 @@ class FinishPart(RunsSteps):
         return beam.pvalue.TaggedOutput(LEDGER, dataclasses.replace(drop, snippet=drop.snippet[:self._snippet]))
 
 
-class WritePart(beam.DoFn):
+class WritePart(RunsStages):
     """A finished part's key -> stats lines of its shards (main output; VALID and ANNEAL tagged), the mix's
     and the write check's drops (LEDGER) and its signature file's (SIGNATURE_FILES: path, rows, bytes,
     SHA-256, for the manifest); writes the shards and the signatures of its originals in the output
@@ -119,15 +119,9 @@ class WritePart(beam.DoFn):
     def __init__(self, output: str, shard_index: dict[str, int], write_check, mix: Mix | None,
                  holdout_fraction: float, anneal: tuple[float, float, int] | None, shard_size_mb: float,
                  row_group_rows: int):
-        self._output, self._index, self._check = output, shard_index, write_check.fn()
+        self._output, self._index, self._runner = output, shard_index, runner([write_check])
         self._mix, self._holdout, self._anneal = mix, holdout_fraction, anneal
         self._shard = (shard_size_mb, row_group_rows)
-
-    def setup(self) -> None:
-        self._check.setup()
-
-    def teardown(self) -> None:
-        self._check.teardown()
 
     def _writer(self, split: str, prefix: str) -> ShardWriter:
         folder = FileSystems.join(self._output, *([split] if split else []), "data")
@@ -143,16 +137,15 @@ class WritePart(beam.DoFn):
         signatures = PartWriter(FileSystems.join(self._output, SIGNATURES_DIR, f"{name}.parquet"), SIGNATURE_SCHEMA)
         for row in read_rows(finished_path(self._output, key)):
             doc = document_from_part(row)
-            copies = self._mix.draw(doc, rates) if self._mix else [doc]
-            for copy in copies:
-                if isinstance(copy, beam.pvalue.TaggedOutput):  # the mix dropped it
-                    yield copy
-                    continue
-                checked = next(iter(self._check.process(copy)))
-                if isinstance(checked, beam.pvalue.TaggedOutput):
-                    yield checked
-                    continue
-                self._place(checked, row, writers, signatures, totals)
+            copies = self._mix.draw(doc, rates, count) if self._mix else [doc]
+            if isinstance(copies, Drop):  # the mix did not draw it
+                yield beam.pvalue.TaggedOutput(LEDGER, copies)
+                continue
+            checked, drops = self._runner.run(copies)
+            for copy in checked:
+                self._place(copy, row, writers, signatures, totals)
+            for drop in drops:
+                yield beam.pvalue.TaggedOutput(LEDGER, drop)
         signatures.commit()
         yield beam.pvalue.TaggedOutput(SIGNATURE_FILES, json.dumps(
             {"path": f"{SIGNATURES_DIR}/{name}.parquet", "rows": signatures.rows, **signatures.digest}))

@@ -1,17 +1,14 @@
 """Source mixing and the anneal split, decided per document while each part's shards are written
-(pipeline/finish.py): token counts per source are summed over one small record per finished document
+(pipeline/finish.py); Beam-free: token counts per source are summed over one small record per finished document
 (a combine), then each document is drawn against the rates they imply (a side input of a few numbers)."""
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
-import apache_beam as beam
-
 from pipeline.holdout import held_out
-from pipeline.transforms import LEDGER, count, count_kept
-from stages.mix import copies, repeat_id, unit_hash
-from stages.record import Document, DropReason
+from stages.mix import approx_tokens, copies, repeat_id, unit_hash
+from stages.record import Document, Drop, DropReason
+from stages.runner import Count, count_kept, no_count
 
 STAGE = "mix"
 
@@ -25,23 +22,20 @@ class Mix:
     def copies(self, doc_id: str, source: str, rates: dict[str, float]) -> int:
         return copies(doc_id, rates.get(source, 1.0), self.seed, self.max_epochs)
 
-    def draw(self, doc: Document, rates: dict[str, float]) -> Iterable:
-        """The document and its repeats (own id, own epoch), or its drop (tagged for the ledger)."""
-        count(f"{STAGE}.in")
+    def draw(self, doc: Document, rates: dict[str, float], count: Count = no_count) -> list[Document] | Drop:
+        """The document and its repeats (own id, own epoch), or its drop."""
+        count(f"{STAGE}.in", 1)
         rate = rates.get(doc.source, 1.0)
         if rate > self.max_epochs:
-            count(f"{STAGE}.note.capped.{doc.source}")  # the report names sources whose share is out of reach
+            count(f"{STAGE}.note.capped.{doc.source}", 1)  # the report names sources whose share is out of reach
         n = self.copies(doc.id, doc.source, rates)
         if n == 0:
-            count(f"{STAGE}.drop.{DropReason.MIX_DOWNSAMPLED}")
-            yield beam.pvalue.TaggedOutput(LEDGER, doc.drop(STAGE, DropReason.MIX_DOWNSAMPLED,
-                                                            f"{doc.source} rate {rate:.3f}"))
-            return
-        count_kept(STAGE, doc)
-        yield doc
-        for epoch in range(1, n):  # repeats of a source smaller than its share
-            count(f"{STAGE}.note.repeats")
-            yield doc.replace(id=repeat_id(doc.id, epoch), epoch=epoch)
+            count(f"{STAGE}.drop.{DropReason.MIX_DOWNSAMPLED}", 1)
+            return doc.drop(STAGE, DropReason.MIX_DOWNSAMPLED, f"{doc.source} rate {rate:.3f}")
+        count_kept(count, STAGE, approx_tokens(doc.text) if doc.text else 0)
+        for _ in range(1, n):  # repeats of a source smaller than its share
+            count(f"{STAGE}.note.repeats", 1)
+        return [doc] + [doc.replace(id=repeat_id(doc.id, epoch), epoch=epoch) for epoch in range(1, n)]
 
 
 def anneal_tokens(finished: tuple, rates: dict[str, float], mix: Mix | None, holdout_fraction: float,

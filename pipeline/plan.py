@@ -25,7 +25,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.pvalue import TaggedOutput
 
 from pipeline.config import ConfigError, load_config
 from pipeline.prepare import (
@@ -39,7 +38,8 @@ from pipeline.prepare import (
     read_rows,
 )
 from pipeline.progress import BYTES_READ
-from pipeline.transforms import ApplyStage, ReadFileFn, capture_counts
+from pipeline.transforms import FileReader, capture_counts
+from stages.runner import StageRunner, Step
 from stages.settings import add_set_flag, error_text, set_values
 
 # One Common Crawl snapshot (e.g. CC-MAIN-2024-22: ~90,000 WARC files of ~1 GB, ~2.7-3.1 billion pages).
@@ -117,7 +117,7 @@ def measure_sample(config, files, sample: int) -> dict[str, Any]:
     root = input_root([f.path for f in files])
     with tempfile.TemporaryDirectory(prefix="refinery-plan-") as tmp:
         config = dataclasses.replace(config, output=tmp)
-        readers = {name: ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes, root,
+        readers = {name: FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root,
                                     config.sample_fraction) for name, _ in source_groups(config)}
         prepare = PrepareFiles(tmp, readers, make_steps(config, phase=1), root, phase1_digest(config), config.dedup,
                                config.ledger_snippet_chars)
@@ -180,15 +180,11 @@ def _phase2_documents(config, docs) -> tuple[float, int]:
     """CPU seconds of phase 2's per-document stages over the sample, and how many documents pass them."""
     from pipeline.run import make_steps
 
-    steps = [step for _, step in make_steps(config, phase=2) if isinstance(step, ApplyStage)]
+    steps = [step for _, step in make_steps(config, phase=2) if isinstance(step, Step)]
     started = time.process_time()
-    for step in steps:
-        fn = step.fn()
-        fn.setup()
-        out = list(fn.process(docs)) if step.batched else [r for d in docs for r in fn.process(d)]
-        docs = [r for r in out if not isinstance(r, TaggedOutput)]  # drops are tagged for the ledger
-        fn.teardown()
-    return time.process_time() - started, len(docs)
+    with StageRunner(steps) as runner:
+        kept, _ = runner.run(docs)
+    return time.process_time() - started, len(kept)
 
 
 def _children_cpu() -> float:

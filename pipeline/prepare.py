@@ -37,15 +37,15 @@ from pipeline.dedup import Signed, Signer, verify_shingles
 from pipeline.faults import kill_point
 from pipeline.output import write_atomically
 from pipeline.schema import LEDGER_SCHEMA, ledger_row
-from pipeline.transforms import LEDGER, ReadFileFn, capture_counts, count, local_file_problem
+from pipeline.transforms import FileReader, capture_counts, count, local_file_problem, runner
 from stages.dedup import DedupConfig
 from stages.mix import approx_tokens
-from stages.record import Document
-from stages.table import EXTRACT, GLOBAL, READ
+from stages.record import Document, Drop
+from stages.runner import StageRunner, Step
+from stages.table import GLOBAL, READ
 
 PREPARED_DIR = "prepared"
 PHASE1_END = min(spec.order for spec in TABLE if spec.runs == GLOBAL)  # phase 1: the stages before it
-EXTRACT_STAGE = next(spec.name for spec in TABLE if spec.runs == EXTRACT)
 READ_COUNTERS = tuple(f"{spec.name}.in" for spec in TABLE if spec.runs == READ)
 CHUNK = 256        # documents taken through the stages together (batched stages see up to this many) ...
 CHUNK_CHARS = 32 << 20  # ... or fewer, once their HTML/text holds this many characters (memory per task)
@@ -274,31 +274,29 @@ class PartWriter:
         return self.rows
 
 
-class RunsSteps(beam.DoFn):
-    """A DoFn that runs stages' DoFns directly (`run_steps`): `self._steps` is [(name, fn, batched, html_only)]."""
+class RunsStages(beam.DoFn):
+    """A DoFn whose elements' documents go through a StageRunner (`self._runner`) set up with the DoFn."""
 
-    _steps: list = []
+    _runner: StageRunner
 
     def setup(self) -> None:
-        for _, fn, _, _ in self._steps:
-            fn.setup()
+        self._runner.setup()
 
     def teardown(self) -> None:
-        for _, fn, _, _ in self._steps:
-            fn.teardown()
+        self._runner.teardown()
 
 
-class PrepareFiles(RunsSteps):
+class PrepareFiles(RunsStages):
     """A list of input files -> the part key of each, its part written (or reused when its marker matches).
     One file per element, except with --limit: then all files in name order in one element, each read
     until the run's record budget is spent (files after that are not read)."""
 
-    def __init__(self, output: str, readers: dict[str, ReadFileFn], steps: Sequence[tuple[str, Any]], root: str,
+    def __init__(self, output: str, readers: dict[str, FileReader], steps: Sequence[tuple[str, Step]], root: str,
                  digest: str, dedup: DedupConfig, snippet_chars: int, limit: int = 0, run_id: str = ""):
         self._prepared = FileSystems.join(output, PREPARED_DIR)
         self._run_id = run_id  # in each marker this run writes: the driver tells prepared parts from reused ones
         self._readers, self._root, self._digest = readers, root, digest
-        self._steps = [(name, step.fn(), step.batched, name == EXTRACT_STAGE) for name, step in steps]
+        self._runner = runner([step for _, step in steps])
         self._signer, self._snippet, self._limit = Signer(dedup), snippet_chars, limit
 
     def process(self, files: Sequence[InputFile]) -> Iterable[str]:
@@ -339,14 +337,12 @@ class PrepareFiles(RunsSteps):
         readable = fileio.ReadableFile(FileMetadata(file.path, file.size, file.mtime))
         chunk: list[tuple[bool, Document]] = []
         chars = 0
-        for out in self._readers[file.source].read(readable, cap):
-            if isinstance(out, beam.pvalue.TaggedOutput) and out.tag == LEDGER:
-                ledger_out.add(ledger_row(out.value, self._snippet))
+        for record, is_html in self._readers[file.source].read(readable, cap):
+            if isinstance(record, Drop):
+                ledger_out.add(ledger_row(record, self._snippet))
                 continue
-            is_html = not isinstance(out, beam.pvalue.TaggedOutput)  # text records are tagged TEXT
-            doc = out if is_html else out.value
-            chunk.append((is_html, doc))
-            chars += len(doc.html or "") + len(doc.text or "")
+            chunk.append((is_html, record))
+            chars += len(record.html or "") + len(record.text or "")
             if len(chunk) >= CHUNK or chars >= CHUNK_CHARS:
                 self._run_chunk(chunk, docs_out, ledger_out)
                 chunk, chars = [], 0
@@ -354,8 +350,11 @@ class PrepareFiles(RunsSteps):
         docs, ledger = docs_out.commit(), ledger_out.commit()
         return docs, ledger, {"docs.parquet": docs_out.digest, "ledger.parquet": ledger_out.digest}
 
-    def _run_chunk(self, docs: list[tuple[bool, Document]], docs_out: PartWriter, ledger_out: PartWriter) -> None:
-        for doc in run_steps(self._steps, docs, lambda drop: ledger_out.add(ledger_row(drop, self._snippet))):
+    def _run_chunk(self, chunk: list[tuple[bool, Document]], docs_out: PartWriter, ledger_out: PartWriter) -> None:
+        kept, drops = self._runner.run([doc for _, doc in chunk], [is_html for is_html, _ in chunk])
+        for drop in drops:
+            ledger_out.add(ledger_row(drop, self._snippet))
+        for doc in kept:
             docs_out.add(part_row(doc, self._signer(doc)))
 
 
@@ -368,28 +367,6 @@ def _parts_intact(marker: dict[str, Any], paths: dict[str, str]) -> bool:
         if found is None or found != (want.get("bytes"), want.get("sha256")):
             return False
     return True
-
-
-def run_steps(steps, docs: list[tuple[bool, Document]], on_drop) -> list[Document]:
-    """The stages' DoFns, run directly, in order over a chunk of (is HTML?, document): extraction
-    (`html_only`) on HTML documents only; drops go to `on_drop`; returns the documents kept."""
-    for _, fn, batched, html_only in steps:
-        todo = [doc for is_html, doc in docs if is_html or not html_only]
-        if not todo:
-            continue
-        results = iter(list(fn.process(todo)) if batched else [r for doc in todo for r in fn.process(doc)])
-        kept = []
-        for is_html, doc in docs:
-            if html_only and not is_html:
-                kept.append((is_html, doc))
-                continue
-            result = next(results)
-            if isinstance(result, beam.pvalue.TaggedOutput):
-                on_drop(result.value)
-            else:
-                kept.append((is_html, result))
-        docs = kept
-    return [doc for _, doc in docs]
 
 
 class PartUnreadable(OSError):

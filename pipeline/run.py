@@ -62,7 +62,7 @@ from pipeline.prepare import (
 )
 from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
 from pipeline.signatures import SIGNATURES_DIR, DedupAgainst, check_old_runs
-from pipeline.transforms import SOURCE_RECORDS, ApplyStage, ReadFileFn, ReadSource
+from pipeline.transforms import SOURCE_RECORDS, FileReader, ReadSource
 from stages.decontam import DecontaminationIndex, Decontaminator, read_benchmarks
 from stages.dedup import DEDUP_AGAINST
 from stages.extraction import trafilatura_speedups
@@ -70,6 +70,7 @@ from stages.extraction.extract import Extractor
 from stages.extraction.warc import STAGE as WARC_STAGE
 from stages.langid import STAGE as LANGID_STAGE
 from stages.mix import parse_weights
+from stages.runner import Step
 from stages.settings import add_flags, add_set_flag, flag_values, set_values
 from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, WRITE, StageSpec
 
@@ -246,7 +247,7 @@ def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]):
         print("[refinery] decontamination: " + ", ".join(
             f"{b} {n:,} items" + (f" ({index.skipped[b]} too short to match)" if index.skipped.get(b) else "")
             for b, n in sorted(loaded.items())), file=sys.stderr)
-        return ApplyStage(Decontaminator(index, c))
+        return Step(Decontaminator(index, c))
     if spec.name == MIX_STAGE:
         return Mix(parse_weights(config.mix), config.seed, config.mix_max_epochs)
     raise ConfigError(f"stage {spec.name}: runs over all documents, but the pipeline has no transform for it")
@@ -267,13 +268,13 @@ def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: in
         if phase is not None and in_phase1(spec) != (phase == 1):
             continue
         if spec.runs in (EXTRACT, DOCUMENT):
-            steps.append((spec.name, ApplyStage(spec.make(config),
-                                                fail_urls=faults.get(spec.name, ()),
-                                                sources=getattr(spec.settings(config), "sources", ()))))
+            steps.append((spec.name, Step(spec.make(config), fail_urls=tuple(faults.get(spec.name, ())),
+                                          sources=frozenset(getattr(spec.settings(config), "sources", ())),
+                                          html_only=spec.runs == EXTRACT)))
         elif spec.runs == GLOBAL:
             steps.append((spec.name, _global_step(spec, config, {} if facts is None else facts)))
         elif spec.runs == WRITE:  # the last check before a shard
-            steps.append((spec.name, ApplyStage(OutputCheck())))
+            steps.append((spec.name, Step(OutputCheck())))
     unknown = set(faults) - set(per_document)
     if unknown:
         raise ConfigError(f"--inject-error: no per-document stage named {sorted(unknown)} in this run "
@@ -295,7 +296,7 @@ def read_sources(p: beam.Pipeline, config: RunConfig, root: str = "") -> tuple:
     (`refinery run` and `refinery calibrate` read alike)."""
     html_docs, text_docs, drops = [], [], []
     for name, globs in source_groups(config):
-        read = ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes, root)
+        read = FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root)
         html, text, dropped = p | f"Read_{name}" >> ReadSource(globs, read)
         html_docs.append(html)
         text_docs.append(text)
@@ -311,7 +312,7 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
     Input files are named by their path below `root` (see `input_root`); what the stages loaded is added
     to `facts`."""
     phase1 = make_steps(config, facts, phase=1)
-    readers = {name: ReadFileFn(name, config.warc, config.text, config.extract.max_html_bytes, root,
+    readers = {name: FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root,
                                 config.sample_fraction) for name, _ in source_groups(config)}
     prepare = PrepareFiles(config.output, readers, phase1, root, phase1_digest(config), config.dedup,
                            config.ledger_snippet_chars, config.limit, run_id)

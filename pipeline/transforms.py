@@ -18,8 +18,7 @@ import functools
 import os
 import stat
 import threading
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -32,7 +31,8 @@ from stages.extraction.warc import WarcConfig, read_warc
 from stages.formats import SNIFF_BYTES, WARC, is_gzip, sniff_format
 from stages.formats import SPEC as READ_SPEC
 from stages.mix import approx_tokens
-from stages.record import Document, Drop, DropReason, StageEnvironmentError, stable_id
+from stages.record import Document, Drop, DropReason, Stage, StageResult, stable_id
+from stages.runner import StageRunner, Step, count_kept
 from stages.textsource import STAGE as TEXT_STAGE
 from stages.textsource import TextSourceConfig, read_text_records
 
@@ -88,30 +88,27 @@ def record_time(stage: str, seconds: float, documents: int = 1) -> None:
         dist.update(per_document)
 
 
-def route(stage: str, result):
-    """Count one stage result and send it on: a Document to the main output, a Drop to the ledger."""
+def count_result(stage: str, result) -> None:
+    """Count a record a reader made: a Drop by its reason, a document as kept (with its tokens)."""
     if isinstance(result, Drop):
         count(f"{stage}.drop.{result.label}")
-        return beam.pvalue.TaggedOutput(LEDGER, result)
-    count_kept(stage, result)
-    return result
-
-
-def count_kept(stage: str, doc: Document) -> None:
-    """A document leaving `stage` towards the output: one document and its tokens (UTF-8 bytes / 4)."""
-    count_kept_tokens(stage, approx_tokens(doc.text) if doc.text else 0)
+    else:
+        count_kept(count, stage, approx_tokens(result.text) if result.text else 0)
 
 
 def count_kept_tokens(stage: str, tokens: int) -> None:
-    """The same, for a record that carries its token count instead of its text (dedup's signatures)."""
-    count(f"{stage}.kept")
-    if tokens:
-        count(f"{stage}.kept_tokens", tokens)
+    """A record that carries its token count instead of its text (dedup's signatures) leaving `stage`."""
+    count_kept(count, stage, tokens)
 
 
-class ReadFileFn(beam.DoFn):
-    """One input file in, its records out: WARC pages (HTML still to extract) to the main output,
-    JSONL/Parquet text to TEXT, ledger Drops for what cannot be read.
+def runner(steps) -> StageRunner:
+    """A StageRunner that counts into the job's metrics (and the live progress display)."""
+    return StageRunner(steps, count=count, record_time=record_time)
+
+
+class FileReader:
+    """One input file in, its records out, each with whether it was read as HTML: WARC pages (HTML still
+    to extract), JSONL/Parquet text records, and Drops for what cannot be read.
 
     The reader is chosen per file from its first bytes (stages/formats.py), so one glob may hold
     both kinds; a file that is neither is one `read` ledger row. Readers undo gzip themselves.
@@ -124,11 +121,8 @@ class ReadFileFn(beam.DoFn):
         self._source, self._warc, self._text, self._max_payload = source, warc_config, text_config, max_payload_bytes
         self._root, self._sample_fraction = root, sample_fraction
 
-    def process(self, readable_file: fileio.ReadableFile) -> Iterable:
-        yield from self.read(readable_file)
-
-    def read(self, readable_file: fileio.ReadableFile, cap: int | None = None) -> Iterable:
-        """The file's records; with `cap`, at most that many (--limit), the rest of the file unread."""
+    def read(self, readable_file: fileio.ReadableFile, cap: int | None = None) -> Iterator[tuple[StageResult, bool]]:
+        """(record, read as HTML?) of the file; with `cap`, at most that many (--limit), the rest unread."""
         full_path = readable_file.metadata.path
         path = full_path[len(self._root):] if self._root and full_path.startswith(self._root) else full_path
         problem = local_file_problem(full_path)
@@ -176,8 +170,8 @@ class ReadFileFn(beam.DoFn):
                 position = self._count_bytes(stream, position)
                 if not (isinstance(result, Drop) and result.reason == DropReason.READ_ERROR):
                     count(SOURCE_RECORDS + self._source)
-                routed = route(stage, result)
-                yield routed if fmt == WARC or isinstance(result, Drop) else beam.pvalue.TaggedOutput(TEXT, routed)
+                count_result(stage, result)
+                yield result, fmt == WARC
 
         count(BYTES_READ, max(readable_file.metadata.size_in_bytes - position, 0))  # the file's tail
 
@@ -196,11 +190,27 @@ class ReadFileFn(beam.DoFn):
     def _file_error(self, path: str, detail: str):
         count(f"{READ_STAGE}.in")
         doc = Document(id=stable_id(READ_STAGE, self._source, path), url="", source=self._source)
-        yield route(READ_STAGE, doc.drop(READ_STAGE, DropReason.READ_ERROR, f"{path}: {detail}"[:500]))
+        drop = doc.drop(READ_STAGE, DropReason.READ_ERROR, f"{path}: {detail}"[:500])
+        count_result(READ_STAGE, drop)
+        yield drop, False
 
     @staticmethod
     def _count_note(stage: str, name: str) -> None:
         count(f"{stage}.{name}")
+
+
+class ReadFileFn(beam.DoFn):
+    """A FileReader in Beam: HTML documents to the main output, text documents to TEXT, drops to LEDGER."""
+
+    def __init__(self, reader: FileReader):
+        self._reader = reader
+
+    def process(self, readable_file: fileio.ReadableFile) -> Iterable:
+        for result, is_html in self._reader.read(readable_file):
+            if isinstance(result, Drop):
+                yield beam.pvalue.TaggedOutput(LEDGER, result)
+            else:
+                yield result if is_html else beam.pvalue.TaggedOutput(TEXT, result)
 
 
 _FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
@@ -232,9 +242,9 @@ class ReadSource(beam.PTransform):
     read on workers, never in the driver, each file once even when several patterns match it; one
     file holds thousands of documents, so they are spread before the expensive stages."""
 
-    def __init__(self, patterns: Sequence[str], read_fn: ReadFileFn):
+    def __init__(self, patterns: Sequence[str], reader: FileReader):
         super().__init__()
-        self._patterns, self._read_fn = list(patterns), read_fn
+        self._patterns, self._read_fn = list(patterns), ReadFileFn(reader)
 
     def expand(self, pbegin):
         results = (pbegin
@@ -249,98 +259,35 @@ class ReadSource(beam.PTransform):
                 results[TEXT] | "SpreadText" >> beam.Reshuffle(), results[LEDGER])
 
 
-class RunStage(beam.DoFn):
-    """Runs one stage on each document: kept documents go on, drops go to the ledger output.
+class RunStep(beam.DoFn):
+    """A StageRunner of one step in Beam: kept documents to the main output, drops to LEDGER; a batched
+    stage takes lists of documents."""
 
-    A stage that raises does not fail the job: the document is ledgered with reason
-    `error:<ExceptionType>` and the message, and the rest of the bundle goes on.
-    """
-
-    def __init__(self, stage, fail_urls: Sequence[str] = (), sources: Sequence[str] = ()):
-        self._stage = stage
-        self._fail_urls = tuple(fail_urls)  # fault injection (--inject-error), empty in real runs
-        self._sources = frozenset(sources)  # the stage runs on these sources' documents; empty: all
+    def __init__(self, step: Step):
+        self._runner = runner([step])
 
     def setup(self) -> None:
-        self._stage.setup()
-        if hasattr(self._stage, "count"):  # stages report rule skips etc. as `<stage>.note.<name>`
-            prefix = f"{self._stage.name}.note."
-            self._stage.count = lambda name, n=1: count(prefix + name, n)
-
-    def process(self, doc: Document) -> Iterable:
-        count(f"{self._stage.name}.in")
-        started = time.perf_counter()
-        result = self._run_one(doc)
-        record_time(self._stage.name, time.perf_counter() - started)
-        yield route(self._stage.name, result)
-
-    def _passes_by(self, doc: Document) -> bool:
-        """A document of a source this stage is not for (`sources` of its config) goes on unchanged."""
-        if self._sources and doc.source not in self._sources:
-            count(f"{self._stage.name}.note.not_for_source.{doc.source}")
-            return True
-        return False
-
-    def _run_one(self, doc: Document):
-        if self._passes_by(doc):
-            return doc
-        try:
-            if self._fail_urls and any(part in (doc.url or "") for part in self._fail_urls):
-                raise ValueError(f"injected fault in {self._stage.name} (--inject-error)")
-            result = self._stage(doc)
-        except StageEnvironmentError:
-            raise  # every document would fail alike: fail the job with the real cause
-        except Exception as exc:
-            result = doc.drop_for_error(self._stage.name, exc)
-        return result
+        self._runner.setup()
 
     def teardown(self) -> None:
-        self._stage.teardown()
+        self._runner.teardown()
 
-
-class RunStageOnBatches(RunStage):
-    """For stages with `process_batch` (model inference): one call per batch of documents."""
-
-    def process(self, batch: list[Document]) -> Iterable:
-        name = self._stage.name
-        count(f"{name}.in", len(batch))
-        if self._sources and any(doc.source not in self._sources for doc in batch):
-            for doc in batch:
-                yield route(name, self._run_one(doc))
-            return
-        started = time.perf_counter()
-        try:
-            if self._fail_urls and any(part in (d.url or "") for d in batch for part in self._fail_urls):
-                raise ValueError("injected fault")  # handled one by one below, like a real failure
-            results = self._stage.process_batch(batch)
-        except StageEnvironmentError:
-            raise
-        except Exception:  # find the document that fails, ledger it, keep the others
-            results = [self._run_one(doc) for doc in batch]
-        record_time(name, time.perf_counter() - started, len(batch))
-        for result in results:
-            yield route(name, result)
+    def process(self, element) -> Iterable:
+        kept, drops = self._runner.run(element if isinstance(element, list) else [element])
+        yield from kept
+        for drop in drops:
+            yield beam.pvalue.TaggedOutput(LEDGER, drop)
 
 
 class ApplyStage(beam.PTransform):
-    """documents -> (kept documents, ledger drops) for one stage."""
+    """documents -> (kept documents, ledger drops) for one stage (a Step, or a Stage run as it is)."""
 
-    def __init__(self, stage, fail_urls: Sequence[str] = (), sources: Sequence[str] = ()):
+    def __init__(self, step: Step | Stage):
         super().__init__()
-        self._stage, self._fail_urls = stage, tuple(fail_urls)
-        self._sources = tuple(sources)
-
-    @property
-    def batched(self) -> bool:
-        return hasattr(self._stage, "process_batch")
-
-    def fn(self) -> RunStage:
-        """The DoFn (also run directly, outside Beam, by phase 1: pipeline/prepare.py); batched stages take lists."""
-        runner = RunStageOnBatches if self.batched else RunStage
-        return runner(self._stage, self._fail_urls, self._sources)
+        self._step = step if isinstance(step, Step) else Step(step)
 
     def expand(self, documents):
-        if self.batched:
+        if self._step.batched:
             documents = documents | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=256)
-        results = documents | "Run" >> beam.ParDo(self.fn()).with_outputs(LEDGER, main=DOCUMENTS)
+        results = documents | "Run" >> beam.ParDo(RunStep(self._step)).with_outputs(LEDGER, main=DOCUMENTS)
         return results[DOCUMENTS], results[LEDGER]

@@ -39,7 +39,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from stages.chain import StageChain  # noqa: E402
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
 from stages.gopher import GopherQuality, GopherRepetition  # noqa: E402
@@ -47,6 +46,7 @@ from stages.langid import LanguageIdentifier, model_codes  # noqa: E402
 from stages.quality_train import QualityTrainConfig, boilerplate_lines, machine_made, train  # noqa: E402
 from stages.record import Document  # noqa: E402
 from stages.reference import flores_documents, lid_code, ntrex_documents  # noqa: E402
+from stages.runner import StageRunner  # noqa: E402
 
 SHARED = os.environ.get("REFINERY_SHARED_DATA", "../shared/data")
 MULTILINGUAL = os.path.join(SHARED, "multilingual")
@@ -118,7 +118,7 @@ def pieces(lines: list[str], words: int = PIECE_WORDS) -> list[str]:
 def page_examples():
     with open(EVALDATA, encoding="utf-8") as fh:
         evaldata = json.load(fh)
-    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
     repetition, quality = GopherRepetition(), GopherQuality()
     paths = [BENCH] + sorted(p for p in glob.glob(os.path.join(SHARED, "warc", "*.warc*")) if p != BENCH
                              and ".wet" not in p)

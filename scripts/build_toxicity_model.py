@@ -29,7 +29,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from stages.chain import StageChain  # noqa: E402
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, windows  # noqa: E402
@@ -51,6 +50,7 @@ from stages.harmful.toxicity_train import (  # noqa: E402
 )
 from stages.langid import LanguageIdentifier  # noqa: E402
 from stages.quality_train import QualityTrainConfig, metrics, train  # noqa: E402
+from stages.runner import StageRunner  # noqa: E402
 
 SHARED = os.environ.get("REFINERY_SHARED_DATA", "../shared/data")
 TOXICITY_DATA = os.path.join(SHARED, "harmful", "toxicity")
@@ -121,7 +121,7 @@ def web_windows():
 
 
 def extracted_pages(path):
-    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
     with open(path, "rb") as fh, chain:
         for doc in chain.kept(read_warc(fh, source="web")):
             yield doc.url or doc.id, doc.lang, doc.text

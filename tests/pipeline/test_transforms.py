@@ -15,7 +15,8 @@ from pipeline.transforms import NAMESPACE, ApplyStage
 from stages.dedup import DedupConfig
 from stages.mix import approx_tokens, mix_rates
 from stages.quality import QualityConfig, QualityScorer
-from stages.record import Document, RuleStage, StageEnvironmentError
+from stages.record import Document, Drop, RuleStage, StageEnvironmentError
+from stages.runner import Step
 from tests.conftest import SENTENCES_DIR
 
 EN = (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()
@@ -81,7 +82,7 @@ def test_an_environment_error_fails_the_job():
 
 def test_injected_faults_hit_only_the_named_urls():
     docs = [doc(0, "a"), doc(1, "b")]
-    apply(docs, ApplyStage(NoDigits(None), fail_urls=["example.com/1"]), ["d000"],
+    apply(docs, ApplyStage(Step(NoDigits(None), fail_urls=("example.com/1",))), ["d000"],
           [("d001", "no_digits", "error:ValueError")])
 
 
@@ -118,9 +119,9 @@ def test_mix_downsamples_the_large_source_and_repeats_the_small_one():
     books = [doc(1000 + i, " ".join(EN[i * 4:(i + 1) * 4]), source="books") for i in range(30)]
     tokens = {"web": sum(approx_tokens(d.text) for d in web), "books": sum(approx_tokens(d.text) for d in books)}
     mix = Mix({"web": 0.5, "books": 0.5}, seed=0, max_epochs=100)
-    out = [r for d in web + books for r in mix.draw(d, mix_rates(mix.weights, tokens))]
-    kept = [r for r in out if isinstance(r, Document)]
-    drops = [r.value for r in out if not isinstance(r, Document)]
+    out = [mix.draw(d, mix_rates(mix.weights, tokens)) for d in web + books]
+    kept = [copy for r in out if isinstance(r, list) for copy in r]
+    drops = [r for r in out if isinstance(r, Drop)]
     shares = {s: sum(approx_tokens(d.text) for d in kept if d.source == s) for s in tokens}
     assert 0.8 < shares["books"] / shares["web"] < 1.25, shares  # about equal token shares
     copies_ = collections.Counter(d.source for d in kept)

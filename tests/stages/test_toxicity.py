@@ -8,7 +8,6 @@ import random
 
 import pytest
 
-from stages.chain import StageChain
 from stages.extraction.extract import ExtractConfig, Extractor
 from stages.extraction.warc import read_warc
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, windows
@@ -27,6 +26,7 @@ from stages.langid import LanguageIdentifier
 from stages.models import bundled
 from stages.quality_train import metrics
 from stages.record import Document, Drop
+from stages.runner import StageRunner
 from stages.settings import ConfigError
 from tests.conftest import CC_EXCERPT, DAVIDSON_SAMPLE, SHARED_DATA, TEST_DATA, needs_shared
 
@@ -103,7 +103,7 @@ def test_sanity_split_of_the_training_sets_as_the_card_says(scorer, held_out):
 def test_page_length_text_toxic_passages_are_caught_and_ordinary_pages_are_not(scorer, held_out):
     """Real pages of the bench WARC the model did not train on (its held-out half), first 120: as they
     are, and with one held-out toxic text of any of the recipe's languages put in as a paragraph."""
-    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
     pages = []
     with open(os.path.join(SHARED, "warc", "bench_trafilatura_pages.warc.gz"), "rb") as fh, chain:
         for doc in chain.kept(read_warc(fh, source="bench")):
@@ -176,7 +176,7 @@ def test_held_out_tweets_of_the_repo_sample_score_as_the_card_says(scorer):
     held = split(sample, settings["test_fraction"], settings["seed"])[1]
     measured = metrics([scorer.score(e.text)[0] for e in held], [e.toxic for e in held])
     assert measured["n"] >= 300 and measured["f1"] >= 0.85  # balanced classes here: the full set's prevalence gives 0.96
-    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
     with open(CC_EXCERPT, "rb") as fh, chain:
         pages = [doc.text for doc in chain.kept(read_warc(fh, source="cc"))]
     toxic = [e.text for e in held if e.toxic and len(e.text) >= 40]
@@ -219,7 +219,7 @@ def test_held_out_texts_in_six_languages_of_the_repo_sample(scorer):
         # the card's sanity figures for these sets: precision 0.66-0.87, recall 0.28-0.84
         assert measured["precision"] >= 0.7 and measured["recall"] >= 0.3, (name, measured)
         assert sum(toxic) / len(toxic) >= sum(clean) / len(clean) + 0.2, name
-    chain = StageChain([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
     with open(CC_EXCERPT, "rb") as fh, chain:
         pages = [doc.text for doc in chain.kept(read_warc(fh, source="cc"))]
     assert len(pages) >= 8 and all(scorer.score(text)[0] < 0.7 for text in pages)
