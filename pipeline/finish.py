@@ -30,17 +30,13 @@ from pipeline.output import STATS_DIR, ShardWriter
 from pipeline.prepare import (
     CHUNK,
     CHUNK_CHARS,
-    PART_SCHEMA,
     PREPARED_DIR,
-    SIGNATURE_SCHEMA,
     PartWriter,
     RunsStages,
-    document_from_part,
     part_paths,
-    part_row,
     read_rows,
 )
-from pipeline.schema import document_row
+from pipeline.schema import PART_SCHEMA, SIGNATURE_SCHEMA, document_from_part, document_row, part_row
 from pipeline.signatures import SIGNATURES_DIR
 from pipeline.transforms import LEDGER, count, runner
 from stages.mix import approx_tokens, mix_rates

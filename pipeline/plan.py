@@ -30,14 +30,13 @@ from pipeline.config import ConfigError, load_config
 from pipeline.prepare import (
     PREPARED_DIR,
     READ_COUNTERS,
-    SIGNATURE_SCHEMA,
     PrepareFiles,
-    document_from_part,
     part_paths,
     phase1_digest,
     read_rows,
 )
 from pipeline.progress import BYTES_READ
+from pipeline.schema import SIGNATURE_SCHEMA, document_from_part
 from pipeline.transforms import FileReader, capture_counts
 from stages.runner import StageRunner, Step
 from stages.settings import add_set_flag, error_text, set_values

@@ -36,10 +36,9 @@ from pipeline.config import TABLE
 from pipeline.dedup import Signed, Signer, verify_shingles
 from pipeline.faults import kill_point
 from pipeline.output import write_atomically
-from pipeline.schema import LEDGER_SCHEMA, ledger_row
+from pipeline.schema import LEDGER_SCHEMA, PART_SCHEMA, ledger_row, part_row, part_value
 from pipeline.transforms import FileReader, capture_counts, count, local_file_problem, runner
 from stages.dedup import DedupConfig
-from stages.mix import approx_tokens
 from stages.record import Document, Drop
 from stages.runner import StageRunner, Step
 from stages.table import GLOBAL, READ
@@ -50,24 +49,6 @@ READ_COUNTERS = tuple(f"{spec.name}.in" for spec in TABLE if spec.runs == READ)
 CHUNK = 256        # documents taken through the stages together (batched stages see up to this many) ...
 CHUNK_CHARS = 32 << 20  # ... or fewer, once their HTML/text holds this many characters (memory per task)
 ROW_GROUP = 1024   # rows per row group of a part: bounds the writer's buffer
-
-# url, record_id and text may hold lone surrogates (mis-encoded pages): stored as UTF-8 bytes (surrogatepass).
-PART_SCHEMA = pa.schema([
-    pa.field("id", pa.string(), nullable=False), pa.field("source", pa.string(), nullable=False),
-    pa.field("url", pa.binary()), pa.field("record_id", pa.binary()), pa.field("text", pa.binary()),
-    pa.field("lang", pa.string()), pa.field("lang_score", pa.float64()), pa.field("quality_score", pa.float64()),
-    pa.field("toxicity_score", pa.float64()), pa.field("epoch", pa.int32()),
-    pa.field("pii_counts", pa.string()),                # JSON, null: set only if a PII stage ran in phase 1
-    pa.field("metadata", pa.string()),                  # JSON (ASCII): every key the readers set
-    pa.field("exact_key", pa.string()),                 # stages.dedup.exact_key of the text
-    pa.field("bands", pa.list_(pa.binary())),           # MinHash band digests, band i at position i
-    pa.field("chars", pa.int64()), pa.field("tokens", pa.int64()),  # of the text: dedup ranks without reading it
-], metadata={"refinery.schema": "prepared/2"})
-SIGNATURE_SCHEMA = pa.schema([
-    pa.field("id", pa.string(), nullable=False), pa.field("source", pa.string()),
-    pa.field("exact_key", pa.string()), pa.field("bands", pa.list_(pa.binary())),
-], metadata={"refinery.schema": "signatures/1"})
-
 
 class InputFile(NamedTuple):
     source: str
@@ -177,31 +158,6 @@ def _temp_name(name: str) -> str:
     import uuid
 
     return f".{name}.{uuid.uuid4().hex[:12]}.tmp"
-
-
-def _encode(value: str | None) -> bytes | None:
-    return None if value is None else value.encode("utf-8", "surrogatepass")
-
-
-def _decode(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("utf-8", "surrogatepass")
-
-
-def part_row(doc: Document, signature: tuple[str | None, list[bytes]]) -> dict[str, Any]:
-    return {"id": doc.id, "source": doc.source, "url": _encode(doc.url), "record_id": _encode(doc.record_id),
-            "text": _encode(doc.text), "lang": doc.lang, "lang_score": doc.lang_score,
-            "quality_score": doc.quality_score, "toxicity_score": doc.toxicity_score, "epoch": doc.epoch,
-            "pii_counts": None if doc.pii_counts is None else json.dumps(dict(doc.pii_counts), sort_keys=True),
-            "metadata": json.dumps(dict(doc.metadata), sort_keys=True, default=str),
-            "exact_key": signature[0], "bands": signature[1], "chars": len(doc.text), "tokens": approx_tokens(doc.text)}
-
-
-def document_from_part(row: dict[str, Any]) -> Document:
-    return Document(id=row["id"], url=_decode(row["url"]) or "", source=row["source"], text=_decode(row["text"]) or "",
-                    lang=row["lang"], lang_score=row["lang_score"], quality_score=row["quality_score"],
-                    toxicity_score=row["toxicity_score"], epoch=row["epoch"], record_id=_decode(row["record_id"]),
-                    pii_counts=None if row["pii_counts"] is None else json.loads(row["pii_counts"]),
-                    metadata=json.loads(row["metadata"]))
 
 
 class _HashingStream:
@@ -404,7 +360,7 @@ class ReadSigned(beam.DoFn):
         verify, first = self._dedup.verify, self._file_index[key] << 32
         rows = read_rows(part_paths(self._prepared, key)["docs.parquet"], columns + (["text", "lang"] if verify else []))
         for number, row in enumerate(rows, start=first):
-            shingle_set = verify_shingles(_decode(row["text"]) or "", row["lang"], self._dedup) if verify else None
+            shingle_set = verify_shingles(part_value(row, "text"), row["lang"], self._dedup) if verify else None
             yield Signed(row["id"], key, number, row["exact_key"], b"".join(row["bands"] or ()), row["quality_score"],
                          row["chars"], row["tokens"], shingle_set).pack()
 

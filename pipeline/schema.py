@@ -1,15 +1,21 @@
-"""The output schemas, defined once: document shards and the drop ledger.
+"""The record formats, each with one codec: document shards, the prepared parts between the job's two
+phases, signatures, and the drop ledger. A document's columns are described once (DOCUMENT_COLUMNS);
+the shard and part schemas and their codecs derive from that list.
 
-Plain Parquet types only (strings, numbers, one struct), so pyarrow, DuckDB and
+Plain Parquet types only in the outputs (strings, numbers, structs), so pyarrow, DuckDB and
 Hugging Face `datasets` read the shards without extra code.
 """
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from stages.mix import approx_tokens
 from stages.pii import KINDS as PII_KINDS
 from stages.record import Document, Drop, DropReason, Stage, StageResult, clean_text, has_lone_surrogate
 
@@ -36,24 +42,127 @@ METADATA_TYPE = pa.struct(METADATA_FIELDS)
 # Placeholders inserted by the PII stage, per kind (null when the stage is off).
 PII_COUNTS_TYPE = pa.struct([pa.field(kind.lower(), pa.int32()) for kind in PII_KINDS])
 
-DOCUMENT_SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.string(), nullable=False),     # unique: derived from source, file and place in it
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("url", pa.string()),
-        pa.field("record_id", pa.string()),              # the input's own id (WARC-Record-ID, JSONL `id`)
-        pa.field("text", pa.string(), nullable=False),
-        pa.field("lang", pa.string()),
-        pa.field("lang_score", pa.float32()),
-        pa.field("quality_score", pa.float32()),
-        pa.field("toxicity_score", pa.float32()),        # P(toxic) of the page's most toxic paragraph
-        pa.field("epoch", pa.int32(), nullable=False),   # 0 = original, k = k-th repeat from source mixing
-        pa.field("pii_counts", PII_COUNTS_TYPE),
-        pa.field("metadata", METADATA_TYPE),
-    ],
-    metadata={"refinery.schema": f"documents/{SCHEMA_VERSION}"},
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a document, described once: the shards (`DOCUMENT_SCHEMA`, `document_row`) and the
+    prepared parts between the phases (`PART_SCHEMA`, `part_row`, `document_from_part`) derive from it.
+    The part stores each value losslessly (scores as float64, text that may hold lone surrogates as
+    UTF-8 bytes, mappings as JSON); the shard stores it as readers expect it."""
+
+    name: str
+    type: pa.DataType                                    # in the shards
+    nullable: bool = True                                # in the shards (a part's columns may all be null but id, source)
+    part_type: pa.DataType | None = None                 # in the parts, where it differs
+    shard: Callable[[Any], Any] = lambda value: value    # the record's value -> the shard's
+    encode: Callable[[Any], Any] = lambda value: value   # the record's value -> the part's
+    decode: Callable[[Any], Any] = lambda value: value   # the part's value -> the record's
+    score: bool = False                                  # kept in `Document.scores`, not a field of its own
+
+    def value(self, doc: Document) -> Any:
+        return doc.scores.get(self.name) if self.score else getattr(doc, self.name)
+
+
+def _encode(value: str | None) -> bytes | None:
+    return None if value is None else value.encode("utf-8", "surrogatepass")
+
+
+def _decode(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("utf-8", "surrogatepass")
+
+
+def text_column(name: str, nullable: bool = True, empty: str | None = None) -> Column:
+    """A string that may hold lone surrogates (mis-encoded pages): UTF-8 bytes in the part. `empty`: the
+    record's value for a null (the shard writes "" as null where `empty` is "" and the column nullable)."""
+    return Column(name, pa.string(), nullable, pa.binary(), shard=(lambda v: v or None) if nullable and empty == "" else
+                  (lambda v: v), encode=_encode, decode=lambda v: _decode(v) or empty if empty is not None else _decode(v))
+
+
+def score_column(name: str, own: bool = True) -> Column:
+    """A score in [0, 1] or null: float32 in the shards, float64 in the parts. `own`: a stage's own score,
+    kept in `Document.scores` (a new score is this one line and the stage that sets it)."""
+    return Column(name, pa.float32(), part_type=pa.float64(), score=own)
+
+
+def _json(value: Mapping | None) -> str | None:
+    return None if value is None else json.dumps(dict(value), sort_keys=True, default=str)
+
+
+def _pii_counts(counts: Mapping[str, int] | None) -> dict[str, int] | None:
+    return None if counts is None else {kind.lower(): counts.get(kind, 0) for kind in PII_KINDS}
+
+
+def _metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: metadata.get(name) for name in _METADATA_NAMES}
+
+
+_METADATA_NAMES = [f.name for f in METADATA_FIELDS]
+
+DOCUMENT_COLUMNS: tuple[Column, ...] = (
+    Column("id", pa.string(), nullable=False),           # unique: derived from source, file and place in it
+    Column("source", pa.string(), nullable=False),
+    text_column("url", empty=""),
+    text_column("record_id"),                            # the input's own id (WARC-Record-ID, JSONL `id`)
+    text_column("text", nullable=False, empty=""),
+    Column("lang", pa.string()),
+    score_column("lang_score", own=False),
+    score_column("quality_score", own=False),
+    score_column("toxicity_score", own=False),           # P(toxic) of the page's most toxic paragraph
+    Column("epoch", pa.int32(), nullable=False),         # 0 = original, k = k-th repeat from source mixing
+    Column("pii_counts", PII_COUNTS_TYPE, part_type=pa.string(), shard=_pii_counts, encode=_json,
+           decode=lambda v: None if v is None else json.loads(v)),
+    Column("metadata", METADATA_TYPE, part_type=pa.string(), shard=_metadata, encode=_json, decode=json.loads),
 )
 
+DOCUMENT_SCHEMA = pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in DOCUMENT_COLUMNS],
+                            metadata={"refinery.schema": f"documents/{SCHEMA_VERSION}"})
+
+
+def document_row(doc: Document) -> dict[str, Any]:
+    """A document as a row of the shards."""
+    return {c.name: c.shard(c.value(doc)) for c in DOCUMENT_COLUMNS}
+
+
+# The prepared part (phase 1 -> phase 2, and phase 2's finished documents): every document column, then
+# dedup's signature of the text and its size, so dedup ranks documents without reading them.
+SIGNATURE_COLUMNS = [
+    pa.field("exact_key", pa.string()),                 # stages.dedup.exact_key of the text
+    pa.field("bands", pa.list_(pa.binary())),           # MinHash band digests, band i at position i
+]
+PART_SCHEMA = pa.schema(
+    [pa.field(c.name, c.part_type or c.type, nullable=c.name not in ("id", "source")) for c in DOCUMENT_COLUMNS]
+    + SIGNATURE_COLUMNS + [pa.field("chars", pa.int64()), pa.field("tokens", pa.int64())],
+    metadata={"refinery.schema": "prepared/2"})
+SIGNATURE_SCHEMA = pa.schema(  # signatures/ of a run's output (--dedup-against reads them)
+    [pa.field("id", pa.string(), nullable=False), pa.field("source", pa.string()), *SIGNATURE_COLUMNS],
+    metadata={"refinery.schema": "signatures/1"})
+
+
+def part_row(doc: Document, signature: tuple[str | None, list[bytes]]) -> dict[str, Any]:
+    undeclared = set(doc.scores) - {c.name for c in DOCUMENT_COLUMNS if c.score}
+    if undeclared:  # it would be lost between the phases: a stage's score must be a column
+        raise ValueError(f"score(s) {sorted(undeclared)} of document {doc.id} have no column: add "
+                         "score_column(NAME) to DOCUMENT_COLUMNS in pipeline/schema.py")
+    row = {c.name: c.encode(c.value(doc)) for c in DOCUMENT_COLUMNS}
+    row.update(exact_key=signature[0], bands=signature[1], chars=len(doc.text), tokens=approx_tokens(doc.text))
+    return row
+
+
+def part_value(row: dict[str, Any], name: str) -> Any:
+    """One column of a part's row as the record holds it (a row read with only some columns)."""
+    return _COLUMN[name].decode(row[name])
+
+
+_COLUMN = {c.name: c for c in DOCUMENT_COLUMNS}
+
+
+def document_from_part(row: dict[str, Any]) -> Document:
+    fields = {c.name: c.decode(row[c.name]) for c in DOCUMENT_COLUMNS if not c.score}
+    scores = {c.name: row[c.name] for c in DOCUMENT_COLUMNS if c.score and row[c.name] is not None}
+    return Document(**fields, scores=scores)
+
+
+# The drop ledger: one row per document not in the output.
 LEDGER_SCHEMA = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),
@@ -73,25 +182,6 @@ LEDGER_SCHEMA = pa.schema(
     ],
     metadata={"refinery.schema": f"ledger/{SCHEMA_VERSION}"},
 )
-
-_METADATA_NAMES = [f.name for f in METADATA_FIELDS]
-
-
-def document_row(doc: Document) -> dict[str, Any]:
-    return {
-        "id": doc.id,
-        "source": doc.source,
-        "url": doc.url or None,
-        "record_id": doc.record_id,
-        "text": doc.text,
-        "lang": doc.lang,
-        "lang_score": doc.lang_score,
-        "quality_score": doc.quality_score,
-        "toxicity_score": doc.toxicity_score,
-        "epoch": doc.epoch,
-        "pii_counts": None if doc.pii_counts is None else {k.lower(): doc.pii_counts.get(k, 0) for k in PII_KINDS},
-        "metadata": {name: doc.metadata.get(name) for name in _METADATA_NAMES},
-    }
 
 
 def ledger_row(drop: Drop, snippet_chars: int = 300) -> dict[str, Any]:

@@ -106,9 +106,14 @@ class Document:
     epoch: int = 0                                   # 0 = original; k > 0 = k-th repeat added by source mixing
     record_id: str | None = None                  # the input's own id (WARC-Record-ID, a JSONL/Parquet `id`)
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    scores: Mapping[str, float] = field(default_factory=dict)  # a stage's own scores: each a shard column once
+                                                  # declared by one line in pipeline/schema.py (score_column)
 
     def replace(self, **changes: Any) -> Document:
         return dataclasses.replace(self, **changes)
+
+    def with_score(self, name: str, value: float | None) -> Document:
+        return dataclasses.replace(self, scores={**self.scores, name: value})
 
     def drop(self, stage: str, reason: str, detail: str = "", *, value: float | None = None,
              threshold: float | None = None, kept_id: str | None = None) -> Drop:

@@ -49,6 +49,35 @@ SPEC = StageSpec(name="short_pages", order=65, config=ShortPagesConfig, build=Sh
                  about="drops pages under min_chars", reasons={"too_short": "fewer than `min_chars` characters"})
 '''
 
+SCORE_STAGE = '''"""A toy score (added by tests/test_stage_table.py): the share of a page's characters that are letters."""
+from dataclasses import dataclass
+
+from stages.record import Document, Stage
+from stages.table import StageSpec
+
+
+@dataclass(frozen=True)
+class LetterShareConfig:
+    """Letter share: a toy score column."""
+
+    enabled: bool = True
+
+
+class LetterShare(Stage):
+    name = "letter_share"
+
+    def __init__(self, config):
+        self.config = config
+
+    def __call__(self, doc: Document) -> Document:
+        return doc.with_score("letter_share", sum(c.isalpha() for c in doc.text) / max(len(doc.text), 1))
+
+
+SPEC = StageSpec(name="letter_share", order=66, config=LetterShareConfig, build=LetterShare,
+                 about="scores the share of letters", reasons={})
+'''
+SCORE_COLUMN = '    score_column("letter_share"),  # added by tests/test_stage_table.py\n'
+
 
 def test_derived_files_are_up_to_date():
     """configs/default.yaml and the README's tables are generated: `python -m pipeline.docs --write`."""
@@ -73,12 +102,18 @@ def test_every_reason_a_stage_module_uses_is_declared_by_its_spec():
 def test_a_new_filter_is_one_file(tmp_path):
     """Copy the code, add one stage module, and nothing else: it runs in the job at its place, is in
     the funnel and the ledger, has flags in --help, and a section in the generated default config and
-    README tables."""
+    README tables. A stage that writes a score of its own is its file and one line of pipeline/schema.py:
+    the score then crosses both phases of the job and is a column of the shards."""
     tree = tmp_path / "tree"
     for part in ("stages", "pipeline", "configs"):
         shutil.copytree(REPO / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "README.md", tree / "README.md")
     (tree / "stages" / "short_pages.py").write_text(TOY_STAGE, encoding="utf-8")
+    (tree / "stages" / "letter_share.py").write_text(SCORE_STAGE, encoding="utf-8")
+    schema = (tree / "pipeline" / "schema.py").read_text(encoding="utf-8")
+    anchor = "    Column(\"epoch\""
+    assert schema.count(anchor) == 1
+    (tree / "pipeline" / "schema.py").write_text(schema.replace(anchor, SCORE_COLUMN + anchor), encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(tree))
 
     def python(*args):
@@ -108,5 +143,10 @@ def test_a_new_filter_is_one_file(tmp_path):
     short = [row for row in ledger if row["stage"] == "short_pages"]
     assert dropped == len(short) > 0 and {row["reason"] for row in short} == {"too_short"}
     assert report["conservation"]["holds"] is True and (out / "manifest.json").exists()
-    kept_text = pq.read_table(out / "data", columns=["text"]).column("text").to_pylist()
+    shards = pq.read_table(out / "data")
+    kept_text = shards.column("text").to_pylist()
     assert kept_text and min(len(t) for t in kept_text) >= 2900  # only PII placeholders change text after it
+    assert shards.schema.field("letter_share").type == "float"
+    shares = shards.column("letter_share").to_pylist()
+    assert all(abs(share - sum(c.isalpha() for c in text) / len(text)) < 0.05  # PII placeholders come later
+               for share, text in zip(shares, kept_text))

@@ -201,7 +201,7 @@ def test_a_document_survives_its_prepared_part_exactly():
     """Phase 2 must see what phase 1 produced: lone surrogates, float64 scores, metadata types, PII counts."""
     import pyarrow as pa
 
-    from pipeline.prepare import PART_SCHEMA, document_from_part, part_row
+    from pipeline.schema import PART_SCHEMA, document_from_part, part_row
     from stages.record import Document
 
     doc = Document(id="a1", url="http://example.org/\udc80", source="web", text="caf\udce9 text", lang="fr",
