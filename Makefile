@@ -34,14 +34,14 @@ demo: install
 # The same job through Beam's portable Job API: a real job service and SDK worker pool, started inside
 # a network namespace with only loopback (needs root or user namespaces), torn down afterwards.
 cluster-demo: install
-	$(BIN)/python -m pipeline.local_cluster --environment external --timeout 900 -- \
+	$(BIN)/python -m pipeline.engines.local_cluster --environment external --timeout 900 -- \
 		--input 'data/warc/*.warc.gz' --output out/cluster-demo --overwrite
 
 # The job on a real distributed engine (README "Running on a cluster"): a Dask scheduler and 2 worker processes
 # on 127.0.0.1 inside a loopback-only network namespace; the shards must equal the local runner's byte for byte.
 dask-demo: install
 	$(BIN)/refinery run --input 'data/warc/*.warc.gz' --output out/dask-demo-local --overwrite --quiet
-	$(BIN)/python -m pipeline.local_cluster --engine dask --timeout 900 --same-as out/dask-demo-local -- \
+	$(BIN)/python -m pipeline.engines.local_cluster --engine dask --timeout 900 --same-as out/dask-demo-local -- \
 		--input 'data/warc/*.warc.gz' --output out/dask-demo --overwrite
 
 # From data to model (README "Comparing data by the model it trains"): the bundled WARCs as two sources (the
@@ -79,7 +79,7 @@ browser:
 # A picture of the demo's report.html, next to it (SCREENSHOT=docs/report.png refreshes the README's picture).
 SCREENSHOT ?= $(DEMO_OUT)/report.png
 report-screenshot: browser
-	$(BIN)/python -m pipeline.browser $(DEMO_OUT)/report.html $(SCREENSHOT)
+	$(BIN)/python -m pipeline.reports.browser $(DEMO_OUT)/report.html $(SCREENSHOT)
 
 # Rebuilds the bundled quality classifier from real pages (needs ../shared/data; see the script's docstring).
 quality-model: install

@@ -1,7 +1,7 @@
 """Refinery: WARC -> clean pretraining text (Apache Beam) -> small-GPT training (torchrun)."""
 from setuptools import find_packages, setup
 
-# A real distributed engine for `refinery run` (pipeline/dask_runner.py); workers need the same versions.
+# A real distributed engine for `refinery run` (pipeline/engines/dask_runner.py); workers need the same versions.
 DASK = ["dask>=2025.1,<2027", "distributed>=2025.1,<2027"]
 
 setup(
@@ -9,13 +9,13 @@ setup(
     version="0.1.0",
     description="Open pipeline from raw web crawls to clean pretraining data, and training on it",
     python_requires=">=3.10",
-    packages=find_packages(include=["pipeline", "pipeline.*", "stages", "stages.*", "training", "training.*"]),
+    packages=find_packages(include=["common", "common.*", "pipeline", "pipeline.*", "stages", "stages.*", "training", "training.*"]),
     # Models travel as package data so Beam workers on a cluster find them (--setup_file).
     package_data={"stages.models": ["*.ftz", "*.bin", "*.card.json", "*.yaml", "extract_cascade.json", "README.md"],
                   "stages.harmful": ["lists/SOURCES.md", "lists/*/*", "lists/*/*/*", "lists/*/*/*/*"]},
     include_package_data=True,
     install_requires=[
-        "apache-beam==2.77.*",        # pipeline/dask_runner.py uses Beam internals checked against 2.77 (a test checks the pin)
+        "apache-beam==2.77.*",        # pipeline/engines/dask_runner.py uses Beam internals checked against 2.77 (a test checks the pin)
         "pyarrow>=15,<26",            # Beam 2.77 caps pyarrow below 26
         "trafilatura>=2.3,<2.4",      # the speedups are verified per version (stages/extraction/trafilatura_speedups.py)
         "lxml_html_clean>=0.4",       # trafilatura needs lxml.html.clean, split out of lxml 5.2+
@@ -41,7 +41,7 @@ setup(
                  "ruff>=0.16,<0.17", "pytest-xdist>=3.6,<4",
                  "tensorboard>=2.16,<3",        # the training run's optional TensorBoard log is tested
                  *DASK],                        # the Dask runner runs on a real scheduler and workers in CI
-        "dask": DASK,                         # --runner=pipeline.dask_runner.RefineryDaskRunner (README "Running on a cluster")
+        "dask": DASK,                         # --runner=pipeline.engines.dask_runner.RefineryDaskRunner (README "Running on a cluster")
         "plots": ["matplotlib>=3.8"],         # PNGs of `refinery report`, training curves
         "tensorboard": ["tensorboard>=2.16,<3"],  # `refinery train` also logs to OUT/tensorboard
     },

@@ -9,7 +9,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pipeline.config import load_config  # noqa: E402
+from pipeline.job.config import load_config  # noqa: E402
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
 from stages.record import Document  # noqa: E402

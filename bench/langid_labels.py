@@ -19,12 +19,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pipeline.config import load_config  # noqa: E402
+from common.settings import set_values  # noqa: E402
+from pipeline.job.config import load_config  # noqa: E402
 from stages import reference  # noqa: E402
 from stages.langid import model_codes  # noqa: E402
 from stages.record import Document  # noqa: E402
 from stages.runner import StageRunner  # noqa: E402
-from stages.settings import set_values  # noqa: E402
 from stages.table import DOCUMENT, stage_table  # noqa: E402
 
 MULTILINGUAL = "../shared/data/multilingual"

@@ -14,7 +14,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 
 
-from pipeline.config import load_config  # noqa: E402
+from pipeline.job.config import load_config  # noqa: E402
 from stages import reference  # noqa: E402
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402

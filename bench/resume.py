@@ -49,7 +49,7 @@ def refinery(inputs, out, *extra, kill_at=None) -> tuple[float, int]:
 
 
 def main() -> None:
-    from pipeline.outdir import compare_outputs
+    from pipeline.job.outdir import compare_outputs
 
     args = argparse.ArgumentParser()
     args.add_argument("warc", nargs="?", default=str(DEFAULT_WARC))

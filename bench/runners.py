@@ -1,6 +1,6 @@
 """Throughput of the whole job on one machine: the in-process FnApiRunner vs Beam's multi-process
 local mode (`--direct_running_mode=multi_processing --direct_num_workers=N`) vs a Dask scheduler with 2
-worker processes (`python -m pipeline.local_cluster --engine dask`), same input, same run.
+worker processes (`python -m pipeline.engines.local_cluster --engine dask`), same input, same run.
 
     .venv/bin/python bench/runners.py [--input ../shared/data/warc/bench_trafilatura_pages.warc.gz] [--repeat 3]
 
@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_INPUT = os.path.join(REPO, "..", "shared", "data", "warc", "bench_trafilatura_pages.warc.gz")
 RUN = [sys.executable, "-m", "pipeline.cli", "run"]
-DASK = [sys.executable, "-m", "pipeline.local_cluster", "--engine", "dask", "--timeout", "1800", "--"]
+DASK = [sys.executable, "-m", "pipeline.engines.local_cluster", "--engine", "dask", "--timeout", "1800", "--"]
 CONFIGS = {  # name: (launcher, extra run flags)
     "FnApiRunner, 1 process": (RUN, []),
     "multi_processing, 2 workers": (RUN, ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]),

@@ -7,6 +7,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from common.version import version
+
 USAGE = """usage: refinery COMMAND [options]   (refinery --version; refinery COMMAND --help)
 
 commands:
@@ -35,21 +37,10 @@ commands:
 
 
 # command -> the module whose main(argv) runs it
-COMMANDS = {"calibrate": "pipeline.calibrate", "train": "training.launch", "train-tokenizer": "training.tokenizer",
+COMMANDS = {"calibrate": "pipeline.commands.calibrate", "train": "training.launch", "train-tokenizer": "training.tokenizer",
             "tokenize": "training.tokens", "sample": "training.sample", "ablate": "training.ablate",
-            "report": "training.report", "annotate": "pipeline.annotate", "inspect": "pipeline.inspect_cli",
-            "plan": "pipeline.plan"}
-
-
-def version() -> str:
-    """The installed distribution's version (setup.py), as every command reports it."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("refinery")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
+            "report": "training.report", "annotate": "pipeline.commands.annotate", "inspect": "pipeline.commands.inspect_cli",
+            "plan": "pipeline.commands.plan"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "run":
         return _run(rest)
     if command in ("train-quality", "train-toxicity"):
-        from pipeline.train_quality_cli import main as train_classifier
+        from pipeline.commands.train_quality_cli import main as train_classifier
 
         return train_classifier(rest, command)
     if command in COMMANDS:  # imported only when asked for: `refinery train` must not load Beam
@@ -77,8 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str]) -> int:
     """`refinery run`: one error line and exit 2 for a mistake, 3 for a failed check, 130 on Ctrl-C."""
-    from pipeline.config import ConfigError
-    from pipeline.run import RunFailed, run
+    from pipeline.job.config import ConfigError
+    from pipeline.job.run import RunFailed, run
     from stages.record import StageEnvironmentError
 
     output = flag_value(argv, "--output")
@@ -187,7 +178,7 @@ def interrupt(signum, frame):
 
 
 def _one_line(exc: BaseException) -> str:
-    from stages.settings import error_text
+    from common.settings import error_text
 
     return error_text(exc)
 

@@ -19,7 +19,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pipeline.calibrate import main as calibrate  # noqa: E402
+from pipeline.commands.calibrate import main as calibrate  # noqa: E402
 from stages.reference import flores_documents, lid_code, ntrex_documents, tatoeba_documents  # noqa: E402
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from common.settings import check_not_negative
 from stages.record import Document, DropReason, RuleStage, StageResult
-from stages.settings import check_not_negative
 from stages.table import StageSpec
 
 _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from common.settings import check
 from stages.formats import read_records
 from stages.record import Document, DropReason, Stage, StageResult
-from stages.settings import check
 from stages.table import GLOBAL, StageSpec
 
 STAGE = "decontaminate"

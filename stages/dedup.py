@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from common.settings import check
 from stages.record import DropReason
-from stages.settings import check
 from stages.table import GLOBAL, StageSpec
 from stages.text import normalized_words
 
@@ -207,7 +207,7 @@ def small_star_noting(node: str, neighbours: Iterable[str]) -> tuple[list[tuple[
 
 def components_in_memory(edges: Iterable[tuple[str, str]], max_rounds: int, shrink: bool = True,
                          size=None) -> tuple[dict[str, str], list[dict[str, int]]]:
-    """The rounds of pipeline.dedup.ConnectedComponents on one machine (tests, bench/cc_rounds.py):
+    """The rounds of pipeline.job.dedup.ConnectedComponents on one machine (tests, bench/cc_rounds.py):
     the same steps in the same order, groupings as dicts. `shrink=False` runs the rounds as they were
     before settled stars left the loop. Returns ({node: component}, per round {"edges": edges taken in,
     "shuffled": elements grouped, "bytes": their encoded size by `size(key, value)`, "changed": 0/1})."""

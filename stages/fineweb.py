@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common.settings import check_not_negative
 from stages.gopher import duplicate_units
 from stages.record import DropReason, RuleStage, over, under
-from stages.settings import check_not_negative
 from stages.table import StageSpec
 from stages.text import TERMINAL_PUNCTUATION, split_words
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from common.settings import check, check_not_negative
 from stages.record import Document, DropReason, RuleStage, StageResult, over, under
 from stages.rescue import Rescue
-from stages.settings import check, check_not_negative
 from stages.table import StageSpec
 from stages.text import NO_SPACE_LANGS, is_punctuation, normalized_words, split_paragraphs, split_words, stop_words
 

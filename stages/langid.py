@@ -9,10 +9,10 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from common.settings import ConfigError, check, split_commas
 from stages.dialects import dialect_of
 from stages.models import bundled, load_fasttext
 from stages.record import Document, DropReason, Stage, StageResult
-from stages.settings import ConfigError, check, split_commas
 from stages.table import StageSpec
 from stages.thresholds import SCRIPT_FAMILIES, dominant_script_family, script_family
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import re2
 
+from common.settings import check, split_commas
 from stages.record import Document, DropReason, Stage, StageResult
-from stages.settings import check, split_commas
 from stages.table import StageSpec
 
 EMAIL, IP, PHONE, CARD, IBAN = "EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "IBAN"

@@ -10,9 +10,9 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from common.settings import check
 from stages.models import bundled, load_fasttext, positive_probability
 from stages.record import Document, DropReason, ModelStage, StageResult
-from stages.settings import check
 from stages.table import StageSpec
 
 STAGE = "quality"

@@ -14,10 +14,10 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
+from common.settings import check
 from stages.formats import read_records
 from stages.models import positive_probability
 from stages.quality import GRADES, NEGATIVE, POSITIVE, normalize_page, predict_hq
-from stages.settings import check
 
 
 @dataclass(frozen=True)

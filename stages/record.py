@@ -90,7 +90,7 @@ class Document:
 
     `html` carries the decoded page from reading to extraction and is cleared
     afterwards; `text` is the extracted main text. `metadata` holds WARC facts
-    (see `pipeline.schema.METADATA_FIELDS`) and is never mutated in place.
+    (see `pipeline.job.schema.METADATA_FIELDS`) and is never mutated in place.
     """
 
     id: str                 # unique by construction: derived from source, file and place in the file
@@ -107,7 +107,7 @@ class Document:
     record_id: str | None = None                  # the input's own id (WARC-Record-ID, a JSONL/Parquet `id`)
     metadata: Mapping[str, Any] = field(default_factory=dict)
     scores: Mapping[str, float] = field(default_factory=dict)  # a stage's own scores: each a shard column once
-                                                  # declared by one line in pipeline/schema.py (score_column)
+                                                  # declared by one line in pipeline/job/schema.py (score_column)
 
     def replace(self, **changes: Any) -> Document:
         return dataclasses.replace(self, **changes)

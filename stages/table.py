@@ -2,7 +2,7 @@
 
 A stage module declares `SPEC = StageSpec(...)` (or `SPECS = (...)`): the stage's name, its
 config dataclass (its section of the YAML file and its flags), where in the job it runs, when
-it is on, its pre-flight check and its drop reasons. The job (`pipeline/run.py`), the
+it is on, its pre-flight check and its drop reasons. The job (`pipeline/job/run.py`), the
 pre-flight checks, the funnel, the default config file and the README's reason table are all
 derived from this table, so adding a filter is one file in `stages/` and its test:
 

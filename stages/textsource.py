@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from common.settings import check
 from stages.formats import PARQUET, parse_json
 from stages.parquet_pages import chunk_range, column_pages
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
-from stages.settings import check
 from stages.table import READ, StageSpec
 
 STAGE = "read_text"

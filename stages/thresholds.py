@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.settings import ConfigError, build, read_yaml
+from common.settings import ConfigError, build, read_yaml
 
 BUNDLED = "bundled"  # --thresholds bundled: stages/models/thresholds.yaml, built by `make thresholds`
 

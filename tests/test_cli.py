@@ -26,10 +26,10 @@ def test_run_help_explains_every_option():
 def test_every_option_of_every_command_has_help_and_shows_its_default():
     import argparse
 
-    from pipeline.calibrate import build_parser as calibrate
-    from pipeline.inspect_cli import build_parser as inspect
-    from pipeline.run import build_parser as run
-    from pipeline.train_quality_cli import build_parser as train_quality
+    from pipeline.commands.calibrate import build_parser as calibrate
+    from pipeline.commands.inspect_cli import build_parser as inspect
+    from pipeline.commands.train_quality_cli import build_parser as train_quality
+    from pipeline.job.run import build_parser as run
     from training import report
     from training.ablate import parser as ablate
     from training.config import parser as train
@@ -81,7 +81,7 @@ def test_run_prints_the_funnel_and_progress(tmp_path):
 
 
 def test_progress_line_says_what_is_done_of_what_and_when_it_ends():
-    from pipeline.progress import BYTES_READ, progress_line
+    from pipeline.reports.progress import BYTES_READ, progress_line
 
     before = {BYTES_READ: 50_000_000, "warc.in": 400, "extract.in": 100}
     now = {BYTES_READ: 100_000_000, "warc.in": 800, "extract.in": 300, "langid.in": 250}
@@ -175,7 +175,7 @@ def test_train_toxicity_command_makes_a_model_the_stage_loads(tmp_path):
 
 
 def test_progress_counts_text_sources_among_the_documents_read():
-    from pipeline.progress import BYTES_READ, progress_line
+    from pipeline.reports.progress import BYTES_READ, progress_line
 
     # 185 WARC records and 122 text records: langid's 307 documents are of 307 read, not of 185
     now = {BYTES_READ: 1_000_000, "warc.in": 185, "read_text.in": 122, "extract.in": 185, "langid.in": 307}
@@ -186,9 +186,9 @@ def test_progress_counts_text_sources_among_the_documents_read():
 def test_every_command_keeps_to_one_exit_code_and_names_the_file_and_the_flag(tmp_path, capsys):
     """2 for a mistake in what was asked, with one line that names the path and what happened (not Python's
     "[Errno 2] ..."), and the flag a missing input came from."""
-    from pipeline.config import load_config
-    from pipeline.run import ConfigError, as_written, check_inputs
-    from stages.settings import error_text
+    from common.settings import error_text
+    from pipeline.job.config import load_config
+    from pipeline.job.run import ConfigError, as_written, check_inputs
     from training import report
 
     missing = tmp_path / "nothing.jsonl"

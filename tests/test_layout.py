@@ -1,4 +1,5 @@
-"""Project-wide invariants: stages stay Beam- and torch-free, and the installed fastText is the full one."""
+"""Project-wide invariants: stages stay Beam- and torch-free, common/ depends on nothing of ours, no two
+modules import each other (directly or round a circle), and the installed fastText is the full one."""
 import ast
 import pathlib
 import subprocess
@@ -21,6 +22,89 @@ def test_stages_import_neither_beam_nor_torch():
     offenders = [(str(p.relative_to(REPO)), m) for p, mods in imported_modules("stages") for m in mods
                  if m.split(".")[0] in ("apache_beam", "torch", "pipeline", "training")]
     assert offenders == []
+
+
+def test_common_imports_nothing_of_ours_nor_beam_nor_torch():
+    offenders = [(str(p.relative_to(REPO)), m) for p, mods in imported_modules("common") for m in mods
+                 if m.split(".")[0] in ("apache_beam", "torch", "pipeline", "stages", "training")]
+    assert offenders == []
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(tree: ast.AST):
+    """Import nodes anywhere in the module (in functions too), except under `if TYPE_CHECKING:`."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        yield from _runtime_imports(node)
+
+
+def import_graph(packages=("common", "pipeline", "stages", "training")) -> dict[str, set[str]]:
+    """module -> the modules of ours it imports (a `from package import module` counts as the module)."""
+    paths = {_module_name(p): p for package in packages for p in sorted((REPO / package).rglob("*.py"))}
+    graph = {name: set() for name in paths}
+    for name, path in paths.items():
+        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                base = node.module or ""
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in paths else base for a in node.names]
+            graph[name] |= {t for t in targets if t in paths and t != name}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index, low, on_stack, stack, circles, counter = {}, {}, set(), [], [], 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        circles.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = counter
+                counter += 1
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return circles
+
+
+def test_no_import_circles():
+    """A module's imports (also those inside functions) never lead back to it: each package reads bottom-up."""
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the finder finds one
+    graph = import_graph()
+    assert len(graph) > 50 and "pipeline.job.run" in graph["pipeline.cli"] | {m for ms in graph.values() for m in ms}
+    assert import_circles(graph) == []
 
 
 def test_training_does_not_import_beam():

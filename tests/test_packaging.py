@@ -44,7 +44,7 @@ def test_wheel_and_sdist_carry_the_models_and_the_installed_package_uses_them(tm
     for path in MODELS:
         assert path in in_wheel, path
         assert path in in_sdist, path
-    assert {p.split("/")[0] for p in in_wheel} >= {"stages", "pipeline", "training"}
+    assert {p.split("/")[0] for p in in_wheel} >= {"common", "stages", "pipeline", "training"}
     assert zipfile.ZipFile(wheel).getinfo("stages/models/lid.176.ftz").file_size == 938_013
 
     site = tmp_path / "site"

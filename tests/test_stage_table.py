@@ -12,7 +12,7 @@ import sys
 
 import pyarrow.parquet as pq
 
-from pipeline import docs
+from pipeline.commands import docs
 from stages.table import specs_in
 from tests.conftest import REPO
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from stages.record import RuleStage
-from stages.settings import check
+from common.settings import check
 from stages.table import StageSpec
 
 
@@ -80,7 +80,7 @@ SCORE_COLUMN = '    score_column("letter_share"),  # added by tests/test_stage_t
 
 
 def test_derived_files_are_up_to_date():
-    """configs/default.yaml and the README's tables are generated: `python -m pipeline.docs --write`."""
+    """configs/default.yaml and the README's tables are generated: `python -m pipeline.commands.docs --write`."""
     assert docs.main(["--check"]) == 0
 
 
@@ -102,18 +102,18 @@ def test_every_reason_a_stage_module_uses_is_declared_by_its_spec():
 def test_a_new_filter_is_one_file(tmp_path):
     """Copy the code, add one stage module, and nothing else: it runs in the job at its place, is in
     the funnel and the ledger, has flags in --help, and a section in the generated default config and
-    README tables. A stage that writes a score of its own is its file and one line of pipeline/schema.py:
+    README tables. A stage that writes a score of its own is its file and one line of pipeline/job/schema.py:
     the score then crosses both phases of the job and is a column of the shards."""
     tree = tmp_path / "tree"
-    for part in ("stages", "pipeline", "configs"):
+    for part in ("common", "stages", "pipeline", "configs"):
         shutil.copytree(REPO / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "README.md", tree / "README.md")
     (tree / "stages" / "short_pages.py").write_text(TOY_STAGE, encoding="utf-8")
     (tree / "stages" / "letter_share.py").write_text(SCORE_STAGE, encoding="utf-8")
-    schema = (tree / "pipeline" / "schema.py").read_text(encoding="utf-8")
+    schema = (tree / "pipeline" / "job" / "schema.py").read_text(encoding="utf-8")
     anchor = "    Column(\"epoch\""
     assert schema.count(anchor) == 1
-    (tree / "pipeline" / "schema.py").write_text(schema.replace(anchor, SCORE_COLUMN + anchor), encoding="utf-8")
+    (tree / "pipeline" / "job" / "schema.py").write_text(schema.replace(anchor, SCORE_COLUMN + anchor), encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(tree))
 
     def python(*args):
@@ -122,7 +122,7 @@ def test_a_new_filter_is_one_file(tmp_path):
         assert result.returncode == 0, result.stderr[-3000:]
         return result.stdout
 
-    python("-m", "pipeline.docs", "--write")
+    python("-m", "pipeline.commands.docs", "--write")
     default_yaml = (tree / "configs" / "default.yaml").read_text(encoding="utf-8")
     assert "short_pages:\n  enabled: true\n  min_chars: 500" in default_yaml
     readme = (tree / "README.md").read_text(encoding="utf-8")

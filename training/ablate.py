@@ -33,8 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from common.settings import error_text
 from stages.mix import approx_tokens, copies, mix_rates, parse_weights, repeat_id, unit_hash
-from stages.settings import error_text
 from training.data import MANIFEST, DataError, read_manifest
 
 VALID = "valid"
@@ -118,7 +118,7 @@ def mix(table: pa.Table, spec: str | None, seed: int, max_epochs: int) -> tuple[
 
 
 def write_variant(folder: str, table: pa.Table, extra: dict[str, Any], row_group_rows: int = 16) -> dict[str, Any]:
-    """One shard + manifest.json (the layout `refinery train --data` reads; pipeline/output.py writes the
+    """One shard + manifest.json (the layout `refinery train --data` reads; pipeline/job/output.py writes the
     pipeline's, which needs Beam: training does not import it)."""
     os.makedirs(os.path.join(folder, "data"), exist_ok=True)
     buffer = io.BytesIO()
@@ -254,7 +254,7 @@ def parser() -> argparse.ArgumentParser:
 
 def proxy_args(args: argparse.Namespace) -> tuple[list[str], int]:
     """The proxy's training flags and tokens per step."""
-    from stages.settings import load, set_values
+    from common.settings import load, set_values
     from training.config import TrainConfig
 
     overrides = dict(PROXY) if not args.base_config else {}

@@ -3,7 +3,7 @@
 `--config FILE` reads TrainConfig's fields from YAML (`seq_len: 512`, `spike: {factor: 4}`);
 `--set spike.factor=4` and the flags (generated from the fields, `--seq-len`, `--spike-factor`)
 win over it. A run's own `train_config.json` is valid input, so `--config RUN/train_config.json`
-repeats a run. Loading and checking are `stages/settings.py`'s, shared with `refinery run`.
+repeats a run. Loading and checking are `common/settings.py`'s, shared with `refinery run`.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
-from stages.settings import ConfigError, add_flags, add_set_flag, check, flag_values, load, set_values
+from common.settings import ConfigError, add_flags, add_set_flag, check, flag_values, load, set_values
 from training.distributed import STRATEGIES
 from training.model import MODEL_SIZES, ModelConfig
 from training.spikes import SpikeConfig

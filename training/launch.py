@@ -36,7 +36,7 @@ def main(argv: Sequence[str]) -> int:
         from training.train import main as train_main
 
         return train_main(rest)
-    from stages.settings import ConfigError
+    from common.settings import ConfigError
     from training.checkpoint import CheckpointError
     from training.config import parse
     from training.train import check_out

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from stages.settings import error_text
+from common.settings import error_text
 from training import memory, numerics, parallel
 from training.memory import GIB, Shape, duration, size
 

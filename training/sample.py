@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from stages.settings import error_text
+from common.settings import error_text
 from training import checkpoint
 from training.model import GPT, ModelConfig
 from training.tokenizer import load_tokenizer

@@ -23,7 +23,7 @@ import dataclasses
 import math
 import statistics
 
-from stages.settings import check
+from common.settings import check
 
 
 @dataclasses.dataclass

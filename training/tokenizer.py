@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Iterable
 
-from stages.settings import error_text
+from common.settings import error_text
 
 
 class ByteTokenizer:

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from common.settings import error_text
 from stages.formats import parse_json
-from stages.settings import error_text
 from training.data import MANIFEST, DataError, ShardStream, Unit, file_sha256, read_manifest
 from training.tokenizer import load_tokenizer
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from stages.settings import ConfigError
+from common.settings import ConfigError
 from training import checkpoint
 from training.config import TrainConfig, parse
 from training.data import DataConfig, DataError, PhasedStream, ShardStream, StreamState

@@ -18,11 +18,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from common.settings import check
 from stages.extraction import engines
 from stages.extraction.engines import ENGINES
 from stages.processes import die_with_parent
 from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
-from stages.settings import check
 from stages.table import EXTRACT, StageSpec
 
 STAGE = "extract"

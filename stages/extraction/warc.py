@@ -21,9 +21,9 @@ from typing import BinaryIO
 
 from warcio.archiveiterator import ArchiveIterator
 
+from common.settings import check
 from stages.extraction.charset import charset_from_content_type, decode_html
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
-from stages.settings import check
 from stages.table import READ, StageSpec
 
 # warcio logs a warning for every Target-URI with spaces (it reads them, spaces escaped): common in real crawls,

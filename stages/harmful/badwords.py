@@ -24,8 +24,8 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
+from common.settings import check, check_not_negative
 from stages.record import RuleStage
-from stages.settings import check, check_not_negative
 from stages.table import StageSpec
 from stages.text import normalized_words
 

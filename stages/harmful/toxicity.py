@@ -18,10 +18,10 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from common.settings import check
 from stages.models import bundled, load_classifier, positive_probability
 from stages.quality import normalize as normalize_words
 from stages.record import Document, ModelStage, StageResult
-from stages.settings import check
 from stages.table import StageSpec
 
 STAGE = "toxicity"

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from functools import cache
 from urllib.parse import urlsplit
 
+from common.settings import check
 from stages.harmful.hashset import HashedSet, load_hashed_sets, read_lines
 from stages.record import Document, Stage, StageEnvironmentError, StageResult
-from stages.settings import check
 from stages.table import StageSpec
 
 STAGE = "url_filter"

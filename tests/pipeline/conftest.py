@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from pipeline.run import run
+from pipeline.job.run import run
 from tests.conftest import SENTENCES_DIR, WARC_DIR
 
 WARC_GLOB = str(WARC_DIR / "*.warc.gz")

@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.annotate import RUBRIC, main
+from pipeline.commands.annotate import RUBRIC, main
 from stages.quality import QualityConfig, QualityScorer
 
 

@@ -6,8 +6,8 @@ import sys
 import pyarrow.parquet as pq
 import yaml
 
-from pipeline.calibrate import calibrate_corpus
-from pipeline.run import run
+from pipeline.commands.calibrate import calibrate_corpus
+from pipeline.job.run import run
 from stages.reference import ntrex_documents
 from tests.conftest import MULTILINGUAL_SAMPLE, WarcBuilder
 

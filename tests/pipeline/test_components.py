@@ -7,8 +7,8 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.dedup import ConnectedComponents, rounds_to_converge
-from pipeline.transforms import NAMESPACE
+from pipeline.job.dedup import ConnectedComponents, rounds_to_converge
+from pipeline.job.transforms import NAMESPACE
 from stages.dedup import components_in_memory
 from tests.union_find import union_find_components
 
@@ -67,7 +67,7 @@ def test_too_few_rounds_is_reported_as_not_converged():
 
 
 def test_output_check_ledgers_what_parquet_cannot_store_and_keeps_the_rest():
-    from pipeline.schema import OutputCheck
+    from pipeline.job.schema import OutputCheck
     from stages.record import Document, Drop
 
     good = Document(id="a", url="http://x.example/", source="web", text="fine text", record_id="r1")

@@ -1,7 +1,7 @@
 import pytest
 
-from pipeline.config import ConfigError, RunConfig, load_config
-from pipeline.run import build_parser, config_from_args
+from pipeline.job.config import ConfigError, RunConfig, load_config
+from pipeline.job.run import build_parser, config_from_args
 from tests.conftest import REPO
 
 
@@ -56,7 +56,7 @@ def test_extract_fast_and_fault_injection_flags():
 def test_repeated_list_options_add_up():
     """`--languages en --languages de` means both (argparse's nargs='+' alone keeps the last); the same for
     the classifier trainers' --positive/--negative files."""
-    from pipeline.train_quality_cli import build_parser as trainer_parser
+    from pipeline.commands.train_quality_cli import build_parser as trainer_parser
 
     args, _ = build_parser().parse_known_args(["--input", "x.warc.gz", "--output", "o", "--languages", "en",
                                                "--languages", "de", "fr"])

@@ -1,5 +1,5 @@
 """Beam's DaskRunner defects, one small pipeline each, on a real Dask scheduler with 2 worker processes:
-each fails on the stock runner (the defect is real) and passes on pipeline.dask_runner."""
+each fails on the stock runner (the defect is real) and passes on pipeline.engines.dask_runner."""
 from __future__ import annotations
 
 import pathlib
@@ -12,7 +12,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 pytest.importorskip("distributed", reason="the dask extra is not installed")
 from apache_beam.runners.dask.dask_runner import DaskRunner  # noqa: E402 (needs dask)
 
-from pipeline.dask_runner import DaskRunnerError, RefineryDaskRunner, check_beam_version  # noqa: E402
+from pipeline.engines.dask_runner import DaskRunnerError, RefineryDaskRunner, check_beam_version  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -205,8 +205,8 @@ def test_beam_version_pin():
 @pytest.mark.parametrize("runner", [["--runner=DaskRunner"], ["--runner=apache_beam.runners.dask.dask_runner.DaskRunner"],
                                     ["--runner", "apache_beam.runners.dask.dask_runner.DaskRunner"]])
 def test_beams_own_dask_runner_is_refused_before_anything_runs(runner, tmp_path):
-    from pipeline.config import ConfigError
-    from pipeline.run import run as refinery_run
+    from pipeline.job.config import ConfigError
+    from pipeline.job.run import run as refinery_run
     from tests.conftest import WARCIO_EXAMPLE
 
     with pytest.raises(ConfigError, match="RefineryDaskRunner"):

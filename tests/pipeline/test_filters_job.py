@@ -4,8 +4,8 @@ import html
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.config import ConfigError
-from pipeline.run import run
+from pipeline.job.config import ConfigError
+from pipeline.job.run import run
 from stages.reference import ntrex_documents
 from tests.conftest import DAVIDSON_SAMPLE, MULTILINGUAL_SAMPLE, SENTENCES_DIR, WarcBuilder
 from tests.stages.test_gopher import near_miss_page
@@ -54,7 +54,7 @@ def test_each_rule_family_leaves_its_reason_in_the_ledger(tmp_path):
     assert set(kept) == {"http://t.example/good", "http://t.example/german", "http://t.example/near-miss"}
     assert kept["http://t.example/near-miss"]["metadata"]["rescued"].startswith("gopher_repetition:dup_ngram_chars n=5")
     assert kept["http://t.example/good"]["metadata"]["rescued"] is None
-    from pipeline import explore
+    from pipeline.reports import explore
 
     shown, total = explore.rescued(str(tmp_path / "out"))
     assert total == 1 and shown[0]["url"] == "http://t.example/near-miss"

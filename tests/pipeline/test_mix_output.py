@@ -6,7 +6,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.run import run
+from pipeline.job.run import run
 from stages.mix import approx_tokens, copies, mix_rates, parse_weights
 from tests.conftest import CC_EXCERPT
 from tests.pipeline.conftest import prose_jsonl

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pipeline.run import run
+from pipeline.job.run import run
 from tests.conftest import REPO
 
 BENCH_WARC = REPO.parent / "shared" / "data" / "warc" / "bench_trafilatura_pages.warc.gz"

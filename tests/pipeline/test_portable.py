@@ -1,7 +1,7 @@
 """The same job on real multi-process engines writes what the in-process FnApiRunner writes, including
 the ledger entries of documents on which a stage raised: submitted through Beam's portable Job API (a
 real job service, and a real external SDK worker pool or LOOPBACK workers), and run on a Dask scheduler
-with 2 worker processes (pipeline.dask_runner)."""
+with 2 worker processes (pipeline.engines.dask_runner)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.run import run
+from pipeline.job.run import run
 from tests.conftest import REPO, WARC_DIR
 
 # Two kept documents of the bundled WARCs: one fails in a per-document stage, one in a batched stage.
@@ -47,7 +47,7 @@ def reference(tmp_path_factory):
 
 
 def submit(out, environment, *cluster_args):
-    cmd = [sys.executable, "-m", "pipeline.local_cluster", "--environment", environment, "--timeout", "600",
+    cmd = [sys.executable, "-m", "pipeline.engines.local_cluster", "--environment", environment, "--timeout", "600",
            "--log-dir", str(out.parent / f"logs-{environment}"), *cluster_args, "--", *RUN_ARGS, "--output", str(out)]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
 
@@ -92,7 +92,7 @@ def test_dask_cluster_output_is_byte_identical_to_fnapi_output(reference, tmp_pa
     assert digests(out / "data") == digests(expected_dir / "data") != {}
     assert contents(out) == contents(expected_dir)  # the ledger too, stage errors included
     report = json.loads((out / "report.json").read_text())
-    assert report["runner"] == "pipeline.dask_runner.RefineryDaskRunner"
+    assert report["runner"] == "pipeline.engines.dask_runner.RefineryDaskRunner"
     assert report["conservation"]["holds"] is True  # checked from the metrics the Dask workers collected
     assert report["funnel"] == expected_report["funnel"]
     tasks = json.loads((tmp_path / "logs-external" / "dask_tasks.json").read_text())

@@ -1,5 +1,5 @@
 """The conservation check itself: it must fail when a document goes missing."""
-from pipeline.report import build_report, format_funnel
+from pipeline.reports.report import build_report, format_funnel
 
 STAGES = ["warc", "extract", "langid"]
 COUNTERS = {"warc.in": 10, "warc.kept": 9, "warc.drop.non_html": 1, "extract.in": 9, "extract.kept": 8,

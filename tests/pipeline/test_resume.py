@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from pipeline.faults import KILL_ENV
-from pipeline.outdir import compare_outputs
-from pipeline.run import run
+from pipeline.job.faults import KILL_ENV
+from pipeline.job.outdir import compare_outputs
+from pipeline.job.run import run
 from tests.conftest import WARC_DIR
 
 # Four real WARC files (Common Crawl, Dolma samples): four prepared parts.
@@ -59,7 +59,7 @@ def test_killed_run_resumes_to_the_same_output(inputs, uninterrupted, tmp_path, 
         assert list((out / "data").glob("part-*.parquet"))  # it died inside phase 2, a shard already written
 
     if kill_at.startswith("prepared"):
-        from pipeline.outdir import OutputError
+        from pipeline.job.outdir import OutputError
 
         plain = ["--input", str(inputs / "*.warc.gz"), "--output", str(out), "--quiet"]
         with pytest.raises(OutputError, match="stale lock .*pass --resume"):
@@ -85,7 +85,7 @@ def test_changed_input_or_phase1_setting_is_redone(inputs, uninterrupted, tmp_pa
     folder = tmp_path / "in"
     shutil.copytree(inputs, folder)  # copies keep their mtimes: the same files
 
-    from pipeline.prepare import part_key
+    from pipeline.job.prepare import part_key
 
     part = {name: out / "prepared" / part_key("web", name) for name in FILES}
     os.utime(folder / FILES[1], (1e9, 1e9))  # a changed input file: its part is redone
@@ -112,7 +112,7 @@ def test_resume_and_overwrite_exclude_each_other(inputs, tmp_path):
 
 
 def test_limit_and_sample_fraction(inputs, uninterrupted, tmp_path):
-    from pipeline.transforms import in_sample
+    from pipeline.job.transforms import in_sample
     from stages.record import stable_id
 
     limited = run(["--input", str(inputs / "*.warc.gz"), "--output", str(tmp_path / "l"), "--quiet", "--limit", "40"])
@@ -184,7 +184,7 @@ def test_dedup_against_an_earlier_crawl_removes_exactly_the_overlap(tmp_path):
 
 
 def test_dedup_against_refuses_what_it_cannot_compare(inputs, uninterrupted, tmp_path):
-    from pipeline.config import ConfigError
+    from pipeline.job.config import ConfigError
 
     old, _ = uninterrupted
     base = ["--input", str(inputs / "*.warc.gz"), "--output", str(tmp_path / "new"), "--quiet"]
@@ -201,7 +201,7 @@ def test_a_document_survives_its_prepared_part_exactly():
     """Phase 2 must see what phase 1 produced: lone surrogates, float64 scores, metadata types, PII counts."""
     import pyarrow as pa
 
-    from pipeline.schema import PART_SCHEMA, document_from_part, part_row
+    from pipeline.job.schema import PART_SCHEMA, document_from_part, part_row
     from stages.record import Document
 
     doc = Document(id="a1", url="http://example.org/\udc80", source="web", text="caf\udce9 text", lang="fr",

@@ -7,9 +7,9 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.config import ConfigError
-from pipeline.run import run
-from pipeline.schema import DOCUMENT_SCHEMA, LEDGER_SCHEMA
+from pipeline.job.config import ConfigError
+from pipeline.job.run import run
+from pipeline.job.schema import DOCUMENT_SCHEMA, LEDGER_SCHEMA
 from stages.extraction.warc import read_warc
 from stages.langid import LangIdConfig
 from stages.record import StageEnvironmentError
@@ -212,7 +212,7 @@ def test_compare_outputs_finds_a_changed_shard_a_lost_ledger_row_and_a_changed_f
 
     import pyarrow.parquet as pq
 
-    from pipeline.outdir import compare_outputs
+    from pipeline.job.outdir import compare_outputs
 
     out, _ = demo_run
     assert compare_outputs(str(out), str(out)) == []

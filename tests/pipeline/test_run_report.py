@@ -10,11 +10,11 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 from PIL import Image, ImageStat
 
-from pipeline import browser
-from pipeline.config import load_config
-from pipeline.inspect_cli import main as inspect_main
-from pipeline.ledger import ResolveKeptCopies
-from pipeline.schema import ledger_row
+from pipeline.commands.inspect_cli import main as inspect_main
+from pipeline.job.config import load_config
+from pipeline.job.ledger import ResolveKeptCopies
+from pipeline.job.schema import ledger_row
+from pipeline.reports import browser
 from stages.record import Document
 
 

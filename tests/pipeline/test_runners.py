@@ -1,7 +1,7 @@
 """The same job on other local runner settings gives the same output."""
 import pyarrow.parquet as pq
 
-from pipeline.run import run
+from pipeline.job.run import run
 from tests.conftest import CC_EXCERPT, WAYBACK
 
 

@@ -9,9 +9,9 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.dedup import ExactDedup, SignDocuments, Signed
-from pipeline.mix import Mix
-from pipeline.transforms import NAMESPACE, ApplyStage
+from pipeline.job.dedup import ExactDedup, SignDocuments, Signed
+from pipeline.job.mix import Mix
+from pipeline.job.transforms import NAMESPACE, ApplyStage
 from stages.dedup import DedupConfig
 from stages.mix import approx_tokens, mix_rates
 from stages.quality import QualityConfig, QualityScorer
@@ -114,7 +114,7 @@ def test_exact_dedup_keeps_one_copy_and_names_it():
 
 
 def test_mix_downsamples_the_large_source_and_repeats_the_small_one():
-    """The draw each part's writer makes (pipeline/finish.py), against rates from the sources' tokens."""
+    """The draw each part's writer makes (pipeline/job/finish.py), against rates from the sources' tokens."""
     web = [doc(i, " ".join(EN[i % 50 * 4:(i % 50 + 1) * 4])) for i in range(300)]
     books = [doc(1000 + i, " ".join(EN[i * 4:(i + 1) * 4]), source="books") for i in range(30)]
     tokens = {"web": sum(approx_tokens(d.text) for d in web), "books": sum(approx_tokens(d.text) for d in books)}

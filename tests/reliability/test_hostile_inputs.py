@@ -238,7 +238,7 @@ def test_reading_a_parquet_bomb_stays_small(tmp_path, bomb):
 def test_every_reader_of_json_and_yaml_input_refuses_deep_nesting_in_one_line(tmp_path):
     """json.loads and PyYAML raise RecursionError (no ValueError) on 1,000 nested brackets; each reader of
     user-supplied JSON or YAML turns that into its usual error."""
-    from pipeline.config import ConfigError, load_config
+    from pipeline.job.config import ConfigError, load_config
     from stages.formats import parse_json, read_records
 
     deep = "[" * 1000 + "]" * 1000

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pipeline.beam_options import loopback_only_grpc
+from pipeline.engines.beam_options import loopback_only_grpc
 from tests.conftest import CC_EXCERPT, WARC_DIR
 from tests.reliability.hostile import REPO, alive, children_of, cmdline, processes_with
 
@@ -59,7 +59,7 @@ def test_fnapi_worker_servers_bind_loopback_only():
 
 def test_namespace_flag_is_refused_outside_a_loopback_only_namespace(tmp_path):
     env = dict(os.environ, REFINERY_LOCAL_CLUSTER_NETNS="1")
-    proc = subprocess.run([sys.executable, "-m", "pipeline.local_cluster", "--", "--input", str(CC_EXCERPT),
+    proc = subprocess.run([sys.executable, "-m", "pipeline.engines.local_cluster", "--", "--input", str(CC_EXCERPT),
                            "--output", str(tmp_path / "o")], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and "interfaces besides loopback" in proc.stderr
@@ -71,7 +71,7 @@ def test_namespace_flag_is_refused_outside_a_loopback_only_namespace(tmp_path):
 def test_sigterm_to_local_cluster_leaves_nothing_running(tmp_path, engine, last_log, server):
     marker = str(tmp_path / "marker-out")
     logs = tmp_path / "logs"
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.local_cluster", "--engine", engine, "--log-dir", str(logs),
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.engines.local_cluster", "--engine", engine, "--log-dir", str(logs),
                              "--", "--input", str(CC_EXCERPT), "--output", marker], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -126,7 +126,7 @@ def test_kill_9_of_local_cluster_leaves_nothing_running(tmp_path, engine, server
     """SIGKILL of the process a user started (it cannot tidy up): the namespace's init dies with it, and the
     kernel ends the servers, workers and the submission, which must not go on to publish."""
     marker = str(tmp_path / "marker-out")
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.local_cluster", "--engine", engine, "--log-dir",
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.engines.local_cluster", "--engine", engine, "--log-dir",
                              str(tmp_path / "logs"), "--", "--input", str(CC_EXCERPT), "--output", marker], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -150,7 +150,7 @@ def test_job_service_death_is_one_error_line(tmp_path):
     """The Beam job service dies mid-job: the submission says so in one line (no gRPC repr, no traceback of
     Beam's threads) and publishes nothing."""
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.local_cluster", "--log-dir", str(tmp_path / "logs"),
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.engines.local_cluster", "--log-dir", str(tmp_path / "logs"),
                              "--", "--input", str(WARC_DIR / "*.warc.gz"), "--output", str(out)], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.config import ConfigError
-from pipeline.outdir import LOCK_FILE, OutputError, compare_outputs
-from pipeline.run import run
+from pipeline.job.config import ConfigError
+from pipeline.job.outdir import LOCK_FILE, OutputError, compare_outputs
+from pipeline.job.run import run
 from tests.conftest import CC_EXCERPT, WARC_DIR
 from tests.reliability.hostile import (
     REPO,

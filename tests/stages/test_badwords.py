@@ -4,8 +4,8 @@ import random
 
 import pytest
 
+from common.settings import ConfigError
 from stages.harmful.badwords import BadWordsConfig, BadWordsFilter, find_bad_words, word_list
-from stages.settings import ConfigError
 from tests.conftest import DAVIDSON_SAMPLE, SENTENCES_DIR
 
 DAVIDSON = DAVIDSON_SAMPLE

@@ -104,7 +104,7 @@ def test_worker_that_cannot_start_is_an_environment_error_not_a_ledger_entry(tmp
 
 
 def test_a_worker_memory_cap_too_small_to_start_is_refused_naming_the_setting():
-    from stages.settings import ConfigError
+    from common.settings import ConfigError
 
     with pytest.raises(ConfigError, match="worker_memory_mb must be at least 256"):
         ExtractConfig(worker_memory_mb=1)

@@ -96,7 +96,7 @@ def test_fast_engines_have_the_same_size_cap_and_time_limit(engine):
 
 
 def test_an_unknown_engine_is_refused_naming_the_choices():
-    from stages.settings import ConfigError
+    from common.settings import ConfigError
 
     with pytest.raises(ConfigError, match="engine must be one of trafilatura, resiliparse, cascade"):
         ExtractConfig(engine="boilerpipe")
@@ -121,8 +121,8 @@ def test_the_bundled_check_matches_the_features_and_says_what_it_was_measured_on
 
 def test_the_engine_is_part_of_the_phase1_digest():
     """So a resume with another engine redoes the parts (tests/pipeline/test_resume.py resumes with one)."""
-    from pipeline.config import load_config
-    from pipeline.prepare import phase1_digest
+    from pipeline.job.config import load_config
+    from pipeline.job.prepare import phase1_digest
 
     digests = {phase1_digest(load_config(None, {"extract.engine": engine})) for engine in ENGINES}
     assert len(digests) == 3
@@ -130,8 +130,8 @@ def test_the_engine_is_part_of_the_phase1_digest():
 
 
 def test_the_run_report_says_how_often_the_cascade_fell_back():
-    from pipeline.config import load_config
-    from pipeline.html_report import _extraction_line
+    from pipeline.job.config import load_config
+    from pipeline.reports.html_report import _extraction_line
 
     funnel = [{"stage": "extract", "notes": {"cascade_fell_back_to_trafilatura": 321, "cascade_kept_resiliparse": 712}}]
     line = _extraction_line({"funnel": funnel}, load_config(None, {"extract.engine": "cascade"}))

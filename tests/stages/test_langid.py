@@ -60,7 +60,7 @@ def test_corrupt_model_is_a_clear_error(tmp_path):
 
 def test_requested_languages_match_the_models_labels_whatever_their_case():
     """--languages EN,de: lid.176 writes en, GlotLID eng_Latn; a typo is refused with a hint."""
-    from stages.settings import ConfigError
+    from common.settings import ConfigError
 
     config = LangIdConfig(languages=("EN,de",))
     assert config.languages == ("EN", "de")
@@ -84,7 +84,7 @@ AMHARIC = ("ከሩብ ወደ ግማሽ ማይል ሩጫ ባለው ለውጥ ፣ 
 
 
 def _run_langid(overrides, text):
-    from pipeline.config import load_config
+    from pipeline.job.config import load_config
     from stages.table import stage_table
 
     config = load_config(None, overrides)
@@ -124,7 +124,7 @@ def test_an_explicit_threshold_wins_over_the_bundled_file_and_the_report_says_so
 
 
 def test_a_config_file_that_restates_defaults_overrides_nothing(tmp_path):
-    from pipeline.config import default_yaml, load_config
+    from pipeline.job.config import default_yaml, load_config
 
     path = tmp_path / "default.yaml"
     path.write_text(default_yaml())
@@ -134,8 +134,8 @@ def test_a_config_file_that_restates_defaults_overrides_nothing(tmp_path):
 
 
 def test_a_setting_that_beats_the_thresholds_file_is_part_of_what_resume_compares():
-    from pipeline.config import load_config
-    from pipeline.prepare import phase1_digest
+    from pipeline.job.config import load_config
+    from pipeline.job.prepare import phase1_digest
 
     # the same value, 0.65, but given: it now overrides every bundled per-language threshold
     assert phase1_digest(load_config()) != phase1_digest(load_config(None, {"langid.threshold": 0.65}))

@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from common.settings import ConfigError
 from stages.extraction.extract import ExtractConfig, extract_text
 from stages.quality import (
     NEGATIVE,
@@ -26,7 +27,6 @@ from stages.quality_train import (
     train,
 )
 from stages.record import Document, Drop, DropReason
-from stages.settings import ConfigError
 from tests.conftest import HTML_DIR, TEST_DATA
 
 
@@ -177,7 +177,7 @@ def test_training_is_deterministic_with_a_fixed_seed(labeled, tmp_path):
 
 
 def test_graded_labels_train_a_model_the_scorer_reads_as_expected_grade(labeled, tmp_path):
-    from pipeline.train_quality_cli import main as train_quality
+    from pipeline.commands.train_quality_cli import main as train_quality
 
     positives, negatives = labeled
     rows = [{"text": t, "score": 5} for t in positives] + [{"text": t, "score": 0} for t in negatives]

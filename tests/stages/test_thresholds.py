@@ -2,11 +2,11 @@
 import pytest
 import yaml
 
+from common.settings import ConfigError
 from stages.calibration import BY_KEY, calibrate, english_thresholds, measure, moved_threshold, quantile
 from stages.gopher import GopherQuality, GopherQualityConfig
 from stages.langid import LangIdConfig, LanguageIdentifier
 from stages.record import Document, Drop
-from stages.settings import ConfigError
 from stages.thresholds import LanguageSettings, Thresholds, attach, load_thresholds, script_family
 
 

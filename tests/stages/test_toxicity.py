@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from common.settings import ConfigError
 from stages.extraction.extract import ExtractConfig, Extractor
 from stages.extraction.warc import read_warc
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, windows
@@ -27,7 +28,6 @@ from stages.models import bundled
 from stages.quality_train import metrics
 from stages.record import Document, Drop
 from stages.runner import StageRunner
-from stages.settings import ConfigError
 from tests.conftest import CC_EXCERPT, DAVIDSON_SAMPLE, SHARED_DATA, TEST_DATA, needs_shared
 
 SHARED = str(SHARED_DATA)

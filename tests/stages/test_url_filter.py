@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
+from common.settings import ConfigError
 from stages.harmful.hashset import HashedSet, key_hash, load_hashed_set
 from stages.harmful.url_filter import UrlFilter, UrlFilterConfig
 from stages.record import Document, Drop
-from stages.settings import ConfigError
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ def shards(tmp_path_factory):
     """The pipeline's demo run on the bundled WARCs, written with small row groups so that two ranks
     and their DataLoader workers get several units each, with a valid/ split (10 % held out) and an
     anneal/ split (high-quality documents, 30 % of the tokens)."""
-    from pipeline.run import run
+    from pipeline.job.run import run
 
     out = tmp_path_factory.mktemp("shards")
     run(["--input", str(WARC_DIR / "*.warc.gz"), "--output", str(out), "--quiet", "--overwrite",

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from stages.settings import ConfigError
+from common.settings import ConfigError
 from training.config import TrainConfig, parse
 
 

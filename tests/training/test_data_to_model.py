@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline.holdout import held_out
+from pipeline.job.holdout import held_out
 from tests.conftest import REPO, WARC_DIR
 from tests.training.conftest import SPLITS, TINY, losses_by_step, metrics, ok, train
 from training import checkpoint
@@ -55,7 +55,7 @@ def test_valid_split_is_disjoint_from_training_and_the_same_on_a_rerun(shards, t
     assert f"{len(valid_ids)} held out for validation" in ok(refinery("inspect", str(shards))).stdout
     # another seed and row-group size: the same documents held out (the choice depends on the id alone),
     # and a smaller fraction holds out a subset of them
-    from pipeline.run import run
+    from pipeline.job.run import run
 
     again = tmp_path / "again"
     run(["--input", str(WARC_DIR / "*.warc.gz"), "--output", str(again), "--quiet", "--seed", "3",

@@ -19,16 +19,16 @@ import time
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.config import ConfigError
+from pipeline.job.config import ConfigError
 from stages.formats import parse_json
 
 LOCK_FILE = ".refinery.lock"
-# Phase 1's parts (pipeline/prepare.py): kept across failures, reused by --resume, removed by --overwrite.
+# Phase 1's parts (pipeline/job/prepare.py): kept across failures, reused by --resume, removed by --overwrite.
 PREPARED_PATTERNS = ("prepared/*.docs.parquet", "prepared/*.ledger.parquet", "prepared/*.done.json",
                      "prepared/.*.tmp")
-# Phase 2's finished parts (pipeline/finish.py): removed when the run ends.
+# Phase 2's finished parts (pipeline/job/finish.py): removed when the run ends.
 FINISHED_PATTERNS = ("_finished/*.parquet", "_finished/.*.tmp")
-SPLITS = ("anneal", "valid")  # folders beside data/ with the same layout (pipeline/run.py writes them)
+SPLITS = ("anneal", "valid")  # folders beside data/ with the same layout (pipeline/job/run.py writes them)
 # What a complete run publishes. `--overwrite`/`--resume` over a complete output set these aside in
 # PREVIOUS_DIR (manifest first) until the new run publishes, and put them back if it does not.
 PUBLISHED = ("manifest.json", "data", "ledger", "signatures", *SPLITS, "report.json", "report.html")

@@ -2,7 +2,7 @@
 
 They take `Signed` records (id, exact key, band digests, survivor rank, tokens, prepared part), never
 texts, and give the survivors and a `Decision` per dropped document; the job applies the decisions
-while it streams each prepared part once (pipeline/finish.py). No step holds all documents, signatures or edges on one worker: every grouping is a
+while it streams each prepared part once (pipeline/job/finish.py). No step holds all documents, signatures or edges on one worker: every grouping is a
 GroupByKey / CoGroupByKey / CombinePerKey on a document, bucket or component key.
 
 Near duplicates: signature -> 14 band keys per document (every document that entered exact dedup, in
@@ -23,7 +23,7 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from pipeline.transforms import DOCUMENTS, LEDGER, count, count_kept_tokens
+from pipeline.job.transforms import DOCUMENTS, LEDGER, count, count_kept_tokens
 from stages.dedup import (
     BAND_DIGEST_BYTES,
     DedupConfig,

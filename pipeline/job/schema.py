@@ -142,7 +142,7 @@ def part_row(doc: Document, signature: tuple[str | None, list[bytes]]) -> dict[s
     undeclared = set(doc.scores) - {c.name for c in DOCUMENT_COLUMNS if c.score}
     if undeclared:  # it would be lost between the phases: a stage's score must be a column
         raise ValueError(f"score(s) {sorted(undeclared)} of document {doc.id} have no column: add "
-                         "score_column(NAME) to DOCUMENT_COLUMNS in pipeline/schema.py")
+                         "score_column(NAME) to DOCUMENT_COLUMNS in pipeline/job/schema.py")
     row = {c.name: c.encode(c.value(doc)) for c in DOCUMENT_COLUMNS}
     row.update(exact_key=signature[0], bands=signature[1], chars=len(doc.text), tokens=approx_tokens(doc.text))
     return row

@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from pipeline import explore
+from pipeline.reports import explore
 
 RUBRIC = """You judge web pages as training text for a language model. Read the extract and score it
 with this additive scale, one point per criterion met:
@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from stages.quality_train import train_graded
 
         card = train_graded(labeled, args.train, description=f"{len(labeled)} documents of {args.data} graded by "
-                                                             f"{args.model} with pipeline/annotate.py's rubric")
+                                                             f"{args.model} with pipeline/commands/annotate.py's rubric")
         m = card["held_out_metrics"]
         print(f"model: {args.train}; held-out mean absolute error {m['mean_absolute_error']:.3f} grades (n={m['n']})")
     return 0

@@ -1,8 +1,8 @@
 """The files derived from the stage table and the config classes: `configs/default.yaml` and the
 README's stage and drop-reason tables. A test fails when they are out of date.
 
-    python -m pipeline.docs --write    # after adding a stage or changing a setting
-    python -m pipeline.docs --check    # exit 1 if a derived file differs
+    python -m pipeline.commands.docs --write    # after adding a stage or changing a setting
+    python -m pipeline.commands.docs --check    # exit 1 if a derived file differs
 """
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import argparse
 import pathlib
 import sys
 
-from pipeline.config import TABLE, RunConfig, default_yaml
+from pipeline.job.config import TABLE, RunConfig, default_yaml
 from stages.table import reason_rows
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "configs" / "default.yaml"
 README = REPO / "README.md"
-BEGIN, END = "<!-- stage-table:begin (python -m pipeline.docs --write) -->", "<!-- stage-table:end -->"
+BEGIN, END = "<!-- stage-table:begin (python -m pipeline.commands.docs --write) -->", "<!-- stage-table:end -->"
 
 
 def stage_tables() -> str:
@@ -45,7 +45,7 @@ def derived_files() -> dict[pathlib.Path, str]:
 
 
 def main(argv: list[str] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pipeline.docs", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m pipeline.commands.docs", description=__doc__.split("\n\n")[0])
     p.add_argument("--write", action="store_true", help="rewrite the derived files")
     p.add_argument("--check", action="store_true", help="exit 1 if a derived file is out of date")
     args = p.parse_args(argv)
@@ -56,7 +56,7 @@ def main(argv: list[str] = None) -> int:
         print(f"wrote {', '.join(str(p.relative_to(REPO)) for p in derived_files())}")
         return 0
     for path in stale:
-        print(f"{path.relative_to(REPO)} is out of date: python -m pipeline.docs --write", file=sys.stderr)
+        print(f"{path.relative_to(REPO)} is out of date: python -m pipeline.commands.docs --write", file=sys.stderr)
     return 1 if stale else 0
 
 

@@ -4,9 +4,9 @@
         (ledgered now, with url, language, file and snippet), through the per-document stages after
         dedup (decontamination, bad words, toxicity, PII) -> OUTPUT/_finished/<key>.parquet
     -> WritePart: the mix's copies, the write check, the validation and anneal splits -> the part's
-        shards (pipeline/output.py), and the signatures of the originals in the output
+        shards (pipeline/job/output.py), and the signatures of the originals in the output
 
-Dedup itself reads only signatures (pipeline/dedup.py). So no step holds documents beyond one chunk
+Dedup itself reads only signatures (pipeline/job/dedup.py). So no step holds documents beyond one chunk
 of one part: what the job gathers is a few records per document (signatures, dedup decisions, ledger
 drops and, with a mix or an anneal split, (id, source, tokens, quality) for their totals); shards and
 signatures are written by the part's task, never gathered. The second
@@ -22,12 +22,12 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.dedup import Decision
-from pipeline.holdout import VALID
-from pipeline.holdout import split as holdout_split
-from pipeline.mix import Mix, anneal_pick, anneal_tokens
-from pipeline.output import STATS_DIR, ShardWriter
-from pipeline.prepare import (
+from pipeline.job.dedup import Decision
+from pipeline.job.holdout import VALID
+from pipeline.job.holdout import split as holdout_split
+from pipeline.job.mix import Mix, anneal_pick, anneal_tokens
+from pipeline.job.output import STATS_DIR, ShardWriter
+from pipeline.job.prepare import (
     CHUNK,
     CHUNK_CHARS,
     PREPARED_DIR,
@@ -36,9 +36,9 @@ from pipeline.prepare import (
     part_paths,
     read_rows,
 )
-from pipeline.schema import PART_SCHEMA, SIGNATURE_SCHEMA, document_from_part, document_row, part_row
-from pipeline.signatures import SIGNATURES_DIR
-from pipeline.transforms import LEDGER, count, runner
+from pipeline.job.schema import PART_SCHEMA, SIGNATURE_SCHEMA, document_from_part, document_row, part_row
+from pipeline.job.signatures import SIGNATURES_DIR
+from pipeline.job.transforms import LEDGER, count, runner
 from stages.mix import approx_tokens, mix_rates
 from stages.record import Document, Drop
 from stages.runner import Step

@@ -1,7 +1,7 @@
 """OUT/report.html: one self-contained page of what a run did (inline SVG, a few lines of JS, no network).
 
 Built in the driver after the job from report.json's numbers and bounded samples of the run's own
-Parquet (pipeline/explore.py): the funnel, languages, record types; per drop reason the measured
+Parquet (pipeline/reports/explore.py): the funnel, languages, record types; per drop reason the measured
 values with the threshold, dropped pages next to kept pages closest to the threshold; score and
 length distributions; dedup, PII, decontamination, mixing; time per stage.
 """
@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline import explore, svg
+from pipeline.reports import explore, svg
 
 # What a drop reason measures, as `refinery calibrate` names it (stages/calibration.py), or a score column
 # of the output: lets kept pages be measured the same way and shown next to the dropped ones.

@@ -9,7 +9,7 @@ out of training too, and never enter valid/ twice.
 """
 from __future__ import annotations
 
-from pipeline.transforms import count
+from pipeline.job.transforms import count
 from stages.mix import approx_tokens, original_id, unit_hash
 from stages.record import Document
 

@@ -1,4 +1,4 @@
-"""Beam on a Dask cluster: `--runner=pipeline.dask_runner.RefineryDaskRunner --dask_client_address=tcp://H:8786`.
+"""Beam on a Dask cluster: `--runner=pipeline.engines.dask_runner.RefineryDaskRunner --dask_client_address=tcp://H:8786`.
 
 Beam 2.77's own `DaskRunner` runs this job silently wrong; this subclass keeps its options and result
 type but builds the Dask graph itself, fixing each defect (tests/pipeline/test_dask_runner.py shows
@@ -51,7 +51,7 @@ class DaskRunnerError(RuntimeError):
 def check_beam_version(version: str | None = None) -> None:
     version = version or beam.__version__
     if not version.startswith(BEAM_SERIES):
-        raise DaskRunnerError(f"pipeline.dask_runner is written against Beam {BEAM_SERIES}* internals, "
+        raise DaskRunnerError(f"pipeline.engines.dask_runner is written against Beam {BEAM_SERIES}* internals, "
                               f"found apache-beam {version}")
 
 
@@ -345,7 +345,7 @@ class RefineryDaskRunner(DaskRunner):
         if not dask_options.get("address") and not dask_options.get("scheduler_file"):
             # a Client() without an address starts a LocalCluster whose dashboard listens on every interface
             raise DaskRunnerError("give the scheduler: --dask_client_address=tcp://HOST:8786 or --dask_scheduler_file "
-                                  "(`python -m pipeline.local_cluster --engine dask` starts one on 127.0.0.1)")
+                                  "(`python -m pipeline.engines.local_cluster --engine dask` starts one on 127.0.0.1)")
         client = ddist.Client(**dask_options)
         try:
             # each task holds its partition in memory and every task costs scheduling (~16k tasks at 8

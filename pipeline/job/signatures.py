@@ -1,7 +1,7 @@
 """OUTPUT/signatures/: (id, exact key, MinHash band digests) of every document in the output, and the
 stage that drops new documents duplicating those of earlier runs (`--dedup-against OLD_OUTPUT`).
 
-Signatures are computed in phase 1 (pipeline/prepare.py) on the text that dedup compares, so a page of
+Signatures are computed in phase 1 (pipeline/job/prepare.py) on the text that dedup compares, so a page of
 next month's crawl is compared with this one's exactly as two pages of one crawl are. Only the old
 runs' signatures are read, never their texts: one GroupByKey of bucket groups (exact key or band digest,
 packed entries) joins them with the new documents' (no gather onto one worker), one CoGroupByKey of id
@@ -16,8 +16,8 @@ import apache_beam as beam
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.config import ConfigError
-from pipeline.dedup import (
+from pipeline.job.config import ConfigError
+from pipeline.job.dedup import (
     Decision,
     GroupedEntries,
     GroupedRecords,
@@ -28,8 +28,8 @@ from pipeline.dedup import (
     group_of,
     records_in,
 )
-from pipeline.prepare import read_json, signature_settings
-from pipeline.transforms import DOCUMENTS, LEDGER, count
+from pipeline.job.prepare import read_json, signature_settings
+from pipeline.job.transforms import DOCUMENTS, LEDGER, count
 from stages.dedup import BAND_DIGEST_BYTES, DEDUP_AGAINST, EXACT_OLD, NEAR_OLD, DedupConfig
 from stages.record import StageEnvironmentError
 
@@ -80,7 +80,7 @@ def _signature_file_problem(path: str, listed: dict) -> str | None:
     return None
 
 
-# Buckets of the old and new signatures, packed per group (pipeline/dedup.py, GroupedEntries). An entry:
+# Buckets of the old and new signatures, packed per group (pipeline/job/dedup.py, GroupedEntries). An entry:
 # kind (1 byte: band index, or EXACT_KIND), digest (12 bytes; the exact key's 16), who (1 byte: new 0, old:
 # 1 + the old run's index in --dedup-against), id length (2 bytes), id.
 EXACT_KIND = 255

@@ -25,7 +25,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.metrics import Metrics
 
-from pipeline.progress import BYTES_READ, TALLY
+from pipeline.reports.progress import BYTES_READ, TALLY
 from stages.extraction.warc import STAGE as WARC_STAGE
 from stages.extraction.warc import WarcConfig, read_warc
 from stages.formats import SNIFF_BYTES, WARC, is_gzip, sniff_format
@@ -55,7 +55,7 @@ _CAPTURE = threading.local()  # .counts: a Counter that also receives this threa
 
 def count(name: str, n: int = 1) -> None:
     _counter(name).inc(n)
-    TALLY.add(name, n)  # the live progress display of a local run (pipeline/progress.py); off elsewhere
+    TALLY.add(name, n)  # the live progress display of a local run (pipeline/reports/progress.py); off elsewhere
     captured = getattr(_CAPTURE, "counts", None)
     if captured is not None:
         captured[name] += n

@@ -4,7 +4,7 @@
     refinery run --input 'crawl/*.warc.gz' --output out/ --plan plan.json   # report.json: predicted vs measured
 
 The sample (the first records of up to 8 input files spread over the list) runs through phase 1 in
-this process exactly as the job runs it (pipeline/prepare.py), then through phase 2's per-document
+this process exactly as the job runs it (pipeline/job/prepare.py), then through phase 2's per-document
 stages. Its per-input-byte costs scale to the whole input, and its per-page costs to a named scale
 (one Common Crawl snapshot by default). What the sample cannot show is stated as an assumption.
 """
@@ -26,8 +26,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.config import ConfigError, load_config
-from pipeline.prepare import (
+from common.settings import add_set_flag, error_text, set_values
+from pipeline.job.config import ConfigError, load_config
+from pipeline.job.prepare import (
     PREPARED_DIR,
     READ_COUNTERS,
     PrepareFiles,
@@ -35,16 +36,15 @@ from pipeline.prepare import (
     phase1_digest,
     read_rows,
 )
-from pipeline.progress import BYTES_READ
-from pipeline.schema import SIGNATURE_SCHEMA, document_from_part
-from pipeline.transforms import FileReader, capture_counts
+from pipeline.job.schema import SIGNATURE_SCHEMA, document_from_part
+from pipeline.job.transforms import FileReader, capture_counts
+from pipeline.reports.progress import BYTES_READ
 from stages.runner import StageRunner, Step
-from stages.settings import add_set_flag, error_text, set_values
 
 # One Common Crawl snapshot (e.g. CC-MAIN-2024-22: ~90,000 WARC files of ~1 GB, ~2.7-3.1 billion pages).
 SNAPSHOT = {"name": "one Common Crawl snapshot", "files": 90_000, "pages": 3_000_000_000}
 SAMPLE_FILES = 8
-# Phase 2 shuffles no texts (pipeline/finish.py): a slim signature record per document goes through exact
+# Phase 2 shuffles no texts (pipeline/job/finish.py): a slim signature record per document goes through exact
 # dedup's grouping and near dedup's placement join (--dedup-against's join takes the whole record), its band
 # keys through the buckets.
 SIGNED_SHUFFLES = 2
@@ -88,7 +88,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def make_plan(config, sample: int, scale_files: int, scale_pages: float) -> dict[str, Any]:
-    from pipeline.run import input_files, input_root, preflight
+    from pipeline.job.run import input_files, input_root, preflight
 
     files = input_files(config)
     preflight(config)
@@ -108,7 +108,7 @@ def make_plan(config, sample: int, scale_files: int, scale_pages: float) -> dict
 def measure_sample(config, files, sample: int) -> dict[str, Any]:
     """Phase 1 on the first records of up to SAMPLE_FILES files spread over the input, then phase 2's
     per-document stages on what passed: CPU seconds, bytes, documents, parts, candidate links."""
-    from pipeline.run import input_root, make_steps, source_groups
+    from pipeline.job.run import input_root, make_steps, source_groups
 
     step = max(1, len(files) // SAMPLE_FILES)
     picked = files[::step][:SAMPLE_FILES]
@@ -158,8 +158,8 @@ def measure_fixed_run(config) -> dict[str, Any] | None:
     besides its documents (loading models, building and executing Beam's graph, writing the outputs)."""
     import contextlib
 
-    from pipeline.run import run
-    from stages.settings import to_yaml
+    from common.settings import to_yaml
+    from pipeline.job.run import run
 
     with tempfile.TemporaryDirectory(prefix="refinery-plan-run-") as tmp:
         path = os.path.join(tmp, "config.yaml")
@@ -177,7 +177,7 @@ def measure_fixed_run(config) -> dict[str, Any] | None:
 
 def _phase2_documents(config, docs) -> tuple[float, int]:
     """CPU seconds of phase 2's per-document stages over the sample, and how many documents pass them."""
-    from pipeline.run import make_steps
+    from pipeline.job.run import make_steps
 
     steps = [step for _, step in make_steps(config, phase=2) if isinstance(step, Step)]
     started = time.process_time()
@@ -294,59 +294,3 @@ def format_plan(plan: dict[str, Any]) -> str:
     lines.append("assumptions:")
     lines += [f"  - {a}" for a in plan["assumptions"]]
     return "\n".join(lines)
-
-
-class ResourceUsage:
-    """CPU and peak memory of this process and its children from now on: `refinery run` measures itself so
-    (also when called in a process that ran other work before, e.g. a notebook or a test session)."""
-
-    def __init__(self):
-        _reset_peak_memory()
-        self._cpu = self._cpu_now()
-
-    @staticmethod
-    def _cpu_now() -> float:
-        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-    def measured(self) -> dict[str, Any]:
-        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        return {"cpu_hours": round((self._cpu_now() - self._cpu) / 3600, 5),
-                "peak_memory_bytes": max(_peak_memory(), children),
-                "note": "CPU of the run's process and its ended children (extraction worker, local workers); peak "
-                        "memory: the largest of them"}
-
-
-def _reset_peak_memory() -> None:
-    try:  # Linux: "5" resets the process's peak resident set size (VmHWM)
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-    except OSError:
-        pass
-
-
-def _peak_memory() -> int:
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def compare(plan_path: str, measured: dict[str, Any]) -> dict[str, Any]:
-    """report.json's `plan`: the whole-input prediction next to what the run measured, and their ratios."""
-    try:
-        with open(plan_path, encoding="utf-8") as fh:
-            predicted = json.load(fh)["input"]
-    except (OSError, ValueError, KeyError) as exc:
-        return {"error": f"{plan_path}: {type(exc).__name__}: {exc}"}
-    pairs = {"cpu_hours": predicted["cpu_hours"],
-             "peak_memory_bytes": predicted["peak_memory_per_worker_bytes"]["phase2_one_local_process"],
-             "prepared_bytes": predicted["prepared_bytes"], "output_bytes": predicted["output_bytes_at_most"],
-             "records": predicted["records"]}
-    return {"file": plan_path, "predicted": pairs, "measured": measured,
-            "measured_over_predicted": {k: round(measured[k] / v, 3) if v and measured.get(k) is not None else None
-                                        for k, v in pairs.items()}}

@@ -2,7 +2,7 @@
 
 `RunConfig` is assembled from `stages/table.py`: a stage module that declares a config class
 adds its section here, to the YAML file, to `refinery run --help` and to `--set`, with nothing
-to edit in this file. Loading and checking are `stages/settings.py`'s (shared with training).
+to edit in this file. Loading and checking are `common/settings.py`'s (shared with training).
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.settings import ConfigError, check, load, to_yaml
 from stages.mix import parse_weights
-from stages.settings import ConfigError, check, load, to_yaml
 from stages.table import sections, stage_table
 
 __all__ = ["ConfigError", "JobConfig", "RunConfig", "load_config", "default_yaml"]
@@ -137,7 +137,7 @@ Every setting of `refinery run`, at its default. Command-line flags override thi
 (`refinery run --help` lists them; `--set section.key=value` reaches any of them).
 Defaults follow FineWeb's published recipe (datatrove: Trafilatura(favour_precision) ->
 LanguageFilter(0.65) -> Gopher -> MinHash 14x8) unless a comment says why not.
-Generated from the config classes: `python -m pipeline.docs --write` after changing one."""
+Generated from the config classes: `python -m pipeline.commands.docs --write` after changing one."""
 
 
 def default_yaml() -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from pipeline import explore
+from pipeline.reports import explore
 
 DOC_COLUMNS = ["id", "source", "url", "lang", "lang_score", "quality_score", "toxicity_score", "text", "metadata"]
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
-from pipeline.config import ConfigError
+from pipeline.job.config import ConfigError
 
 
 def _beam_parser() -> argparse.ArgumentParser:
@@ -34,13 +34,13 @@ STOCK_DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 
 def _dask_options(beam_args: Sequence[str]) -> None:
     """Beam registers the --dask_* options only once its Dask runner module is imported; refuse Beam's own
-    DaskRunner, which runs this job silently wrong (pipeline/dask_runner.py lists how)."""
+    DaskRunner, which runs this job silently wrong (pipeline/engines/dask_runner.py lists how)."""
     from apache_beam.options.pipeline_options import StandardOptions
 
     runner = PipelineOptions(list(beam_args)).view_as(StandardOptions).runner or ""
     if runner in ("DaskRunner", STOCK_DASK_RUNNER):
         raise ConfigError("Beam's DaskRunner loses tagged outputs, sinks, finish_bundle output and metrics in this "
-                          "job: use --runner=pipeline.dask_runner.RefineryDaskRunner (same --dask_* options)")
+                          "job: use --runner=pipeline.engines.dask_runner.RefineryDaskRunner (same --dask_* options)")
     if "dask" in runner.lower() or any(a.startswith("--dask_") for a in beam_args):
         try:
             import apache_beam.runners.dask.dask_runner  # noqa: F401  (registers DaskOptions)

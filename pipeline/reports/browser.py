@@ -1,6 +1,6 @@
 """Open an HTML report in headless Chromium: the DOM after its scripts ran, console messages, a screenshot.
 
-    python -m pipeline.browser out/demo/report.html docs/report.png   # the README's picture
+    python -m pipeline.reports.browser out/demo/report.html docs/report.png   # the README's picture
 
 Chromium is the Debian package (`apt-get install chromium`); the page is a local file and the
 browser gets no network (`--no-proxy-server`, and a loopback-only host resolver).
@@ -69,7 +69,7 @@ def screenshot(html_path: str, png_path: str, width: int = 1280, height: int = 2
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m pipeline.browser REPORT.html OUT.png", file=sys.stderr)
+        print("usage: python -m pipeline.reports.browser REPORT.html OUT.png", file=sys.stderr)
         return 2
     print(screenshot(args[0], args[1]))
     return 0

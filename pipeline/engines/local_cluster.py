@@ -1,6 +1,6 @@
 """Run `refinery run` on a real multi-process engine on this machine, its servers on loopback only.
 
-    python -m pipeline.local_cluster [--engine beam|dask] [--environment external|loopback] [--timeout S]
+    python -m pipeline.engines.local_cluster [--engine beam|dask] [--environment external|loopback] [--timeout S]
                                      [--same-as DIR] -- RUN ARGS...
 
 --engine beam (default): Beam's portable Job API, the path Flink, Spark and other portable runners take:
@@ -9,7 +9,7 @@ the job is translated to a runner API proto, staged as artifacts and sent to a j
 (`worker_pool_main`, EXTERNAL) or the submitting process (LOOPBACK).
 
 --engine dask: a Dask scheduler and 2 worker processes (`dask scheduler`, `dask worker`), the job run
-on them by pipeline.dask_runner; afterwards the tasks each worker ran are printed and written to
+on them by pipeline.engines.dask_runner; afterwards the tasks each worker ran are printed and written to
 LOG_DIR/dask_tasks.json. Workers run with daemon off (the extraction stage starts a child process).
 
 The servers would listen on every interface, so they only start inside a fresh network namespace
@@ -126,7 +126,7 @@ def _inside(args: argparse.Namespace, run_args: Sequence[str]) -> int:
             if code == 0 and args.same_as:
                 code = _compare(args.same_as, _output_of(run_args))
         except (OSError, ValueError, KeyError) as exc:  # a missing or unreadable earlier run, a gone scheduler
-            from stages.settings import error_text
+            from common.settings import error_text
 
             print(f"[local-cluster] the job finished, but checking it failed: {error_text(exc)}", file=sys.stderr)
             return 1
@@ -176,7 +176,7 @@ def _start_dask(args: argparse.Namespace, env: dict, started: list) -> list[str]
 
     with Client(address, timeout=60) as client:
         client.wait_for_workers(DASK_WORKERS, timeout=120)
-    return ["--runner=pipeline.dask_runner.RefineryDaskRunner", f"--dask_client_address={address}"]
+    return ["--runner=pipeline.engines.dask_runner.RefineryDaskRunner", f"--dask_client_address={address}"]
 
 
 def _report_dask_tasks(log_dir: str) -> None:
@@ -203,7 +203,7 @@ def _output_of(run_args: Sequence[str]) -> str:
 
 
 def _compare(expected: str, found: str) -> int:
-    from pipeline.outdir import compare_outputs
+    from pipeline.job.outdir import compare_outputs
 
     differences = compare_outputs(expected, found)
     if differences:
@@ -219,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:
         split = argv.index("--")
         argv, run_args = argv[:split], argv[split + 1:]
-    p = argparse.ArgumentParser(prog="python -m pipeline.local_cluster", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m pipeline.engines.local_cluster", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--engine", choices=("beam", "dask"), default="beam",
                    help="beam: Beam's job service and SDK workers (the portable Job API); dask: a Dask scheduler and "
@@ -244,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # --kill-child ends it when `unshare` dies, and `unshare` dies with this process (PR_SET_PDEATHSIG), so
     # even a kill -9 of this process leaves nothing running. Its own /proc (a mount namespace of its own):
     # Dask's nanny looks its worker up by PID there.
-    cmd = ["unshare", "--net", "--pid", "--mount-proc", "--kill-child", sys.executable, "-m", "pipeline.local_cluster", *argv, "--",
+    cmd = ["unshare", "--net", "--pid", "--mount-proc", "--kill-child", sys.executable, "-m", "pipeline.engines.local_cluster", *argv, "--",
            *run_args]
     if os.geteuid() != 0:
         cmd.insert(1, "--map-root-user")  # an unprivileged user namespace, where the kernel allows it

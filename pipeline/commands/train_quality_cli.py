@@ -7,8 +7,8 @@ import json
 import sys
 from collections.abc import Sequence
 
+from common.settings import add_flags, add_set_flag, error_text, flag_values, load, set_values
 from stages.quality_train import QUALITY, Labels, QualityTrainConfig, read_texts, train, train_graded
-from stages.settings import add_flags, add_set_flag, error_text, flag_values, load, set_values
 
 # command -> (flag of the positive texts, flag of the negative texts, what the score becomes)
 KINDS = {"train-quality": ("positive", "negative", "`quality_score`"),

@@ -7,7 +7,7 @@ into this process's `Tally`: display only, never read back into results. Runners
 elsewhere (portable, Dataflow, Flink, Spark) are polled through the PipelineResult's Beam metrics
 (attempted counters: `<stage>.in`, `warc.bytes_read`), and where those say nothing yet (a job service
 reports them at the end; local worker processes report none while the job runs), through the phase-1
-markers written so far (`MarkerCounts`).
+markers written so far (`pipeline.job.prepare.MarkerCounts`).
 """
 from __future__ import annotations
 
@@ -50,33 +50,6 @@ class Tally:
 
 
 TALLY = Tally()
-
-
-class MarkerCounts:
-    """Counts from the phase-1 markers written so far (`OUT/prepared/*.done.json`, each holding its file's
-    counts): progress for runners that report no metrics while they run (local multi-processing workers, a
-    portable job service). Each marker is read once; one listing of the folder per poll."""
-
-    def __init__(self, prepared: str):
-        self.prepared = prepared
-        self._seen: dict[str, Mapping[str, int]] = {}
-
-    def __call__(self) -> dict[str, int]:
-        from apache_beam.io.filesystems import FileSystems
-
-        from pipeline.prepare import read_json
-
-        found = FileSystems.match([FileSystems.join(self.prepared, "*.done.json")])[0].metadata_list
-        for m in found:
-            if m.path not in self._seen:
-                marker = read_json(m.path)
-                if marker is not None:
-                    self._seen[m.path] = marker.get("counts", {})
-        total: dict[str, int] = {}
-        for counts in self._seen.values():
-            for name, n in counts.items():
-                total[name] = total.get(name, 0) + n
-        return total
 
 
 def runner_or_markers(runner_poll: Callable[[], Mapping[str, int]], markers: Callable[[], Mapping[str, int]]):

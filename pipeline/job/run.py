@@ -24,17 +24,16 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from pipeline import html_report
-from pipeline import report as reporting
-from pipeline.beam_options import check_beam_args, give_freed_buffers_back, loopback_only_grpc
-from pipeline.cli import version
-from pipeline.config import TABLE, ConfigError, RunConfig, load_config
-from pipeline.dedup import EXACT, NEAR, ExactDedup, NearDedup, dedup_report
-from pipeline.finish import Finish
-from pipeline.ledger import ResolveKeptCopies
-from pipeline.mix import STAGE as MIX_STAGE
-from pipeline.mix import Mix
-from pipeline.outdir import (
+from common.settings import add_flags, add_set_flag, flag_values, set_values
+from common.version import version
+from pipeline.engines.beam_options import check_beam_args, give_freed_buffers_back, loopback_only_grpc
+from pipeline.job.config import TABLE, ConfigError, RunConfig, load_config
+from pipeline.job.dedup import EXACT, NEAR, ExactDedup, NearDedup, dedup_report
+from pipeline.job.finish import Finish
+from pipeline.job.ledger import ResolveKeptCopies
+from pipeline.job.mix import STAGE as MIX_STAGE
+from pipeline.job.mix import Mix
+from pipeline.job.outdir import (
     FAILED_REPORTS,
     OutputLock,
     discard_previous,
@@ -44,10 +43,8 @@ from pipeline.outdir import (
     remove_partial,
     restore_previous,
 )
-from pipeline.output import MANIFEST, collect_shards, collect_signature_files, write_manifest
-from pipeline.plan import ResourceUsage
-from pipeline.plan import compare as plan_vs_measured
-from pipeline.prepare import (
+from pipeline.job.output import MANIFEST, collect_shards, collect_signature_files, write_manifest
+from pipeline.job.prepare import (
     PREPARED_DIR,
     InputFile,
     Prepare,
@@ -60,9 +57,13 @@ from pipeline.prepare import (
     read_json,
     signature_settings,
 )
-from pipeline.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
-from pipeline.signatures import SIGNATURES_DIR, DedupAgainst, check_old_runs
-from pipeline.transforms import SOURCE_RECORDS, FileReader, ReadSource
+from pipeline.job.schema import LEDGER_SCHEMA, OutputCheck, ledger_row
+from pipeline.job.signatures import SIGNATURES_DIR, DedupAgainst, check_old_runs
+from pipeline.job.transforms import SOURCE_RECORDS, FileReader, ReadSource
+from pipeline.reports import html_report
+from pipeline.reports import report as reporting
+from pipeline.reports.resources import ResourceUsage
+from pipeline.reports.resources import compare as plan_vs_measured
 from stages.decontam import DecontaminationIndex, Decontaminator, read_benchmarks
 from stages.dedup import DEDUP_AGAINST
 from stages.extraction import trafilatura_speedups
@@ -71,7 +72,6 @@ from stages.extraction.warc import STAGE as WARC_STAGE
 from stages.langid import STAGE as LANGID_STAGE
 from stages.mix import parse_weights
 from stages.runner import Step
-from stages.settings import add_flags, add_set_flag, flag_values, set_values
 from stages.table import DOCUMENT, EXTRACT, GLOBAL, READ, WRITE, StageSpec
 
 DEFAULT_RUNNER = "FnApiRunner"  # in-process; DirectRunner first tries to download Prism
@@ -308,7 +308,7 @@ def read_sources(p: beam.Pipeline, config: RunConfig, root: str = "") -> tuple:
 def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFile], root: str = "",
                    facts: dict[str, Any] | None = None, run_id: str = "") -> list[str]:
     """Adds the job to `p`; returns the stage names in order (for the report). Phase 1 prepares each input
-    file (pipeline/prepare.py), phase 2 runs the global stages and the rest on the prepared documents.
+    file (pipeline/job/prepare.py), phase 2 runs the global stages and the rest on the prepared documents.
     Input files are named by their path below `root` (see `input_root`); what the stages loaded is added
     to `facts`."""
     phase1 = make_steps(config, facts, phase=1)
@@ -418,7 +418,8 @@ def _run_with_progress(p: beam.Pipeline, options: PipelineOptions, names: list[s
     the runner's metrics while it runs (the markers while those say nothing)."""
     from apache_beam.options.pipeline_options import DirectOptions
 
-    from pipeline.progress import TALLY, Display, MarkerCounts, runner_or_markers, workers_logging_aside
+    from pipeline.job.prepare import MarkerCounts
+    from pipeline.reports.progress import TALLY, Display, runner_or_markers, workers_logging_aside
 
     runner = str(options.view_as(StandardOptions).runner or "")
     direct = options.view_as(DirectOptions)

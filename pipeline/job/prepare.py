@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -31,13 +31,13 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.cli import version
-from pipeline.config import TABLE
-from pipeline.dedup import Signed, Signer, verify_shingles
-from pipeline.faults import kill_point
-from pipeline.output import write_atomically
-from pipeline.schema import LEDGER_SCHEMA, PART_SCHEMA, ledger_row, part_row, part_value
-from pipeline.transforms import FileReader, capture_counts, count, local_file_problem, runner
+from common.version import version
+from pipeline.job.config import TABLE
+from pipeline.job.dedup import Signed, Signer, verify_shingles
+from pipeline.job.faults import kill_point
+from pipeline.job.output import write_atomically
+from pipeline.job.schema import LEDGER_SCHEMA, PART_SCHEMA, ledger_row, part_row, part_value
+from pipeline.job.transforms import FileReader, capture_counts, count, local_file_problem, runner
 from stages.dedup import DedupConfig
 from stages.record import Document, Drop
 from stages.runner import StageRunner, Step
@@ -323,6 +323,29 @@ def _parts_intact(marker: dict[str, Any], paths: dict[str, str]) -> bool:
         if found is None or found != (want.get("bytes"), want.get("sha256")):
             return False
     return True
+
+
+class MarkerCounts:
+    """Counts from the phase-1 markers written so far (`OUT/prepared/*.done.json`, each holding its file's
+    counts): progress for runners that report no metrics while they run (local multi-processing workers, a
+    portable job service). Each marker is read once; one listing of the folder per poll."""
+
+    def __init__(self, prepared: str):
+        self.prepared = prepared
+        self._seen: dict[str, Mapping[str, int]] = {}
+
+    def __call__(self) -> dict[str, int]:
+        found = FileSystems.match([FileSystems.join(self.prepared, "*.done.json")])[0].metadata_list
+        for m in found:
+            if m.path not in self._seen:
+                marker = read_json(m.path)
+                if marker is not None:
+                    self._seen[m.path] = marker.get("counts", {})
+        total: dict[str, int] = {}
+        for counts in self._seen.values():
+            for name, n in counts.items():
+                total[name] = total.get(name, 0) + n
+        return total
 
 
 class PartUnreadable(OSError):

@@ -1,7 +1,7 @@
 """Output shards, and the manifest written last.
 
 Each prepared part (one input file) is written as its own shards by the task that streams it
-(pipeline/finish.py), in the part's order: `part-<file>-NNN.parquet`, a new one per `shard_size_mb`
+(pipeline/job/finish.py), in the part's order: `part-<file>-NNN.parquet`, a new one per `shard_size_mb`
 of text, and the mix's repeats apart (`part-<file>-repeats-NNN`), so no step gathers documents and a
 rerun writes the same bytes. zstd, fixed-size row groups (the unit training readers permute), written
 to a temporary name and renamed. Each writer reports rows, tokens per source and the SHA-256 of the
@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.faults import kill_point
-from pipeline.schema import DOCUMENT_SCHEMA
+from pipeline.job.faults import kill_point
+from pipeline.job.schema import DOCUMENT_SCHEMA
 
 MANIFEST = "manifest.json"
 STATS_DIR = "_shard_stats"

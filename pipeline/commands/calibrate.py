@@ -22,15 +22,15 @@ import apache_beam as beam
 import yaml
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.beam_options import check_beam_args, loopback_only_grpc
-from pipeline.config import ConfigError, load_config
-from pipeline.run import DEFAULT_RUNNER, as_written, check_inputs, input_root, read_sources, source_groups
-from pipeline.transforms import ApplyStage
+from common.settings import add_set_flag, set_values
+from pipeline.engines.beam_options import check_beam_args, loopback_only_grpc
+from pipeline.job.config import ConfigError, load_config
+from pipeline.job.run import DEFAULT_RUNNER, as_written, check_inputs, input_root, read_sources, source_groups
+from pipeline.job.transforms import ApplyStage
 from stages.calibration import calibrate, langid_thresholds
 from stages.extraction.extract import Extractor
 from stages.langid import LangIdConfig, LanguageIdentifier
 from stages.record import Document
-from stages.settings import add_set_flag, set_values
 from stages.thresholds import script_family
 
 LID_ONLY = "lid."  # source-name prefix of documents that only calibrate the language-ID thresholds

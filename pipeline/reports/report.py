@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
-from pipeline.transforms import NAMESPACE
+from pipeline.job.transforms import NAMESPACE
 from stages.table import READ, stage_table
 
 READ_STAGES = tuple(s.name for s in stage_table() if s.runs == READ)  # their `in` counters: documents read

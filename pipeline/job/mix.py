@@ -1,11 +1,11 @@
 """Source mixing and the anneal split, decided per document while each part's shards are written
-(pipeline/finish.py); Beam-free: token counts per source are summed over one small record per finished document
+(pipeline/job/finish.py); Beam-free: token counts per source are summed over one small record per finished document
 (a combine), then each document is drawn against the rates they imply (a side input of a few numbers)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.holdout import held_out
+from pipeline.job.holdout import held_out
 from stages.mix import approx_tokens, copies, repeat_id, unit_hash
 from stages.record import Document, Drop, DropReason
 from stages.runner import Count, count_kept, no_count

@@ -1,0 +1,3 @@
+"""Where the job runs: Beam's options and local runners (`beam_options`), the Dask runner
+(`dask_runner`), and the local job service / worker pools / Dask cluster bound to loopback for the
+portable and Dask demos and tests (`local_cluster`)."""
