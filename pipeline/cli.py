@@ -69,7 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str]) -> int:
     """`refinery run`: one error line and exit 2 for a mistake, 3 for a failed check, 130 on Ctrl-C."""
     from pipeline.job.config import ConfigError
-    from pipeline.job.run import RunFailed, run
+    from pipeline.job.publish import RunFailed
+    from pipeline.job.run import run
     from stages.record import StageEnvironmentError
 
     output = flag_value(argv, "--output")

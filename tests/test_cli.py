@@ -187,8 +187,8 @@ def test_every_command_keeps_to_one_exit_code_and_names_the_file_and_the_flag(tm
     """2 for a mistake in what was asked, with one line that names the path and what happened (not Python's
     "[Errno 2] ..."), and the flag a missing input came from."""
     from common.settings import error_text
-    from pipeline.job.config import load_config
-    from pipeline.job.run import ConfigError, as_written, check_inputs
+    from pipeline.job.config import ConfigError, load_config
+    from pipeline.job.inputs import as_written, check_inputs
     from training import report
 
     missing = tmp_path / "nothing.jsonl"

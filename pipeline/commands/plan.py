@@ -88,7 +88,8 @@ def main(argv: Sequence[str]) -> int:
 
 
 def make_plan(config, sample: int, scale_files: int, scale_pages: float) -> dict[str, Any]:
-    from pipeline.job.run import input_files, input_root, preflight
+    from pipeline.job.inputs import input_files, input_root
+    from pipeline.job.steps import preflight
 
     files = input_files(config)
     preflight(config)
@@ -108,7 +109,8 @@ def make_plan(config, sample: int, scale_files: int, scale_pages: float) -> dict
 def measure_sample(config, files, sample: int) -> dict[str, Any]:
     """Phase 1 on the first records of up to SAMPLE_FILES files spread over the input, then phase 2's
     per-document stages on what passed: CPU seconds, bytes, documents, parts, candidate links."""
-    from pipeline.job.run import input_root, make_steps, source_groups
+    from pipeline.job.inputs import input_root, source_groups
+    from pipeline.job.steps import make_steps
 
     step = max(1, len(files) // SAMPLE_FILES)
     picked = files[::step][:SAMPLE_FILES]
@@ -177,7 +179,7 @@ def measure_fixed_run(config) -> dict[str, Any] | None:
 
 def _phase2_documents(config, docs) -> tuple[float, int]:
     """CPU seconds of phase 2's per-document stages over the sample, and how many documents pass them."""
-    from pipeline.job.run import make_steps
+    from pipeline.job.steps import make_steps
 
     steps = [step for _, step in make_steps(config, phase=2) if isinstance(step, Step)]
     started = time.process_time()

@@ -28,7 +28,10 @@ PREPARED_PATTERNS = ("prepared/*.docs.parquet", "prepared/*.ledger.parquet", "pr
                      "prepared/.*.tmp")
 # Phase 2's finished parts (pipeline/job/finish.py): removed when the run ends.
 FINISHED_PATTERNS = ("_finished/*.parquet", "_finished/.*.tmp")
-SPLITS = ("anneal", "valid")  # folders beside data/ with the same layout (pipeline/job/run.py writes them)
+# The output folder's layout.
+DATA_DIR, LEDGER_DIR, VALID_DIR, ANNEAL_DIR = "data", "ledger", "valid", "anneal"
+REPORT_FILE, HTML_REPORT_FILE = "report.json", "report.html"
+SPLITS = (ANNEAL_DIR, VALID_DIR)  # folders beside data/ with the same layout (pipeline/job/run.py writes them)
 # What a complete run publishes. `--overwrite`/`--resume` over a complete output set these aside in
 # PREVIOUS_DIR (manifest first) until the new run publishes, and put them back if it does not.
 PUBLISHED = ("manifest.json", "data", "ledger", "signatures", *SPLITS, "report.json", "report.html")

@@ -9,6 +9,7 @@ import pytest
 from pipeline.job.run import run
 from stages.mix import approx_tokens, copies, mix_rates, parse_weights
 from tests.conftest import CC_EXCERPT
+from tests.golden import check_against_golden
 from tests.pipeline.conftest import prose_jsonl
 
 
@@ -121,3 +122,8 @@ def test_text_sources_alone_skip_extraction(tmp_path):
     assert stages[0] == "read_text" and "extract" not in stages and "warc" not in stages
     assert report["conservation"]["holds"] and report["documents_read"] == 16
     assert set(pq.read_table(str(tmp_path / "o" / "data")).column("lang").to_pylist()) == {"en", "de"}
+
+
+def test_mixed_run_writes_what_it_wrote_before(mixed_run):
+    """Held to the digests recorded before the last refactor (tests/golden.py)."""
+    check_against_golden("mixed_run", mixed_run[0] / "a")

@@ -1,6 +1,7 @@
 """The whole job under Beam's FnApiRunner on the bundled real WARC files."""
 import collections
 import json
+import shutil
 
 import duckdb
 import pyarrow.dataset as pads
@@ -15,6 +16,7 @@ from stages.langid import LangIdConfig
 from stages.record import StageEnvironmentError
 from stages.thresholds import LanguageSettings, load_thresholds
 from tests.conftest import CC_EXCERPT, WARC_DIR, pathological_warc
+from tests.golden import check_against_golden
 from tests.pipeline.conftest import WARC_GLOB
 
 
@@ -106,8 +108,10 @@ def test_readers_of_the_field_open_the_shards(demo_run):
     assert ds.num_rows == report["kept"] and set(ds.column_names) == set(DOCUMENT_SCHEMA.names)
 
 
-def test_rerun_refuses_to_mix_outputs_and_overwrite_is_deterministic(demo_run):
-    out, report = demo_run
+def test_rerun_refuses_to_mix_outputs_and_overwrite_is_deterministic(demo_run, tmp_path):
+    out = tmp_path / "demo"  # a copy: the session's demo run is read by other tests
+    shutil.copytree(demo_run[0], out)
+    report = demo_run[1]
     with pytest.raises(ConfigError, match="already holds a run's outputs"):
         run(["--input", WARC_GLOB, "--output", str(out), "--quiet"])
     before = sorted(read_dir(out / "data").column("id").to_pylist())
@@ -228,3 +232,8 @@ def test_compare_outputs_finds_a_changed_shard_a_lost_ledger_row_and_a_changed_f
     (copy / "report.json").write_text(json.dumps(report))
     found = compare_outputs(str(out), str(copy))
     assert [d.split(":")[0] for d in found] == ["data/", "ledger rows differ", "report.json funnel differs"], found
+
+
+def test_demo_run_writes_what_it_wrote_before(demo_run):
+    """Held to the digests recorded before the last refactor (tests/golden.py)."""
+    check_against_golden("demo_run", demo_run[0])

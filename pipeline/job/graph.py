@@ -1,0 +1,82 @@
+"""The Beam graph of a run: phase 1 prepares each input file (pipeline/job/prepare.py); phase 2 runs the
+global stages over signatures, finishes each part and writes its shards (pipeline/job/finish.py) and
+the ledger."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.job.config import TABLE, RunConfig
+from pipeline.job.dedup import EXACT, NEAR
+from pipeline.job.finish import Finish
+from pipeline.job.inputs import source_groups
+from pipeline.job.ledger import ResolveKeptCopies
+from pipeline.job.mix import Mix
+from pipeline.job.outdir import LEDGER_DIR
+from pipeline.job.prepare import InputFile, Prepare, PrepareFiles, ReadSigned, file_part_key, phase1_digest
+from pipeline.job.schema import LEDGER_SCHEMA, ledger_row
+from pipeline.job.steps import WRITE_STAGE, make_steps
+from pipeline.job.transforms import FileReader, ReadSource
+from stages.dedup import DEDUP_AGAINST
+from stages.table import READ
+
+
+def read_sources(p: beam.Pipeline, config: RunConfig, root: str = "") -> tuple:
+    """(HTML documents, text documents, read drops) of every source, each read by its own files' reader
+    (`refinery run` and `refinery calibrate` read alike)."""
+    html_docs, text_docs, drops = [], [], []
+    for name, globs in source_groups(config):
+        read = FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root)
+        html, text, dropped = p | f"Read_{name}" >> ReadSource(globs, read)
+        html_docs.append(html)
+        text_docs.append(text)
+        drops.append(dropped)
+    return tuple(pcolls[0] if len(pcolls) == 1 else pcolls | f"All{what}" >> beam.Flatten()
+                 for what, pcolls in (("Html", html_docs), ("Text", text_docs), ("ReadDrops", drops)))
+
+
+def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFile], root: str = "",
+                   facts: dict[str, Any] | None = None, run_id: str = "") -> list[str]:
+    """Adds the job to `p`; returns the stage names in order (for the report). Phase 1 prepares each input
+    file (pipeline/job/prepare.py), phase 2 runs the global stages and the rest on the prepared documents.
+    Input files are named by their path below `root` (see `input_root`); what the stages loaded is added
+    to `facts`."""
+    phase1 = make_steps(config, facts, phase=1)
+    readers = {name: FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root,
+                                config.sample_fraction) for name, _ in source_groups(config)}
+    prepare = PrepareFiles(config.output, readers, phase1, root, phase1_digest(config), config.dedup,
+                           config.ledger_snippet_chars, config.limit, run_id)
+    keys = p | "Prepare" >> Prepare(files, prepare, one_task=bool(config.limit))
+    names = [spec.name for spec in TABLE if spec.runs == READ] + [name for name, _ in phase1]
+    file_index = {file_part_key(f, root): i for i, f in enumerate(files)}  # numbers shards and dedup's nodes
+    signed = keys | "ReadSigned" >> beam.ParDo(ReadSigned(config.output, config.dedup, file_index))
+    decisions, per_document, mix, write_check, entering = [], [], None, None, None
+    for name, step in make_steps(config, facts, phase=2):
+        names.append(name)
+        if name in (DEDUP_AGAINST, EXACT, NEAR):  # on signatures only
+            if name != DEDUP_AGAINST and entering is None:
+                entering = signed  # near dedup bands every record that enters exact dedup (NearDedup says why)
+            signed, decided = ({"kept": signed, "signed": entering} if name == NEAR else signed) | f"Stage_{name}" >> step
+            decisions.append(decided)
+        elif isinstance(step, Mix):
+            mix = step
+        elif name == WRITE_STAGE:
+            write_check = step
+        else:
+            per_document.append((name, step))
+    decided = (decisions or [p | "NoDecisions" >> beam.Create([])]) | "AllDecisions" >> beam.Flatten()
+    drops, prepared_rows = (keys, decided) | "Finish" >> Finish(config, per_document, mix, write_check, file_index)
+    dedup_stages = sum(1 for name in names if name in (EXACT, NEAR))
+    phase2_rows = (drops
+                   | "ResolveKeptCopies" >> ResolveKeptCopies(rounds=dedup_stages)
+                   | "LedgerRows" >> beam.Map(ledger_row, config.ledger_snippet_chars))
+    # Two writers: phase 1's rows stream from the parts to their files, never held with phase 2's.
+    for name, rows, prefix in (("WriteLedger", phase2_rows, "part-p2"), ("WritePreparedLedger", prepared_rows, "part-p1")):
+        _ = rows | name >> beam.io.WriteToParquet(FileSystems.join(config.output, LEDGER_DIR, prefix), LEDGER_SCHEMA,
+                                                  codec="zstd", file_name_suffix=".parquet", num_shards=config.num_shards)
+    return names
+
+
