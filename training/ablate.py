@@ -34,8 +34,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from common.settings import error_text
+from common.shards import MANIFEST
+from common.shards import manifest as shards_manifest
 from stages.mix import approx_tokens, copies, mix_rates, parse_weights, repeat_id, unit_hash
-from training.data import MANIFEST, DataError, read_manifest
+from training.data import DataError, read_manifest
 
 VALID = "valid"
 PROXY = {"size": "tiny", "seq_len": 128, "micro_batch": 8, "warmup": 10, "lr": 1e-3}  # minutes on 2 CPU cores
@@ -118,8 +120,8 @@ def mix(table: pa.Table, spec: str | None, seed: int, max_epochs: int) -> tuple[
 
 
 def write_variant(folder: str, table: pa.Table, extra: dict[str, Any], row_group_rows: int = 16) -> dict[str, Any]:
-    """One shard + manifest.json (the layout `refinery train --data` reads; pipeline/job/output.py writes the
-    pipeline's, which needs Beam: training does not import it)."""
+    """One shard + manifest.json (the layout `refinery train --data` reads, common/shards.py; the job writes
+    its own through Beam's filesystems, which training does not import)."""
     os.makedirs(os.path.join(folder, "data"), exist_ok=True)
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd", row_group_size=row_group_rows)
@@ -135,9 +137,7 @@ def write_variant(folder: str, table: pa.Table, extra: dict[str, Any], row_group
              "row_groups": pq.ParquetFile(io.BytesIO(data)).metadata.num_row_groups, "tokens_by_source": dict(tokens),
              "rows_by_source": counts, "originals": int(pc.sum(pc.equal(table["epoch"], 0)).as_py() or 0),
              "tokens": sum(tokens.values())}
-    manifest = {"format": "refinery-shards/1", "schema": (table.schema.metadata or {}).get(b"refinery.schema", b"").decode(),
-                "token_estimate": "UTF-8 bytes / 4", "shards": [shard], "rows": shard["rows"], "tokens": shard["tokens"],
-                "sources": {k: {"rows": counts[k], "tokens": tokens[k]} for k in sorted(tokens)}, **extra}
+    manifest = shards_manifest([shard], (table.schema.metadata or {}).get(b"refinery.schema", b"").decode(), extra)
     temp = os.path.join(folder, "." + MANIFEST + ".tmp")
     with open(temp, "w", encoding="utf-8") as fh:
         json.dump(manifest, fh, indent=1)

@@ -25,10 +25,10 @@ import pyarrow.parquet as pq
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from common.shards import MANIFEST
 from stages.formats import parse_json
 
 IGNORE_INDEX = -100
-MANIFEST = "manifest.json"
 
 
 class DataError(RuntimeError):

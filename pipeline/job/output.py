@@ -19,10 +19,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from common.shards import MANIFEST
+from common.shards import manifest as shards_manifest
 from pipeline.job.faults import kill_point
 from pipeline.job.schema import DOCUMENT_SCHEMA
 
-MANIFEST = "manifest.json"
 STATS_DIR = "_shard_stats"
 
 
@@ -145,18 +146,7 @@ def collect_signature_files(output: str) -> list[dict[str, Any]]:
 def write_manifest(output: str, shards: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
     """manifest.json from the shards' stats (temp file + rename: all or nothing). The commit point of a
     run: called last, only after every check passed."""
-    tokens: dict[str, int] = {}
-    rows: dict[str, int] = {}
-    for s in shards:
-        for k, v in s["tokens_by_source"].items():
-            tokens[k] = tokens.get(k, 0) + v
-        for k, v in s["rows_by_source"].items():
-            rows[k] = rows.get(k, 0) + v
-    manifest = {"format": "refinery-shards/1", "schema": DOCUMENT_SCHEMA.metadata[b"refinery.schema"].decode(),
-                "token_estimate": "UTF-8 bytes / 4", "shards": shards,
-                "rows": sum(s["rows"] for s in shards), "tokens": sum(tokens.values()),
-                "sources": {k: {"rows": rows.get(k, 0), "tokens": tokens.get(k, 0)} for k in sorted(tokens)},
-                **extra}
+    manifest = shards_manifest(shards, DOCUMENT_SCHEMA.metadata[b"refinery.schema"].decode(), extra)
     write_atomically(FileSystems.join(output, MANIFEST),
                      json.dumps(manifest, indent=2, ensure_ascii=False, default=str).encode("utf-8"))
     stats = FileSystems.join(output, STATS_DIR)
