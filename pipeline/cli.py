@@ -9,44 +9,52 @@ from collections.abc import Sequence
 
 from common.version import version
 
-USAGE = """usage: refinery COMMAND [options]   (refinery --version; refinery COMMAND --help)
+# command -> (the module whose main(argv) runs it, what it does): the dispatch and the usage text.
+# Modules are imported only when their command is asked for: `refinery train` must not load Beam.
+COMMANDS = {
+    "run": ("pipeline.job.run", "WARC files -> clean text Parquet shards + drop ledger + report.json + report.html\n"
+                                "(`refinery run --help` lists every option)"),
+    "plan": ("pipeline.commands.plan", "before a run: CPU-hours, memory per worker, intermediate, output and shuffle "
+                                       "bytes,\npredicted from a measured sample (for the input and for one Common "
+                                       "Crawl snapshot)"),
+    "inspect": ("pipeline.commands.inspect_cli", "a run's output in the terminal: why pages were dropped (--reason R "
+                                                 "--sample N,\n--id ID, --url TEXT, --lang L), what was kept (--kept)"),
+    "calibrate": ("pipeline.commands.calibrate", "per-language thresholds from a corpus, for `refinery run "
+                                                 "--thresholds FILE`"),
+    "train-quality": ("pipeline.commands.train_quality_cli", "train the fastText quality classifier used for "
+                                                             "`quality_score`"),
+    "annotate": ("pipeline.commands.annotate", "grade a sample of a run with a model you serve (OpenAI-compatible "
+                                               "API), then\ntrain a graded quality model on the grades (FineWeb-Edu's "
+                                               "method; optional)"),
+    "train-toxicity": ("pipeline.commands.train_quality_cli", "train the fastText toxicity classifier used for "
+                                                              "`toxicity_score`\n(`make toxicity-model` rebuilds the "
+                                                              "bundled one from shared/data)"),
+    "train": ("training.launch", "train a small GPT on the shards (`--nproc-per-node N` starts N ranks\nthrough "
+                                 "torchrun; `refinery train --help` lists every option)"),
+    "train-tokenizer": ("training.tokenizer", "a byte-level BPE (Hugging Face tokenizers) from the shards, for "
+                                              "`train --tokenizer`"),
+    "tokenize": ("training.tokens", "token shards (flat uint16/uint32 ids + document index) for `train --tokens`"),
+    "sample": ("training.sample", "continuations of a prompt from a training run's latest checkpoint"),
+    "ablate": ("training.ablate", "compare mixtures or filter settings by the validation loss of small proxy models"),
+    "report": ("training.report", "memory | parallel | numerics: what training a model of a given size costs\n"
+                                  "(memory per GPU by ZeRO stage, communication, pipeline bubble, number formats);\n"
+                                  "`--run OUT` sets a training run's measurements next to the predictions"),
+}
 
-commands:
-  run            WARC files -> clean text Parquet shards + drop ledger + report.json + report.html
-                 (`refinery run --help` lists every option)
-  plan           before a run: CPU-hours, memory per worker, intermediate, output and shuffle bytes,
-                 predicted from a measured sample (for the input and for one Common Crawl snapshot)
-  inspect        a run's output in the terminal: why pages were dropped (--reason R --sample N,
-                 --id ID, --url TEXT, --lang L), what was kept (--kept)
-  calibrate      per-language thresholds from a corpus, for `refinery run --thresholds FILE`
-  train-quality  train the fastText quality classifier used for `quality_score`
-  annotate       grade a sample of a run with a model you serve (OpenAI-compatible API), then
-                 train a graded quality model on the grades (FineWeb-Edu's method; optional)
-  train-toxicity train the fastText toxicity classifier used for `toxicity_score`
-                 (`make toxicity-model` rebuilds the bundled one from shared/data)
-  train          train a small GPT on the shards (`--nproc-per-node N` starts N ranks
-                 through torchrun; `refinery train --help` lists every option)
-  train-tokenizer  a byte-level BPE (Hugging Face tokenizers) from the shards, for `train --tokenizer`
-  tokenize       token shards (flat uint16/uint32 ids + document index) for `train --tokens`
-  sample         continuations of a prompt from a training run's latest checkpoint
-  ablate         compare mixtures or filter settings by the validation loss of small proxy models
-  report         memory | parallel | numerics: what training a model of a given size costs
-                 (memory per GPU by ZeRO stage, communication, pipeline bubble, number formats);
-                 `--run OUT` sets a training run's measurements next to the predictions
-"""
 
-
-# command -> the module whose main(argv) runs it
-COMMANDS = {"calibrate": "pipeline.commands.calibrate", "train": "training.launch", "train-tokenizer": "training.tokenizer",
-            "tokenize": "training.tokens", "sample": "training.sample", "ablate": "training.ablate",
-            "report": "training.report", "annotate": "pipeline.commands.annotate", "inspect": "pipeline.commands.inspect_cli",
-            "plan": "pipeline.commands.plan"}
+def usage() -> str:
+    lines = ["usage: refinery COMMAND [options]   (refinery --version; refinery COMMAND --help)", "", "commands:"]
+    for name, (_, about) in COMMANDS.items():
+        first, *more = about.split("\n")
+        lines.append(f"  {name:<14} {first}" if len(name) <= 14 else f"  {name}  {first}")
+        lines += [" " * 17 + line for line in more]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
+        print(usage())
         return 0 if argv else 2
     if argv[0] in ("--version", "-V", "version"):
         print(f"refinery {version()}")
@@ -58,11 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pipeline.commands.train_quality_cli import main as train_classifier
 
         return train_classifier(rest, command)
-    if command in COMMANDS:  # imported only when asked for: `refinery train` must not load Beam
+    if command in COMMANDS:
         import importlib
 
-        return importlib.import_module(COMMANDS[command]).main(rest)
-    print(f"refinery: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+        return importlib.import_module(COMMANDS[command][0]).main(rest)
+    print(f"refinery: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
     return 2
 
 

@@ -37,6 +37,7 @@ from common.settings import error_text
 from common.shards import MANIFEST
 from common.shards import manifest as shards_manifest
 from stages.mix import approx_tokens, copies, mix_rates, parse_weights, repeat_id, unit_hash
+from training.curves import pyplot
 from training.data import DataError, read_manifest
 
 VALID = "valid"
@@ -198,12 +199,8 @@ def verdict(results: list[dict[str, Any]], name: str) -> str:
 
 
 def plot(results: list[dict[str, Any]], sets: list[str], path: str, title: str) -> str | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(results) * len(sets), 4))
     width = 0.8 / len(sets)

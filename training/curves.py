@@ -14,6 +14,19 @@ from typing import Any
 CURVES = "curves.png"
 
 
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend, or None when matplotlib is not installed (the
+    PNGs are optional: the numbers are in the JSON next to them)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
 def read_log(path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(steps, events, skipped) of a metrics.jsonl; a torn last line (a run killed mid-write) is left out.
     A step logged twice (replayed after a rollback, or by a resumed run) keeps its latest record in
@@ -40,12 +53,8 @@ def plot(metrics_path: str, png_path: str, title: str = "") -> str | None:
     steps, events, skipped = read_log(metrics_path)
     if not steps:
         return None
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     x = [s["step"] for s in steps]
     rollbacks = [e["step"] for e in events if e.get("event") == "rolled back"]

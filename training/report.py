@@ -11,6 +11,7 @@ from typing import Any
 
 from common.settings import error_text
 from training import memory, numerics, parallel
+from training.curves import pyplot
 from training.memory import GIB, Shape, duration, size
 
 USAGE = """usage: refinery report KIND [options]   (refinery report KIND --help: its options)
@@ -111,12 +112,8 @@ def _write(out: str | None, name: str, data: dict[str, Any]) -> None:
 def _plot(out: str | None, name: str, draw) -> str | None:
     if not out:
         return None
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         print(f"(no PNG: matplotlib is not installed; pip install matplotlib for {name})")
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
