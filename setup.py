@@ -12,6 +12,7 @@ setup(
     packages=find_packages(include=["common", "common.*", "pipeline", "pipeline.*", "stages", "stages.*", "training", "training.*"]),
     # Models travel as package data so Beam workers on a cluster find them (--setup_file).
     package_data={"stages.models": ["*.ftz", "*.bin", "*.card.json", "*.yaml", "extract_cascade.json", "README.md"],
+                  "pipeline.reports": ["templates/*.html"],   # report.html's Jinja2 template
                   "stages.harmful": ["lists/SOURCES.md", "lists/*/*", "lists/*/*/*", "lists/*/*/*/*"]},
     include_package_data=True,
     install_requires=[
@@ -30,6 +31,7 @@ setup(
         "numpy>=1.26",
         "datasketch>=1.6,<3",
         "pyyaml>=6",
+        "jinja2>=3.1,<4",             # report.html from pipeline/reports/templates/report.html (autoescaped)
         "google-re2>=1.1",            # PII patterns: linear-time matching on hostile text
         "tldextract>=5.1,<6",         # registered domains for the URL filter (its bundled public suffix list)
         "pyicu-wheels>=2.15",         # ICU word segmentation for zh/ja/th (bundles ICU's dictionaries)

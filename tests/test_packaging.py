@@ -16,7 +16,8 @@ MODELS = ["stages/models/lid.176.ftz", "stages/models/quality.ftz", "stages/mode
           "stages/models/README.md",
           "stages/harmful/lists/SOURCES.md", "stages/harmful/lists/ut1/adult.domains.xz",
           "stages/harmful/lists/url_words/banned_words.txt", "stages/harmful/lists/ldnoobw/v1/en.txt",
-          "stages/harmful/lists/ldnoobw/v2/ja.txt", "stages/harmful/lists/ldnoobw/ordinary/v2/en.txt"]
+          "stages/harmful/lists/ldnoobw/v2/ja.txt", "stages/harmful/lists/ldnoobw/ordinary/v2/en.txt",
+          "pipeline/reports/templates/report.html"]
 
 
 def tracked_copy(dest):

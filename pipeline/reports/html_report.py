@@ -3,14 +3,20 @@
 Built in the driver after the job from report.json's numbers and bounded samples of the run's own
 Parquet (pipeline/reports/explore.py): the funnel, languages, record types; per drop reason the measured
 values with the threshold, dropped pages next to kept pages closest to the threshold; score and
-length distributions; dedup, PII, decontamination, mixing; time per stage.
+length distributions; dedup, PII, decontamination, mixing; time per stage. This module gathers the
+numbers and draws the charts (pipeline/reports/svg.py); the page is the Jinja2 template
+templates/report.html (autoescaped: text from the crawl never becomes markup). A table cell is a value,
+{"url": URL} or {"snippet": TEXT, "n": CHARS}.
 """
 from __future__ import annotations
 
-import html
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import jinja2
+from markupsafe import Markup
 
 from pipeline.reports import explore, svg
 
@@ -32,48 +38,25 @@ REASON_MEASURE = {
     "quality_below_threshold": "quality_score",
     "toxic": "toxicity_score",
 }
-SCRIPT = """
-window.__errors = [];
-window.addEventListener('error', e => { window.__errors.push(String(e.message)); });
-document.addEventListener('DOMContentLoaded', () => {
-  const box = document.getElementById('filter');
-  box.addEventListener('input', () => {
-    const q = box.value.toLowerCase();
-    document.querySelectorAll('section.reason').forEach(s => {
-      s.style.display = s.dataset.reason.includes(q) || s.dataset.stage.includes(q) ? '' : 'none';
-    });
-  });
-  document.body.dataset.ready = window.__errors.length ? 'errors' : '1';
-});
-"""
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1180px;color:#222;line-height:1.4}
-h1{margin-bottom:4px} h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
-.grid{display:flex;flex-wrap:wrap;gap:16px} .card{border:1px solid #e3e3e3;border-radius:6px;padding:8px}
-table{border-collapse:collapse;font-size:13px} td,th{border-bottom:1px solid #eee;padding:3px 8px;text-align:left;
-vertical-align:top} th{background:#f6f6f6} .num{text-align:right;font-variant-numeric:tabular-nums}
-.snippet{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;max-width:520px;max-height:9em;
-overflow:auto;background:#fafafa;min-width:360px} .url{display:inline-block;max-width:300px;word-break:break-all} .ok{color:#2a7a2a} .bad{color:#b52020} .muted{color:#777}
-"""
 
 
-def _e(text) -> str:
-    return html.escape("" if text is None else str(text), quote=True)
+@functools.lru_cache(maxsize=1)
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("pipeline.reports", "templates"), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    return env.get_template("report.html")
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f'<td class="num">{cell}</td>' if i in numeric else f"<td>{cell}</td>"
-                                     for i, cell in enumerate(r)) + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+def _url(url: str | None) -> dict[str, Any]:
+    return {"url": url}
 
 
-def _url(url: str | None) -> str:
-    return f'<span class="url">{_e(url)}</span>'
+def _snippet(text: str | None, n: int = 400) -> dict[str, Any]:
+    return {"snippet": text, "n": n}
 
 
-def _snippet(text: str | None, n: int = 400) -> str:
-    return f'<div class="snippet">{_e((text or "")[:n])}</div>'
+def _number(value) -> str:
+    return "" if value is None else svg.number(value)
 
 
 def _metric_threshold(key: str, lang: str | None, stages: Mapping[str, Any]) -> float | None:
@@ -122,7 +105,7 @@ def _rule_stages(config) -> dict[str, Any]:
     return out
 
 
-def _reason_section(sample: explore.ReasonSample, measured, stages) -> str:
+def _reason(sample: explore.ReasonSample, measured, stages) -> dict[str, Any]:
     metric = REASON_MEASURE.get(sample.reason)
     near = []
     if metric:
@@ -133,48 +116,40 @@ def _reason_section(sample: explore.ReasonSample, measured, stages) -> str:
             if value is not None and limit is not None:
                 near.append((abs(value - limit), value, limit, doc))
         near.sort(key=lambda t: t[0])
-    kept_values = [v for _, v, _, _ in near]
-    parts = [f'<section class="reason" data-stage="{_e(sample.stage)}" data-reason="{_e(sample.reason)}">',
-             f"<h3>{_e(sample.stage)} · {_e(sample.reason)} <span class='muted'>({sample.count:,} dropped)</span></h3>"]
+    chart = None
     if sample.values:
         distinct = len(sample.thresholds)
         note = f" ({distinct} thresholds: by language or n; commonest marked)" if distinct > 1 else ""
         series = {"dropped": sample.values}
-        if kept_values:
-            series["kept (sample)"] = kept_values
-        parts.append(svg.histogram(series, f"{sample.reason}: measured value{note}", metric or "value",
-                                   threshold=sample.common_threshold, colors=(svg.PALETTE[1], svg.PALETTE[0])))
-    rows = [[_url(r.get("url") or r.get("file")), _e(r.get("lang")), _e(svg.number(r["value"]) if r.get("value")
-            is not None else ""), _e(svg.number(r["threshold"]) if r.get("threshold") is not None else ""),
-             _e(r.get("detail")), _snippet(r.get("snippet"))] for r in sample.examples]
-    parts.append("<h4>Dropped</h4>" + _table(["url / file", "lang", "value", "threshold", "detail", "text"], rows))
-    if near:
-        rows = [[_url(doc.get("url")), _e(doc.get("lang")), svg.number(v), svg.number(t), _snippet(doc["text"])]
-                for _, v, t, doc in near[:3]]
-        parts.append("<h4>Kept, closest to the threshold</h4>"
-                     + _table(["url", "lang", "value", "threshold", "text"], rows))
-    parts.append("</section>")
-    return "".join(parts)
+        if near:
+            series["kept (sample)"] = [v for _, v, _, _ in near]
+        chart = Markup(svg.histogram(series, f"{sample.reason}: measured value{note}", metric or "value",
+                                     threshold=sample.common_threshold, colors=(svg.PALETTE[1], svg.PALETTE[0])))
+    return {"stage": sample.stage, "reason": sample.reason, "count": sample.count, "chart": chart,
+            "dropped": [[_url(r.get("url") or r.get("file")), r.get("lang") or "", _number(r.get("value")),
+                         _number(r.get("threshold")), r.get("detail") or "", _snippet(r.get("snippet"))]
+                        for r in sample.examples],
+            "near": [[_url(doc.get("url")), doc.get("lang") or "", svg.number(v), svg.number(t), _snippet(doc["text"])]
+                     for _, v, t, doc in near[:3]]}
 
 
-def _dedup_section(report: Mapping[str, Any], output: str, summary: explore.LedgerSummary) -> str:
+def _dedup(report: Mapping[str, Any], output: str, summary: explore.LedgerSummary) -> dict[str, Any] | None:
     d = report.get("dedup") or {}
     if "bands" not in d:
-        return ""
+        return None
     config = report.get("config", {}).get("dedup", {})
     b, r = d["bands"], d["rows"]
     points = [(s / 100, 1 - (1 - (s / 100) ** r) ** b) for s in range(0, 101)]
-    parts = ["<h2>Near-duplicates</h2><div class='grid'><div class='card'>",
-             svg.curve(points, f"P(candidate pair) for {b} bands x {r} rows", "Jaccard similarity", "P",
-                       marks=[config.get("threshold") or (1 / b) ** (1 / r)]),  # where P = 1/2, roughly
-             "</div><div class='card'>",
-             svg.bars([(k, [v]) for k, v in d.get("cluster_sizes", {}).items()], ["clusters"],
-                      "Clusters by size (documents)"), "</div>"]
+    section = {
+        "curve": Markup(svg.curve(points, f"P(candidate pair) for {b} bands x {r} rows", "Jaccard similarity", "P",
+                                  marks=[config.get("threshold") or (1 / b) ** (1 / r)])),  # where P = 1/2, roughly
+        "clusters": Markup(svg.bars([(k, [v]) for k, v in d.get("cluster_sizes", {}).items()], ["clusters"],
+                                    "Clusters by size (documents)")),
+        "rounds": None, "examples": []}
     if d.get("edges_per_round"):  # finished components leave the loop: the rounds carry fewer edges
-        parts += ["<div class='card'>",
-                  svg.bars([(f"round {i}", [n]) for i, n in enumerate(d["edges_per_round"])], ["edges"],
-                           f"Edges carried per component round (converged in {d.get('rounds')})"), "</div>"]
-    parts.append("</div>")
+        section["rounds"] = Markup(svg.bars([(f"round {i}", [n]) for i, n in enumerate(d["edges_per_round"])],
+                                            ["edges"], f"Edges carried per component round (converged in "
+                                            f"{d.get('rounds')})"))
     kept = explore.documents(output, list(summary.duplicates))
     for kept_id, removed in summary.duplicates.items():
         survivor = kept.get(kept_id)
@@ -184,8 +159,8 @@ def _dedup_section(report: Mapping[str, Any], output: str, summary: explore.Ledg
         # snippet is no bound of the documents' (it printed 0.03 for near-identical pages)
         rows = [["kept", _url(survivor.get("url")), _snippet(survivor["text"], 600)]]
         rows += [["removed", _url(row.get("url")), _snippet(row.get("snippet"), 600)] for row in removed]
-        parts.append(_table(["copy", "url", "text (removed copies: the ledger's snippet)"], rows))
-    return "".join(parts)
+        section["examples"].append(rows)
+    return section
 
 
 def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 500) -> str:
@@ -193,150 +168,113 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
     kept = explore.kept_sample(output, kept_sample)
     stages = _rule_stages(config)
     measured = _kept_measures(kept, stages) if kept else []
-    c = report["conservation"]
-    status = report.get("status", "?")
-    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Refinery run report</title>"
-             f"<style>{STYLE}</style><script>{SCRIPT}</script></head><body>",
-             "<h1>Refinery run report</h1>",
-             f"<p>Status <b class='{'ok' if status == 'ok' else 'bad'}'>{_e(status)}</b> · runner {_e(report['runner'])}"
-             f" · {report['elapsed_s']} s · read {c['read']:,} = kept {c['kept']:,}"
-             + (f" + held out {c['held_out']:,} (valid/)" if c.get("held_out") else "") + f" + ledger {c['ledger']:,} "
-             f"(conservation {'holds' if c['holds'] else 'NOT checked' if c['holds'] is None else 'BROKEN'})</p>"]
-    parts.append(f"<p>{_extraction_line(report, config)}</p>")
-    for problem in report.get("problems", []):
-        parts.append(f"<p class='bad'>{_e(problem)}</p>")
     funnel = report["funnel"]
-    parts.append("<h2>Funnel</h2><div class='grid'><div class='card'>")
-    parts.append(svg.bars([(f["stage"], [f["kept"], f["dropped"]]) for f in funnel], ["kept", "dropped"],
-                          "Documents per stage", "docs"))
-    tokens = [(f["stage"], [f.get("kept_tokens", 0)]) for f in funnel if f.get("kept_tokens")]
-    if tokens:
-        parts.append("</div><div class='card'>" + svg.bars(tokens, ["tokens"], "Tokens leaving each stage "
-                                                                              "(UTF-8 bytes / 4)", "tokens"))
     reasons = sorted(summary.reasons.values(), key=lambda s: -s.count)
-    parts.append("</div><div class='card'>" + svg.bars([(f"{s.reason}", [s.count]) for s in reasons[:25]],
-                                                      ["dropped"], "Dropped by reason", "docs") + "</div></div>")
     languages = sorted({*report["languages"], *(k for k in summary.languages if k)},
                        key=lambda k: -(report["languages"].get(k, 0) + summary.languages.get(k, 0)))[:20]
-    parts.append("<h2>Languages and records</h2><div class='grid'><div class='card'>")
-    parts.append(svg.bars([(k, [report["languages"].get(k, 0), summary.languages.get(k, 0)]) for k in languages],
-                          ["kept", "dropped"], "Languages (after language ID)", "docs"))
-    if report.get("warc_records_by_type"):
-        parts.append("</div><div class='card'>" + svg.bars(
-            [(k, [v]) for k, v in report["warc_records_by_type"].items()], ["records"], "WARC records by type"))
+    tokens = [(f["stage"], [f.get("kept_tokens", 0)]) for f in funnel if f.get("kept_tokens")]
+    charts = {
+        "funnel": svg.bars([(f["stage"], [f["kept"], f["dropped"]]) for f in funnel], ["kept", "dropped"],
+                           "Documents per stage", "docs"),
+        "tokens": svg.bars(tokens, ["tokens"], "Tokens leaving each stage (UTF-8 bytes / 4)", "tokens") if tokens else "",
+        "reasons": svg.bars([(f"{s.reason}", [s.count]) for s in reasons[:25]], ["dropped"], "Dropped by reason", "docs"),
+        "languages": svg.bars([(k, [report["languages"].get(k, 0), summary.languages.get(k, 0)]) for k in languages],
+                              ["kept", "dropped"], "Languages (after language ID)", "docs"),
+        "records": svg.bars([(k, [v]) for k, v in report["warc_records_by_type"].items()], ["records"],
+                            "WARC records by type") if report.get("warc_records_by_type") else ""}
     applied = report.get("langid_thresholds") or {}
-    if applied:
-        rows = [[_e(lang), svg.number(applied[lang]["threshold"]),
-                 "" if applied[lang]["confident"] is None else svg.number(applied[lang]["confident"]),
-                 _e(applied[lang]["from"])] for lang in languages if lang in applied]
-        parts.append("</div><div class='card'><h3>Language-ID threshold applied</h3><p>Pages under the threshold are "
-                     "dropped; between it and the confident score, CLD2 must not name another language.</p>"
-                     + _table(["lang", "threshold", "confident", "from"], rows, numeric=(1, 2)))
-    parts.append("</div></div>")
-    parts.append("<h2>Why pages were dropped</h2><p>Filter: <input id='filter' placeholder='stage or reason'></p>")
-    parts += [_reason_section(s, measured, stages) for s in reasons]
-    parts.append("<h2>The output</h2><div class='grid'>")
     scores = explore.score_columns(output, ["quality_score", "toxicity_score", "lang_score"])
-    chosen = {"quality_score": config.quality.threshold, "toxicity_score": config.toxicity.threshold}
-    for column, values in scores.items():
-        if values:
-            parts.append("<div class='card'>" + svg.histogram({"documents": values}, f"{column} of kept documents",
-                                                              column, threshold=chosen.get(column))
-                         + _toxicity_shares(column, values, chosen.get(column)) + "</div>")
-    if kept:
-        parts.append("<div class='card'>" + svg.histogram(
-            {"documents": [math.log10(max(len(d["text"]), 1)) for d in kept]},
-            f"Length of kept documents (sample of {len(kept)})", "log10 characters") + "</div>")
-    parts.append("</div>")
-    parts.append(_quality_section(report, kept, scores.get("quality_score") or []))
-    parts.append(_rescued_section(output))
-    parts.append(_dedup_section(report, output, summary))
-    parts.append(_counts_section(report, output))
-    times = report.get("stage_times") or []
-    if times:
-        parts.append("<h2>Time per stage</h2>" + svg.bars([(t["stage"], [t["mean_ms"]]) for t in times], ["ms"],
-                                                          "Mean time per document (ms, one core)", "ms"))
-        parts.append(_table(["stage", "documents", "CPU s", "mean ms", "min ms", "max ms", "docs per CPU-s"],
-                            [[t["stage"], t["documents"], t["cpu_s"], t["mean_ms"], t["min_ms"], t["max_ms"],
-                              t["docs_per_cpu_s"]] for t in times], numeric=range(1, 7)))
-    parts.append("</body></html>")
-    return "".join(parts)
+    return _template().render(
+        report=report, status=report.get("status", "?"), engine=config.extract.engine, fallback=_fallback(report),
+        charts={k: Markup(v) for k, v in charts.items()},
+        langid_rows=[[lang, svg.number(applied[lang]["threshold"]), _number(applied[lang]["confident"]),
+                      applied[lang]["from"]] for lang in languages if lang in applied],
+        reasons=[_reason(s, measured, stages) for s in reasons],
+        output_cards=_output_cards(scores, kept, config), quality=_quality(report, kept, scores.get("quality_score") or []),
+        rescued=_rescued(output), dedup=_dedup(report, output, summary), counts=_counts(report, output),
+        times=_times(report.get("stage_times") or []))
 
 
-def _extraction_line(report: Mapping[str, Any], config) -> str:
-    """Which engine extracted the pages and, for the cascade, how often it fell back to trafilatura."""
+def _fallback(report: Mapping[str, Any]) -> dict[str, int] | None:
+    """For the cascade: how many pages went through trafilatura."""
     notes = next((f.get("notes", {}) for f in report["funnel"] if f["stage"] == "extract"), {})
     fell, kept = notes.get("cascade_fell_back_to_trafilatura", 0), notes.get("cascade_kept_resiliparse", 0)
-    through = f": {fell:,} of {fell + kept:,} pages through trafilatura" if fell + kept else ""
-    return f"Extraction engine <b>{_e(config.extract.engine)}</b>{through}"
+    return {"fell": fell, "total": fell + kept} if fell + kept else None
 
 
-def _toxicity_shares(column: str, values: Sequence[float], threshold: float | None) -> str:
+def _output_cards(scores: Mapping[str, Sequence[float]], kept: Sequence[Mapping[str, Any]], config) -> list[dict]:
+    chosen = {"quality_score": config.quality.threshold, "toxicity_score": config.toxicity.threshold}
+    cards = [{"chart": Markup(svg.histogram({"documents": values}, f"{column} of kept documents", column,
+                                            threshold=chosen.get(column))),
+              "toxicity": _toxicity_shares(values, chosen[column]) if column == "toxicity_score" else None}
+             for column, values in scores.items() if values]
+    if kept:
+        cards.append({"chart": Markup(svg.histogram({"documents": [math.log10(max(len(d["text"]), 1)) for d in kept]},
+                                                    f"Length of kept documents (sample of {len(kept)})",
+                                                    "log10 characters")), "toxicity": None})
+    return cards
+
+
+def _toxicity_shares(values: Sequence[float], threshold: float | None) -> dict[str, str]:
     """Under the toxicity histogram: what a threshold would drop of this output, so one is chosen knowingly
     (the model card gives precision and recall per language at the same thresholds)."""
-    if column != "toxicity_score":
-        return ""
     shares = " · ".join(f"≥ {t}: {sum(v >= t for v in values) / len(values):.1%}" for t in (0.5, 0.7, 0.9))
     chosen = f"threshold {threshold}: pages at or over it were dropped" if threshold is not None else \
         "no threshold: scored only (toxicity.threshold drops)"
-    return (f"<p>Kept documents scoring {shares} ({chosen}); precision and recall per language at these thresholds: "
-            "stages/models/README.md.</p>")
+    return {"shares": shares, "chosen": chosen}
 
 
-def _quality_section(report: Mapping[str, Any], kept: Sequence[Mapping[str, Any]], scores: Sequence[float]) -> str:
+def _quality(report: Mapping[str, Any], kept: Sequence[Mapping[str, Any]], scores: Sequence[float]) -> dict | None:
     """Deciles of quality_score over the output, and what the top and bottom deciles hold (the anneal split
     takes the top; a quality threshold cuts the bottom)."""
     if not scores:
-        return ""
+        return None
     ordered = sorted(scores)
     deciles = [ordered[min(int(q / 10 * len(ordered)), len(ordered) - 1)] for q in range(1, 10)]
     scored = sorted((d for d in kept if d.get("quality_score") is not None), key=lambda d: d["quality_score"])
-    parts = ["<h2>Quality score</h2>", "<p>Deciles over the output: "
-             + " · ".join(svg.number(round(v, 3)) for v in deciles) + "</p>"]
     anneal = report.get("config", {}).get("anneal_fraction")
-    if anneal:
-        parts.append(f"<p>The anneal split takes documents with quality_score ≥ "
-                     f"{report['config'].get('anneal_min_quality')} up to {anneal:.0%} of the tokens.</p>")
-    for title, docs in (("Top decile", scored[::-1][:3]), ("Bottom decile", scored[:3])):
-        if docs and len(scored) >= 10:
-            rows = [[_url(d.get("url")), _e(d.get("lang")), svg.number(round(d["quality_score"], 3)),
-                     _snippet(d["text"])] for d in docs]
-            parts.append(f"<h4>{title}</h4>" + _table(["url", "lang", "quality_score", "text"], rows))
-    return "".join(parts)
+    shown = [(title, [[_url(d.get("url")), d.get("lang") or "", svg.number(round(d["quality_score"], 3)),
+                       _snippet(d["text"])] for d in docs])
+             for title, docs in (("Top decile", scored[::-1][:3]), ("Bottom decile", scored[:3]))
+             if docs and len(scored) >= 10]
+    return {"deciles": [svg.number(round(v, 3)) for v in deciles], "deciles_shown": shown,
+            "anneal": {"fraction": anneal, "min_quality": report["config"].get("anneal_min_quality")} if anneal else None}
 
 
-def _rescued_section(output: str) -> str:
+def _rescued(output: str) -> dict[str, Any] | None:
     shown, total = explore.rescued(output)
     if not total:
-        return ""
-    rows = [[_url(r["url"]), _e(r["lang"]), _e(r["rescued"])] for r in shown]
-    return (f"<h2>Rescued by evidence</h2><p>{total:,} kept page(s) missed one n-gram repetition limit by less than "
-            "<code>gopher_repetition.rescue_margin</code> and were kept on the quality model's score "
-            "(<code>metadata.rescued</code>; <code>--set gopher_repetition.rescue_margin=none</code> drops them)"
-            + (f"; the first {len(shown)}" if total > len(shown) else "") + ":</p>"
-            + _table(["url", "lang", "rule, value > limit; quality score"], rows))
+        return None
+    return {"total": total, "rows": [[_url(r["url"]), r["lang"] or "", r["rescued"] or ""] for r in shown]}
 
 
-def _counts_section(report: Mapping[str, Any], output: str) -> str:
-    parts = []
+def _counts(report: Mapping[str, Any], output: str) -> dict[str, Any] | None:
+    counts: dict[str, Any] = {"pii": None, "decontamination": None, "mix": None}
     pii = explore.pii_totals(output)
     if pii:
-        parts.append("<div class='card'>" + svg.bars(sorted(([k, [v]] for k, v in pii.items()), key=lambda kv: -kv[1][0]),
-                                                     ["placeholders"], "PII replaced, by kind") + "</div>")
+        counts["pii"] = Markup(svg.bars(sorted(([k, [v]] for k, v in pii.items()), key=lambda kv: -kv[1][0]),
+                                        ["placeholders"], "PII replaced, by kind"))
     notes = {f["stage"]: f.get("notes", {}) for f in report["funnel"]}
     decontam = report.get("decontamination", {})
     hits = {k.split(".", 1)[1]: v for k, v in notes.get("decontaminate", {}).items() if k.startswith("contaminated_docs.")}
     if decontam or hits:
-        rows = [[_e(b), decontam.get(b, {}).get("items", ""), hits.get(b, 0)] for b in sorted({*decontam, *hits})]
-        parts.append("<div class='card'><b>Decontamination</b>" + _table(
-            ["benchmark", "items loaded", "documents hit"], rows, numeric=(1, 2)) + "</div>")
+        counts["decontamination"] = [[b, decontam.get(b, {}).get("items", ""), hits.get(b, 0)]
+                                     for b in sorted({*decontam, *hits})]
     mix = report.get("mix")
     if mix:
         names = sorted({*mix["requested"], *mix["achieved"]})
-        parts.append("<div class='card'>" + svg.bars([(k, [mix["requested"].get(k, 0), mix["achieved"].get(k, 0)])
-                                                      for k in names], ["requested", "achieved"],
-                                                     "Mix: token shares") + "</div>")
-    return "<h2>PII, decontamination, mixing</h2><div class='grid'>" + "".join(parts) + "</div>" if parts else ""
+        counts["mix"] = Markup(svg.bars([(k, [mix["requested"].get(k, 0), mix["achieved"].get(k, 0)]) for k in names],
+                                        ["requested", "achieved"], "Mix: token shares"))
+    return counts if any(counts.values()) else None
+
+
+def _times(times: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    if not times:
+        return None
+    return {"chart": Markup(svg.bars([(t["stage"], [t["mean_ms"]]) for t in times], ["ms"],
+                                     "Mean time per document (ms, one core)", "ms")),
+            "rows": [[t["stage"], t["documents"], t["cpu_s"], t["mean_ms"], t["min_ms"], t["max_ms"],
+                      t["docs_per_cpu_s"]] for t in times]}
 
 
 def write(path: str, report: Mapping[str, Any], output: str, config) -> None:
