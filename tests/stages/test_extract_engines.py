@@ -130,9 +130,13 @@ def test_the_engine_is_part_of_the_phase1_digest():
 
 
 def test_the_run_report_says_how_often_the_cascade_fell_back():
-    from pipeline.job.config import load_config
-    from pipeline.reports.html_report import _extraction_line
+    from pipeline.reports.html_report import _fallback, _template
 
     funnel = [{"stage": "extract", "notes": {"cascade_fell_back_to_trafilatura": 321, "cascade_kept_resiliparse": 712}}]
-    line = _extraction_line({"funnel": funnel}, load_config(None, {"extract.engine": "cascade"}))
-    assert line == "Extraction engine <b>cascade</b>: 321 of 1,033 pages through trafilatura"
+    report = {"funnel": funnel, "runner": "FnApiRunner", "elapsed_s": 1.0, "problems": [],
+              "conservation": {"read": 1033, "kept": 1000, "held_out": 0, "ledger": 33, "holds": True}}
+    page = _template().render(report=report, status="ok", engine="cascade", fallback=_fallback(report),
+                              charts={k: "" for k in ("funnel", "tokens", "reasons", "languages", "records")},
+                              langid_rows=[], reasons=[], output_cards=[], quality=None, rescued=None, dedup=None,
+                              counts=None, times=None)
+    assert "Extraction engine <b>cascade</b>: 321 of 1,033 pages through trafilatura" in page
