@@ -21,6 +21,8 @@ COMMANDS = {
                                                  "--sample N,\n--id ID, --url TEXT, --lang L), what was kept (--kept)"),
     "calibrate": ("pipeline.commands.calibrate", "per-language thresholds from a corpus, for `refinery run "
                                                  "--thresholds FILE`"),
+    "slurm": ("pipeline.commands.slurm", "the same run on a Slurm cluster: phase 1 as a job array, phase 2 as a "
+                                         "dependent job;\n`refinery slurm status OUT` follows it"),
     "train-quality": ("pipeline.commands.train_quality_cli", "train the fastText quality classifier used for "
                                                              "`quality_score`"),
     "annotate": ("pipeline.commands.annotate", "grade a sample of a run with a model you serve (OpenAI-compatible "

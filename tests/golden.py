@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 GOLDEN_DIR = pathlib.Path(__file__).resolve().parent / "data" / "golden"
 WRITE = os.environ.get("REFINERY_WRITE_GOLDEN") == "1"
-SKIPPED_FOLDERS = {"prepared", "_finished"}       # phase 1's and 2's working files: not outputs
+SKIPPED_FOLDERS = {"prepared", "_finished", "slurm"}  # phase 1's and 2's working files, a batch executor's: not outputs
 REPORT_VOLATILE = {"elapsed_s", "stage_times", "run_id", "resources", "input_root", "runner", "output_folder"}
 FILE_FACTS = {"bytes", "sha256", "path"}          # of a file: its content digest stands in for them
 
@@ -59,7 +59,8 @@ def run_digests(out: pathlib.Path) -> dict[str, str]:
         elif rel.name == "report.json":
             report = json.loads(path.read_text(encoding="utf-8"))
             report = {k: v for k, v in report.items() if k not in REPORT_VOLATILE}
-            report["config"] = {k: v for k, v in report["config"].items() if k not in ("inputs", "output", "sources")}
+            report["config"] = {k: v for k, v in report["config"].items()  # where and how, not what: --resume, ...
+                                if k not in ("inputs", "output", "sources", "resume", "overwrite", "user_settings")}
             report["ledger_files"] = [{"rows": f["rows"]} for f in report.get("ledger_files", [])]
             report.pop("prepared", None)
             for name, part in report.items():

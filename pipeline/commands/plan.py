@@ -31,13 +31,12 @@ from pipeline.job.config import ConfigError, load_config
 from pipeline.job.prepare import (
     PREPARED_DIR,
     READ_COUNTERS,
-    PrepareFiles,
     part_paths,
     phase1_digest,
     read_rows,
 )
 from pipeline.job.schema import SIGNATURE_SCHEMA, document_from_part
-from pipeline.job.transforms import FileReader, capture_counts
+from pipeline.job.transforms import capture_counts
 from pipeline.reports.progress import BYTES_READ
 from stages.runner import StageRunner, Step
 
@@ -109,8 +108,8 @@ def make_plan(config, sample: int, scale_files: int, scale_pages: float) -> dict
 def measure_sample(config, files, sample: int) -> dict[str, Any]:
     """Phase 1 on the first records of up to SAMPLE_FILES files spread over the input, then phase 2's
     per-document stages on what passed: CPU seconds, bytes, documents, parts, candidate links."""
-    from pipeline.job.inputs import input_root, source_groups
-    from pipeline.job.steps import make_steps
+    from pipeline.job.graph import phase1_preparer
+    from pipeline.job.inputs import input_root
 
     step = max(1, len(files) // SAMPLE_FILES)
     picked = files[::step][:SAMPLE_FILES]
@@ -118,10 +117,7 @@ def measure_sample(config, files, sample: int) -> dict[str, Any]:
     root = input_root([f.path for f in files])
     with tempfile.TemporaryDirectory(prefix="refinery-plan-") as tmp:
         config = dataclasses.replace(config, output=tmp)
-        readers = {name: FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root,
-                                    config.sample_fraction) for name, _ in source_groups(config)}
-        prepare = PrepareFiles(tmp, readers, make_steps(config, phase=1), root, phase1_digest(config), config.dedup,
-                               config.ledger_snippet_chars)
+        prepare, _ = phase1_preparer(dataclasses.replace(config, limit=0), root)
         prepare.setup()  # models load outside the timed part: a worker loads them once
         with capture_counts():  # one record first: the extraction worker has imported everything when timing starts
             prepare.prepare_file(picked[0], 1)

@@ -38,17 +38,24 @@ def read_sources(p: beam.Pipeline, config: RunConfig, root: str = "") -> tuple:
                  for what, pcolls in (("Html", html_docs), ("Text", text_docs), ("ReadDrops", drops)))
 
 
+def phase1_preparer(config: RunConfig, root: str, facts: dict[str, Any] | None = None,
+                    run_id: str = "") -> tuple[PrepareFiles, list]:
+    """Phase 1's DoFn for this run's settings and its steps: the job runs it over each input file, `refinery
+    plan` over a sample, a Slurm array task over its share of the files (called directly, after `setup()`)."""
+    phase1 = make_steps(config, facts, phase=1)
+    readers = {name: FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root,
+                                config.sample_fraction) for name, _ in source_groups(config)}
+    return PrepareFiles(config.output, readers, phase1, root, phase1_digest(config), config.dedup,
+                        config.ledger_snippet_chars, config.limit, run_id), phase1
+
+
 def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFile], root: str = "",
                    facts: dict[str, Any] | None = None, run_id: str = "") -> list[str]:
     """Adds the job to `p`; returns the stage names in order (for the report). Phase 1 prepares each input
     file (pipeline/job/prepare.py), phase 2 runs the global stages and the rest on the prepared documents.
     Input files are named by their path below `root` (see `input_root`); what the stages loaded is added
     to `facts`."""
-    phase1 = make_steps(config, facts, phase=1)
-    readers = {name: FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root,
-                                config.sample_fraction) for name, _ in source_groups(config)}
-    prepare = PrepareFiles(config.output, readers, phase1, root, phase1_digest(config), config.dedup,
-                           config.ledger_snippet_chars, config.limit, run_id)
+    prepare, phase1 = phase1_preparer(config, root, facts, run_id)
     keys = p | "Prepare" >> Prepare(files, prepare, one_task=bool(config.limit))
     names = [spec.name for spec in TABLE if spec.runs == READ] + [name for name, _ in phase1]
     file_index = {file_part_key(f, root): i for i, f in enumerate(files)}  # numbers shards and dedup's nodes

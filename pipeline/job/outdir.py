@@ -48,6 +48,11 @@ OWN_PATTERNS = (
 )
 
 
+# What a batch executor writes beside a run (`refinery slurm`: its scripts, state and logs): not foreign to
+# the folder, and never removed by a run (phase 2 runs in it while they are being written).
+EXECUTOR_PATTERNS = ("slurm", "slurm/*", "slurm/logs", "slurm/logs/*")
+
+
 class OutputError(ConfigError):
     """The output folder cannot be used as asked (held by another run, foreign files, not a folder)."""
 
@@ -181,12 +186,12 @@ def foreign_files(folder: str) -> list[str]:
     foreign = []
     for root, dirs, files in os.walk(folder):
         rel_root = os.path.relpath(root, folder)
-        if rel_root != "." and any(fnmatch.fnmatch(rel_root, p) for p in OWN_PATTERNS):
+        if rel_root != "." and any(fnmatch.fnmatch(rel_root, p) for p in (*OWN_PATTERNS, *EXECUTOR_PATTERNS)):
             dirs[:] = []  # inside one of our temp folders (ledger/beam-temp-*)
             continue
         for name in files:
             rel = os.path.normpath(os.path.join(rel_root, name))
-            if not any(fnmatch.fnmatch(rel, p) for p in OWN_PATTERNS):
+            if not any(fnmatch.fnmatch(rel, p) for p in (*OWN_PATTERNS, *EXECUTOR_PATTERNS)):
                 foreign.append(rel)
     return sorted(foreign)
 

@@ -1,0 +1,200 @@
+"""Phase 1 as a Slurm job array, phase 2 as a job that depends on it (`refinery slurm`).
+
+Phase 1 (most of a run's CPU: reading and extraction) is one prepared part per input file, committed by
+its marker: array task i prepares its share of the files into OUT/prepared/ exactly as a local run does
+(same markers, same digest), so a task that failed or was cancelled is just submitted again, and files
+already done are skipped. Phase 2 is `refinery run --resume` with the same flags on one node, after every
+array task succeeded (`--dependency=afterok`): it finds every part prepared and runs dedup, the later
+stages and the shards.
+
+    OUT/slurm/run.json          the run's flags, the files of each task, the jobs submitted
+    OUT/slurm/phase1.sh, phase2.sh   the batch scripts (sbatch them by hand if you like)
+    OUT/slurm/logs/             phase1-<job>_<task>.out, phase2-<job>.out
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+from pipeline.job.config import ConfigError, RunConfig
+from pipeline.job.inputs import input_files, input_root
+from pipeline.job.outdir import OutputLock, prepare_output
+from pipeline.job.prepare import InputFile, file_part_key, part_paths, phase1_digest, read_json
+
+SLURM_DIR = "slurm"
+STATE = "run.json"
+
+
+def slurm_dir(output: str) -> str:
+    return os.path.join(output, SLURM_DIR)
+
+
+def tasks_of(files: Sequence[InputFile], files_per_task: int) -> list[list[str]]:
+    """Input files in name order, `files_per_task` to a task."""
+    paths = [f.path for f in files]
+    return [paths[i:i + files_per_task] for i in range(0, len(paths), files_per_task)]
+
+
+def missing_files(config: RunConfig, files: Sequence[InputFile]) -> list[InputFile]:
+    """The files whose prepared part is not committed for these settings: no marker, or one written for another
+    input (size, mtime) or other phase-1 settings. A part damaged after its marker is found (and redone) by the
+    task or by phase 2, which check the parts' SHA-256."""
+    root, digest = input_root([f.path for f in files]), phase1_digest(config)
+    prepared = os.path.join(config.output, "prepared")
+    out = []
+    for f in files:
+        marker = read_json(part_paths(prepared, file_part_key(f, root))["done.json"])
+        if not (marker and marker.get("digest") == digest and marker.get("size") == f.size
+                and marker.get("mtime") == f.mtime and marker.get("cap") is None):
+            out.append(f)
+    return out
+
+
+def batch_script(lines: Sequence[str], options: Sequence[str]) -> str:
+    head = ["#!/bin/bash", *(f"#SBATCH {o}" for o in options), "set -euo pipefail"]
+    return "\n".join(head + list(lines)) + "\n"
+
+
+def sbatch(script: str, options: Sequence[str]) -> str:
+    """Submit `script`; the job id."""
+    done = subprocess.run(["sbatch", "--parsable", *options, script], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ConfigError(f"sbatch failed: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout.strip().split(";")[0]
+
+
+def submit(run_args: list[str], config: RunConfig, files_per_task: int, resources: list[str],
+           python: str) -> dict[str, Any]:
+    """Write the batch scripts and submit phase 1 for the files not yet prepared (all of them, the first time)
+    and phase 2. With --overwrite the output folder is emptied first (as a local run would), its Slurm folder
+    aside; a phase 2 still waiting from an earlier submission is cancelled (its array will never succeed)."""
+    if config.overwrite:
+        with OutputLock(config.output):
+            prepare_output(config.output, overwrite=True)
+    files = input_files(config)
+    todo = missing_files(config, files)
+    folder = slurm_dir(config.output)
+    os.makedirs(os.path.join(folder, "logs"), exist_ok=True)
+    tasks = tasks_of(todo, files_per_task)
+    state_path = os.path.join(folder, STATE)
+    state = read_json(state_path) or {"submissions": []}
+    waiting = [s["phase2"] for s in state["submissions"] if s["phase2"] in queue([s["phase2"]])]
+    if waiting:
+        subprocess.run(["scancel", *waiting], capture_output=True)
+    state.update(run_args=run_args, files=len(files))
+    refinery = [python, "-m", "pipeline.cli"]
+    submission: dict[str, Any] = {"tasks": tasks, "phase1": None}
+    if tasks:
+        n = len(state["submissions"])
+        phase1 = os.path.join(folder, f"phase1-{n}.sh")
+        with open(phase1, "w", encoding="utf-8") as fh:
+            fh.write(batch_script([shlex.join([*refinery, "slurm", "task", config.output, str(n)]) + ' "$SLURM_ARRAY_TASK_ID"'],
+                                  ["--job-name=refinery-phase1", f"--output={folder}/logs/phase1-%A_%a.out", *resources]))
+        submission["phase1"] = sbatch(phase1, [f"--array=0-{len(tasks) - 1}"])
+    phase2 = os.path.join(folder, "phase2.sh")
+    with open(phase2, "w", encoding="utf-8") as fh:
+        fh.write(batch_script([shlex.join([*refinery, "run", *phase2_args(run_args)])],
+                              ["--job-name=refinery-phase2", f"--output={folder}/logs/phase2-%j.out", *resources]))
+    submission["phase2"] = sbatch(phase2, [f"--dependency=afterok:{submission['phase1']}"] if tasks else [])
+    state["submissions"].append(submission)
+    with open(state_path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(state, fh, indent=1)
+    os.replace(state_path + ".tmp", state_path)
+    return submission
+
+
+def phase2_args(run_args: Sequence[str]) -> list[str]:
+    """The run's flags for phase 2: --resume (the parts are this run's), never --overwrite (it would delete them)."""
+    return [a for a in run_args if a not in ("--overwrite", "--resume")] + ["--resume"]
+
+
+def run_task(output: str, submission: int, index: int) -> int:
+    """Array task `index` of submission `submission`: prepare its files (a file already prepared is reused)."""
+    from pipeline.job.graph import phase1_preparer
+    from pipeline.job.run import build_parser, config_from_args
+
+    state = read_json(os.path.join(slurm_dir(output), STATE))
+    args, _ = build_parser().parse_known_args(state["run_args"])
+    config = config_from_args(args)
+    files = input_files(config)
+    mine = set(state["submissions"][submission]["tasks"][index])
+    prepare, _ = phase1_preparer(config, input_root([f.path for f in files]))
+    prepare.setup()
+    try:
+        for f in files:
+            if f.path in mine:
+                key, records = prepare.prepare_file(f, None)
+                print(f"[refinery slurm] prepared {f.path}: {records} record(s), part {key}", flush=True)
+    finally:
+        prepare.teardown()
+    return 0
+
+
+def queue(job_ids: Sequence[str]) -> dict[str, str]:
+    """{job or array task id: state} of those still in Slurm's queue (PENDING, RUNNING, ...)."""
+    if not job_ids:
+        return {}
+    done = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", ",".join(job_ids)], capture_output=True,
+                          text=True)
+    return dict(line.split(None, 1) for line in done.stdout.splitlines() if line.strip())
+
+
+def status(output: str) -> dict[str, Any]:
+    """Each array task of the last submission (done, running, pending, failed) and phase 2's state, with the
+    log tails of what failed."""
+    from pipeline.job.run import build_parser, config_from_args
+
+    folder = slurm_dir(output)
+    state = read_json(os.path.join(folder, STATE))
+    if not state:
+        raise ConfigError(f"{folder}/{STATE} not found: no `refinery slurm submit` wrote to {output}")
+    config = config_from_args(build_parser().parse_known_args(state["run_args"])[0])
+    files = input_files(config)
+    missing = {f.path for f in missing_files(config, files)}
+    last = state["submissions"][-1]
+    queued = queue([j for j in (last["phase1"], last["phase2"]) if j])
+    tasks = []
+    for i, paths in enumerate(last["tasks"]):
+        task_id = f"{last['phase1']}_{i}"
+        if not missing & set(paths):
+            where = "done"
+        else:
+            where = queued.get(task_id, "").lower() or ("pending" if last["phase1"] in queued else "failed")
+        tasks.append({"task": i, "files": len(paths), "state": where,
+                      "log": _tail(os.path.join(folder, "logs", f"phase1-{task_id}.out")) if where == "failed" else ""})
+    manifest = os.path.exists(os.path.join(output, "manifest.json"))
+    phase2 = "done" if manifest else queued.get(last["phase2"], "").lower() or "failed"
+    return {"files": len(files), "prepared": len(files) - len(missing), "tasks": tasks, "phase2": phase2,
+            "phase2_job": last["phase2"], "phase1_job": last["phase1"],
+            "phase2_log": _tail(os.path.join(folder, "logs", f"phase2-{last['phase2']}.out")) if phase2 == "failed" else ""}
+
+
+def _tail(path: str, lines: int = 5) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return "".join(fh.readlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def format_status(s: dict[str, Any]) -> str:
+    counts: dict[str, int] = {}
+    for t in s["tasks"]:
+        counts[t["state"]] = counts.get(t["state"], 0) + 1
+    lines = [f"input files prepared: {s['prepared']} of {s['files']}",
+             f"phase 1 (job {s['phase1_job'] or '-'}): " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+                                                             or "nothing to do")]
+    for t in s["tasks"]:
+        if t["state"] == "failed":
+            lines.append(f"  task {t['task']} failed ({t['files']} file(s)); its log ends:")
+            lines += ["    " + line for line in t["log"].rstrip().splitlines()]
+    lines.append(f"phase 2 (job {s['phase2_job']}): {s['phase2']}")
+    if s["phase2"] == "failed":
+        lines += ["    " + line for line in s["phase2_log"].rstrip().splitlines()]
+    if any(t["state"] == "failed" for t in s["tasks"]) or s["phase2"] == "failed":
+        lines.append("resubmit what is missing: refinery slurm submit <the same flags> --resume")
+    return "\n".join(lines)
