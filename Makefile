@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_OUT ?= out/demo
 
-.PHONY: install demo test docs-test browser report-screenshot clean quality-model toxicity-model cascade-check badword-exclusions thresholds cluster-demo dask-demo ablate-demo
+.PHONY: install demo test docs-test browser slurm report-screenshot clean quality-model toxicity-model cascade-check badword-exclusions thresholds cluster-demo dask-demo ablate-demo
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -57,7 +57,7 @@ ablate-demo: install
 		--variant natural= --variant 'web-heavy=--mix web=0.6,wayback=0.4' \
 		--variant 'quality-0.5=--min-quality 0.5' --variant 'anneal-0.2=--anneal-fraction 0.2'
 
-test: install browser
+test: install browser slurm
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
@@ -74,6 +74,15 @@ browser:
 		     $$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
 		     || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO apt-get install -y -qq chromium >/dev/null 2>&1; } \
 		     || echo "chromium could not be installed: the browser test of report.html will skip"; }
+
+# Slurm and munge for the `refinery slurm` test (it starts them in a loopback-only network namespace and
+# stops them); a machine without apt or root skips that test, naming what is missing.
+slurm:
+	@command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 \
+		|| { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo -n); \
+		     $$SUDO apt-get install -y -qq slurm-wlm munge >/dev/null 2>&1 \
+		     || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO apt-get install -y -qq slurm-wlm munge >/dev/null 2>&1; } \
+		     || echo "slurm-wlm could not be installed: the Slurm test will skip"; }
 
 # The README's picture of the demo's report.html (the browser test's own screenshot function).
 # A picture of the demo's report.html, next to it (SCREENSHOT=docs/report.png refreshes the README's picture).

@@ -95,12 +95,12 @@ def make_plan(config, sample: int, scale_files: int, scale_pages: float) -> dict
     measured = measure_sample(config, files, sample)
     measured["fixed_run"] = measure_fixed_run(config)  # after the sample: a run resets the peak-memory gauge
     total_bytes = sum(f.size for f in files)
-    return {"sample": measured,
-            "input": predict(measured, total_bytes / measured["bytes_read"], f"{len(files)} input file(s)",
-                             files=len(files), input_bytes=total_bytes),
-            "scale": predict(measured, scale_pages / measured["records"], f"{scale_files:,} files, "
-                             f"{scale_pages:,.0f} pages ({SNAPSHOT['name']})", files=scale_files,
-                             input_bytes=round(scale_pages / measured["records"] * measured["bytes_read"])),
+    whole = predict(measured, total_bytes / measured["bytes_read"], f"{len(files)} input file(s)", files=len(files),
+                    input_bytes=total_bytes)
+    scale = predict(measured, scale_pages / measured["records"], f"{scale_files:,} files, {scale_pages:,.0f} pages "
+                    f"({SNAPSHOT['name']})", files=scale_files,
+                    input_bytes=round(scale_pages / measured["records"] * measured["bytes_read"]))
+    return {"sample": measured, "input": dict(whole, slurm=slurm_view(whole)), "scale": dict(scale, slurm=slurm_view(scale)),
             "assumptions": assumptions(config, measured), "config_digest": phase1_digest(config),
             "input_root": input_root([f.path for f in files])}
 
@@ -236,6 +236,24 @@ def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes:
     }
 
 
+MAX_ARRAY_TASKS = 1000        # Slurm's default MaxArraySize is 1001: more files per task beyond it
+DASK_WORKER_BYTES = 16e9      # a phase-2 Dask worker's memory, for the suggested cluster size
+
+
+def slurm_view(p: dict[str, Any]) -> dict[str, Any]:
+    """`refinery slurm` for a prediction: array tasks, their cost and memory, and phase 2's."""
+    files_per_task = max(1, math.ceil(p["files"] / MAX_ARRAY_TASKS))
+    tasks = max(1, math.ceil(p["files"] / files_per_task))
+    memory = p["peak_memory_per_worker_bytes"]
+    phase2_memory = memory["phase2_one_local_process"]
+    return {"files_per_task": files_per_task, "array_tasks": tasks,
+            "phase1_core_hours": p["cpu_hours_phase1"], "core_hours_per_task": round(p["cpu_hours_phase1"] / tasks, 4),
+            "memory_per_task_bytes": round(memory["phase1"] * 1.5),  # --mem with headroom over the measured peak
+            "phase2_core_hours": round(p["cpu_hours"] - p["cpu_hours_phase1"], 4),
+            "phase2_one_job_memory_bytes": round(phase2_memory * 1.5),
+            "phase2_dask_workers": max(1, math.ceil(phase2_memory / DASK_WORKER_BYTES))}
+
+
 def assumptions(config, m: dict[str, Any]) -> list[str]:
     return [
         f"costs scale linearly with input bytes (whole input) or pages (named scale) from a sample of "
@@ -288,7 +306,15 @@ def format_plan(plan: dict[str, Any]) -> str:
                   f"  peak memory per worker: phase 1 {_size(memory['phase1'])}; phase 2 in one local process "
                   f"{_size(memory['phase2_one_local_process'])}",
                   f"  prepared parts {_size(p['prepared_bytes'])}; output at most {_size(p['output_bytes_at_most'])}; "
-                  f"phase-2 shuffle {_size(p['phase2_shuffle_bytes'])}", ""]
+                  f"phase-2 shuffle {_size(p['phase2_shuffle_bytes'])}"]
+        if "slurm" in p:
+            sl = p["slurm"]
+            lines += [f"  on Slurm (refinery slurm submit --files-per-task {sl['files_per_task']} "
+                      f"--mem {math.ceil(sl['memory_per_task_bytes'] / 1e9)}G): {sl['array_tasks']:,} array task(s), "
+                      f"{_hours(sl['phase1_core_hours'])} ({_hours(sl['core_hours_per_task'])} each); phase 2 "
+                      f"{_hours(sl['phase2_core_hours'])}, one job with {_size(sl['phase2_one_job_memory_bytes'])} or a "
+                      f"Dask cluster of ~{sl['phase2_dask_workers']} worker(s) of {_size(DASK_WORKER_BYTES)}"]
+        lines.append("")
     lines.append("assumptions:")
     lines += [f"  - {a}" for a in plan["assumptions"]]
     return "\n".join(lines)

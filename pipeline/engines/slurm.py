@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 from collections.abc import Sequence
 from typing import Any
@@ -59,8 +60,14 @@ def batch_script(lines: Sequence[str], options: Sequence[str]) -> str:
     return "\n".join(head + list(lines)) + "\n"
 
 
+def _needs(tool: str) -> None:
+    if shutil.which(tool) is None:
+        raise ConfigError(f"`{tool}` not found: run this on a Slurm login node (or put Slurm's commands on PATH)")
+
+
 def sbatch(script: str, options: Sequence[str]) -> str:
     """Submit `script`; the job id."""
+    _needs("sbatch")
     done = subprocess.run(["sbatch", "--parsable", *options, script], capture_output=True, text=True)
     if done.returncode != 0:
         raise ConfigError(f"sbatch failed: {done.stderr.strip() or done.stdout.strip()}")
@@ -138,6 +145,7 @@ def queue(job_ids: Sequence[str]) -> dict[str, str]:
     """{job or array task id: state} of those still in Slurm's queue (PENDING, RUNNING, ...)."""
     if not job_ids:
         return {}
+    _needs("squeue")
     done = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", ",".join(job_ids)], capture_output=True,
                           text=True)
     return dict(line.split(None, 1) for line in done.stdout.splitlines() if line.strip())

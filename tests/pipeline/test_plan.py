@@ -26,6 +26,10 @@ def test_plan_predicts_the_bench_run_within_a_factor_of_two(tmp_path):
     plan = json.loads(plan_file.read_text())
     assert plan["sample"]["records"] == 100
     assert plan["scale"]["records"] == 3_000_000_000 and plan["scale"]["cpu_hours"] > plan["input"]["cpu_hours"]
+    slurm = plan["scale"]["slurm"]  # the snapshot's 90,000 files within Slurm's default array size
+    assert slurm["array_tasks"] <= 1000 and slurm["array_tasks"] * slurm["files_per_task"] >= 90_000
+    assert slurm["phase1_core_hours"] + slurm["phase2_core_hours"] == pytest.approx(plan["scale"]["cpu_hours"], 1e-3)
+    assert "on Slurm (refinery slurm submit --files-per-task 90" in planned.stdout
 
     report = run(["--input", str(BENCH_WARC), "--output", str(tmp_path / "out"), "--quiet", "--plan", str(plan_file),
                   *half])
