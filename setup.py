@@ -42,8 +42,9 @@ setup(
         "test": ["pytest>=8", "pytest-timeout>=2.3", "duckdb>=1.0", "datasets>=3.0", "matplotlib>=3.8",
                  "ruff>=0.16,<0.17", "pytest-xdist>=3.6,<4",
                  "tensorboard>=2.16,<3",        # the training run's optional TensorBoard log is tested
-                 *DASK],                        # the Dask runner runs on a real scheduler and workers in CI
-        "dask": DASK,                         # --runner=pipeline.engines.dask_runner.RefineryDaskRunner (README "Running on a cluster")
+                 *DASK, "dask-jobqueue>=0.9,<0.10"],  # the Dask runner, on a real scheduler and workers in CI; Slurm
+        "dask": DASK,
+        "slurm": [*DASK, "dask-jobqueue>=0.9,<0.10"],  # refinery slurm submit --phase2-dask-workers N                         # --runner=pipeline.engines.dask_runner.RefineryDaskRunner (README "Running on a cluster")
         "plots": ["matplotlib>=3.8"],         # PNGs of `refinery report`, training curves
         "tensorboard": ["tensorboard>=2.16,<3"],  # `refinery train` also logs to OUT/tensorboard
     },

@@ -33,6 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
                             help=f"passed to sbatch as --{flag.replace('_', '-')} (both phases)")
     submit.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
                         help="any other sbatch option, e.g. --sbatch-arg=--constraint=cpu (repeatable)")
+    submit.add_argument("--phase2-dask-workers", type=int, default=0, metavar="N",
+                        help="run phase 2 on a Dask cluster of N worker jobs that dask-jobqueue submits (pip install "
+                             "'refinery[slurm]'); default 0: phase 2 in one job (~900 B of memory per document)")
+    submit.add_argument("--phase2-dask-memory", default="8GB", metavar="SIZE", help="memory of each Dask worker job")
+    submit.add_argument("--phase2-dask-cores", type=int, default=1, metavar="N",
+                        help="cores of each Dask worker job (one single-threaded worker process each)")
+    submit.add_argument("--phase2-dask-wait", type=float, default=1800, metavar="SECONDS",
+                        help="how long phase 2 waits for its Dask workers to start")
     submit.add_argument("--python", default=sys.executable,
                         help="the Python with refinery installed, as the nodes see it (default: this one)")
     status = sub.add_parser("status", help="which array tasks are done, running, pending or failed (with log tails)")
@@ -41,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     task.add_argument("output")
     task.add_argument("submission", type=int)
     task.add_argument("index", type=int)
+    phase2 = sub.add_parser("phase2", help=argparse.SUPPRESS)  # what the phase-2 job runs
+    phase2.add_argument("output")
     return p
 
 
@@ -51,6 +61,8 @@ def main(argv: Sequence[str]) -> int:
     try:
         if args.action == "task":
             return slurm.run_task(args.output, args.submission, args.index)
+        if args.action == "phase2":
+            return slurm.run_phase2(args.output)
         if args.action == "status":
             print(slurm.format_status(slurm.status(args.output)))
             return 0
@@ -75,7 +87,15 @@ def _submit(args: argparse.Namespace, run_args: list[str]) -> int:
     preflight(config)  # a bad setting fails here, not in every array task
     resources = [f"--{flag.replace('_', '-')}={getattr(args, flag)}" for flag in RESOURCE_FLAGS
                  if getattr(args, flag)] + list(args.sbatch_arg)
-    submitted = slurm.submit(run_args, config, args.files_per_task, resources, args.python)
+    dask = None
+    if args.phase2_dask_workers:
+        try:
+            import dask_jobqueue  # noqa: F401
+        except ImportError:
+            raise ConfigError("--phase2-dask-workers needs dask-jobqueue: pip install 'refinery[slurm]'") from None
+        dask = {"workers": args.phase2_dask_workers, "memory": args.phase2_dask_memory,
+                "cores": args.phase2_dask_cores, "wait_s": args.phase2_dask_wait}
+    submitted = slurm.submit(run_args, config, args.files_per_task, resources, args.python, dask)
     tasks = len(submitted["tasks"])
     print(f"phase 1: job {submitted['phase1']}, {tasks} array task(s)" if tasks else
           "phase 1: every input file is prepared already")

@@ -75,10 +75,11 @@ def sbatch(script: str, options: Sequence[str]) -> str:
 
 
 def submit(run_args: list[str], config: RunConfig, files_per_task: int, resources: list[str],
-           python: str) -> dict[str, Any]:
+           python: str, dask: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write the batch scripts and submit phase 1 for the files not yet prepared (all of them, the first time)
     and phase 2. With --overwrite the output folder is emptied first (as a local run would), its Slurm folder
-    aside; a phase 2 still waiting from an earlier submission is cancelled (its array will never succeed)."""
+    aside; a phase 2 still waiting from an earlier submission is cancelled (its array will never succeed).
+    `dask`: phase 2 on a Dask cluster of Slurm jobs (workers, cores, memory per worker), else in its own job."""
     if config.overwrite:
         with OutputLock(config.output):
             prepare_output(config.output, overwrite=True)
@@ -94,7 +95,8 @@ def submit(run_args: list[str], config: RunConfig, files_per_task: int, resource
         subprocess.run(["scancel", *waiting], capture_output=True)
     state.update(run_args=run_args, files=len(files))
     refinery = [python, "-m", "pipeline.cli"]
-    submission: dict[str, Any] = {"tasks": tasks, "phase1": None}
+    submission: dict[str, Any] = {"tasks": tasks, "phase1": None, "dask": dask, "python": python,
+                                  "resources": list(resources)}
     if tasks:
         n = len(state["submissions"])
         phase1 = os.path.join(folder, f"phase1-{n}.sh")
@@ -104,7 +106,7 @@ def submit(run_args: list[str], config: RunConfig, files_per_task: int, resource
         submission["phase1"] = sbatch(phase1, [f"--array=0-{len(tasks) - 1}"])
     phase2 = os.path.join(folder, "phase2.sh")
     with open(phase2, "w", encoding="utf-8") as fh:
-        fh.write(batch_script([shlex.join([*refinery, "run", *phase2_args(run_args)])],
+        fh.write(batch_script([shlex.join([*refinery, "slurm", "phase2", config.output])],
                               ["--job-name=refinery-phase2", f"--output={folder}/logs/phase2-%j.out", *resources]))
     submission["phase2"] = sbatch(phase2, [f"--dependency=afterok:{submission['phase1']}"] if tasks else [])
     state["submissions"].append(submission)
@@ -139,6 +141,35 @@ def run_task(output: str, submission: int, index: int) -> int:
     finally:
         prepare.teardown()
     return 0
+
+
+def run_phase2(output: str) -> int:
+    """Phase 2's job: `refinery run --resume` with the run's flags, in this job or, when the submission asked for
+    Dask workers, on a Dask cluster whose workers dask-jobqueue starts as Slurm jobs (the scheduler runs here)."""
+    from pipeline.cli import main
+
+    state = read_json(os.path.join(slurm_dir(output), STATE))
+    submission = state["submissions"][-1]
+    args = ["run", *phase2_args(state["run_args"])]
+    dask = submission.get("dask")
+    if not dask:
+        return main(args)
+    from dask_jobqueue import SLURMCluster
+    from distributed import Client
+
+    options = dict(cores=dask["cores"], processes=1, memory=dask["memory"], python=submission["python"],
+                   log_directory=os.path.join(slurm_dir(output), "logs"), job_name="refinery-dask-worker",
+                   worker_extra_args=["--nthreads", "1"],  # one thread per process keeps each model copy busy
+                   # the extraction stage starts a child process, which a daemonic worker may not
+                   job_script_prologue=["export DASK_DISTRIBUTED__WORKER__DAEMON=False"],
+                   job_extra_directives=[r for r in submission["resources"] if not r.startswith(("--cpus", "--mem"))],
+                   scheduler_options={"dashboard": False})
+    with SLURMCluster(**options) as cluster, Client(cluster) as client:
+        cluster.scale(jobs=dask["workers"])
+        print(f"[refinery slurm] phase 2 on Dask: waiting for {dask['workers']} worker job(s)", flush=True)
+        client.wait_for_workers(dask["workers"], timeout=dask["wait_s"])
+        return main([*args, "--runner=pipeline.engines.dask_runner.RefineryDaskRunner",
+                     f"--dask_client_address={cluster.scheduler_address}"])
 
 
 def queue(job_ids: Sequence[str]) -> dict[str, str]:
