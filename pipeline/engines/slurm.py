@@ -23,7 +23,7 @@ from typing import Any
 
 from pipeline.job.config import ConfigError, RunConfig
 from pipeline.job.inputs import input_files, input_root
-from pipeline.job.outdir import OutputLock, prepare_output
+from pipeline.job.outdir import OutputError, OutputLock, prepare_output
 from pipeline.job.prepare import InputFile, file_part_key, part_paths, phase1_digest, read_json
 
 SLURM_DIR = "slurm"
@@ -83,6 +83,9 @@ def submit(run_args: list[str], config: RunConfig, files_per_task: int, resource
     if config.overwrite:
         with OutputLock(config.output):
             prepare_output(config.output, overwrite=True)
+    elif not config.resume and os.path.exists(os.path.join(config.output, "manifest.json")):
+        raise OutputError(f"{config.output} already holds a finished run; pass --resume to run phase 2 again on its "
+                          "prepared parts, --overwrite to start over, or choose another --output")
     files = input_files(config)
     todo = missing_files(config, files)
     folder = slurm_dir(config.output)

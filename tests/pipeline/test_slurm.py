@@ -169,9 +169,12 @@ def test_array_task_cancelled_then_resumed_gives_the_local_run(cluster, demo_run
     local, _ = demo_run
     assert_same_outputs(out, local)
 
+    refused = cluster.refinery("slurm", "submit", *args)  # a finished output is replaced only when asked
+    assert refused.returncode == 2 and "already holds a finished run" in refused.stderr, refused.stderr
+
     # phase 2 again, now on a Dask cluster whose worker dask-jobqueue submits as a Slurm job: no array this time
     first_run = json.loads((out / "report.json").read_text())["run_id"]
-    dask = cluster.refinery("slurm", "submit", "--files-per-task", "4", *args, "--phase2-dask-workers", "1",
+    dask = cluster.refinery("slurm", "submit", "--files-per-task", "4", *args, "--resume", "--phase2-dask-workers", "1",
                             "--phase2-dask-memory", "2GB")
     assert dask.returncode == 0, dask.stderr
     assert "every input file is prepared already" in dask.stdout
