@@ -129,8 +129,11 @@ def _run_bundle(items, step: _Step, *side_values) -> list:
     runner = DoFnRunner(fn, args, kwargs, side_inputs, windowing, tagged_receivers=receivers,
                         step_name=step.label, state=DoFnState(factory))
     container = MetricsContainer(step.label)
+    # The tracker routes the DoFn's Metrics to `container`. Its sampling thread is not started: it only times
+    # states (which nothing here reads), and stopping it can hang for good in Beam 2.77's statesampler_fast (a
+    # race fixed upstream in apache/beam#38851 and #39129): the test of this runner hung so, rarely, in join().
     sampler = statesampler.StateSampler("dask", factory)
-    sampler.start()
+    statesampler.set_current_tracker(sampler)
     try:
         with sampler.scoped_state(step.label, "process", metrics_container=container):
             runner.start()
@@ -138,7 +141,7 @@ def _run_bundle(items, step: _Step, *side_values) -> list:
                 runner.process(WindowedValue(item, 0, _GLOBAL))
             runner.finish()
     finally:
-        sampler.stop()
+        statesampler.set_current_tracker(None)
     out.append((_METRICS, container.get_cumulative()))
     return out
 
