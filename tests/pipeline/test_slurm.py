@@ -78,9 +78,17 @@ class Cluster:
         # the namespace lives as long as this process: every daemon and command joins it
         self.holder = subprocess.Popen(["unshare", "--net", "sh", "-c", "ip link set lo up && exec sleep infinity"])
         self.prefix = ["nsenter", f"--net=/proc/{self.holder.pid}/ns/net"]
+        self.daemons: list = []
+        try:
+            self._start(folder, key)
+        except BaseException:  # a cluster that did not come up leaves no daemon behind either
+            self.close()
+            raise
+
+    def _start(self, folder, key):
         time.sleep(0.5)
         log = open(folder / "daemons.log", "w")
-        self.daemons = [subprocess.Popen(self.prefix + cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.daemons += [subprocess.Popen(self.prefix + cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
                         for cmd in (["munged", "-F", f"--key-file={key}", f"--socket={folder}/munge.sock",
                                      f"--pid-file={folder}/munged.pid", f"--log-file={folder}/munged.log",
                                      f"--seed-file={folder}/munge.seed"],)]
