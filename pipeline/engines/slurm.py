@@ -24,7 +24,15 @@ from typing import Any
 from pipeline.job.config import ConfigError, RunConfig
 from pipeline.job.inputs import input_files, input_root
 from pipeline.job.outdir import OutputError, OutputLock, prepare_output
-from pipeline.job.prepare import InputFile, file_part_key, part_paths, phase1_digest, read_json
+from pipeline.job.prepare import (
+    InputFile,
+    file_name,
+    file_part_key,
+    marker_identity,
+    part_paths,
+    phase1_digest,
+    read_json,
+)
 
 SLURM_DIR = "slurm"
 STATE = "run.json"
@@ -42,15 +50,16 @@ def tasks_of(files: Sequence[InputFile], files_per_task: int) -> list[list[str]]
 
 def missing_files(config: RunConfig, files: Sequence[InputFile]) -> list[InputFile]:
     """The files whose prepared part is not committed for these settings: no marker, or one written for another
-    input (size, mtime) or other phase-1 settings. A part damaged after its marker is found (and redone) by the
-    task or by phase 2, which check the parts' SHA-256."""
+    input or other phase-1 settings (`marker_identity`, as phase 1 checks it). The edges' hash and the parts'
+    SHA-256 are left to the task and to phase 2, which redo a part that fails them: checking them here would
+    read every part of a crawl on the login node."""
     root, digest = input_root([f.path for f in files]), phase1_digest(config)
     prepared = os.path.join(config.output, "prepared")
     out = []
     for f in files:
-        marker = read_json(part_paths(prepared, file_part_key(f, root))["done.json"])
-        if not (marker and marker.get("digest") == digest and marker.get("size") == f.size
-                and marker.get("mtime") == f.mtime and marker.get("cap") is None):
+        marker = read_json(part_paths(prepared, file_part_key(f, root))["done.json"]) or {}
+        want = marker_identity(f, file_name(f, root), digest, None)
+        if any(marker.get(k) != v for k, v in want.items()):
             out.append(f)
     return out
 
@@ -127,11 +136,9 @@ def phase2_args(run_args: Sequence[str]) -> list[str]:
 def run_task(output: str, submission: int, index: int) -> int:
     """Array task `index` of submission `submission`: prepare its files (a file already prepared is reused)."""
     from pipeline.job.graph import phase1_preparer
-    from pipeline.job.run import build_parser, config_from_args
 
     state = read_json(os.path.join(slurm_dir(output), STATE))
-    args, _ = build_parser().parse_known_args(state["run_args"])
-    config = config_from_args(args)
+    config = _run_config(state)
     files = input_files(config)
     mine = set(state["submissions"][submission]["tasks"][index])
     prepare, _ = phase1_preparer(config, input_root([f.path for f in files]))
@@ -175,6 +182,13 @@ def run_phase2(output: str) -> int:
                      f"--dask_client_address={cluster.scheduler_address}"])
 
 
+def _run_config(state: dict[str, Any]) -> RunConfig:
+    """The run's config from the flags `submit` saved: tasks, phase 2 and status read the same settings."""
+    from pipeline.job.run import build_parser, config_from_args
+
+    return config_from_args(build_parser().parse_known_args(state["run_args"])[0])
+
+
 def queue(job_ids: Sequence[str]) -> dict[str, str]:
     """{job or array task id: state} of those still in Slurm's queue (PENDING, RUNNING, ...)."""
     if not job_ids:
@@ -188,13 +202,11 @@ def queue(job_ids: Sequence[str]) -> dict[str, str]:
 def status(output: str) -> dict[str, Any]:
     """Each array task of the last submission (done, running, pending, failed) and phase 2's state, with the
     log tails of what failed."""
-    from pipeline.job.run import build_parser, config_from_args
-
     folder = slurm_dir(output)
     state = read_json(os.path.join(folder, STATE))
     if not state:
         raise ConfigError(f"{folder}/{STATE} not found: no `refinery slurm submit` wrote to {output}")
-    config = config_from_args(build_parser().parse_known_args(state["run_args"])[0])
+    config = _run_config(state)
     files = input_files(config)
     missing = {f.path for f in missing_files(config, files)}
     last = state["submissions"][-1]
