@@ -23,7 +23,7 @@ import numpy as np
 
 from common.settings import check
 from stages.formats import read_records
-from stages.record import Document, DropReason, Stage, StageResult
+from stages.record import SNIPPET_MAX_CHARS, Document, DropReason, Edit, Stage, StageResult
 from stages.table import GLOBAL, StageSpec
 
 STAGE = "decontaminate"
@@ -146,6 +146,7 @@ class Decontaminator(Stage):
         self.index, self.config = index, config
 
     def __call__(self, doc: Document) -> StageResult:
+        self.count("chars_seen", len(doc.text))  # the edit book's share of text cut
         found = self.index.matches(doc.text)
         if not found:
             return doc
@@ -187,7 +188,9 @@ class Decontaminator(Stage):
         if not kept:
             return doc.drop(STAGE, DropReason.CONTAMINATED, f"{detail}; nothing left after excision", value=len(found))
         self.count("excised_docs")
-        return doc.replace(text="\n\n".join(kept))
+        text = "\n\n".join(kept)
+        removed = "\n".join(doc.text[lo:hi].strip() for lo, hi in merged)
+        return doc.edited(text, Edit(STAGE, len(merged), len(doc.text) - len(text), removed[:SNIPPET_MAX_CHARS]))
 
 
 # ---- reading eval sets as users have them ---------------------------------------------------------

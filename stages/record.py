@@ -85,6 +85,18 @@ class DropReason(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class Edit:
+    """What a stage cut from a document it kept: the edit book (the shards' `edits` column counts it, the
+    run's edits/ files show the text cut), next to the drop ledger."""
+
+    stage: str
+    paragraphs: int            # paragraphs (lines) or spans removed
+    chars: int                 # characters removed
+    removed: str = ""          # the text removed (its start, SNIPPET_MAX_CHARS at most)
+    kept_in: tuple[str, ...] = ()  # where the removed text stays (paragraph dedup: the documents owning it)
+
+
+@dataclass(frozen=True)
 class Document:
     """A web page on its way to becoming a training document.
 
@@ -108,12 +120,17 @@ class Document:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     scores: Mapping[str, float] = field(default_factory=dict)  # a stage's own scores: each a shard column once
                                                   # declared by one line in pipeline/job/schema.py (score_column)
+    edits: tuple[Edit, ...] = ()                  # what stages cut from the text (paragraph dedup, decontamination)
 
     def replace(self, **changes: Any) -> Document:
         return dataclasses.replace(self, **changes)
 
     def with_score(self, name: str, value: float | None) -> Document:
         return dataclasses.replace(self, scores={**self.scores, name: value})
+
+    def edited(self, text: str, edit: Edit) -> Document:
+        """The document with its text replaced by what is left after `edit` cut from it."""
+        return dataclasses.replace(self, text=text, edits=(*self.edits, edit))
 
     def drop(self, stage: str, reason: str, detail: str = "", *, value: float | None = None,
              threshold: float | None = None, kept_id: str | None = None) -> Drop:

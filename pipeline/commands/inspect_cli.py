@@ -2,7 +2,7 @@
 
     refinery inspect out/demo                                   # drop reasons with counts
     refinery inspect out/demo --reason gopher_too_few_words --sample 3
-    refinery inspect out/demo --id 0e9caadd8cb35438...          # where it went; its kept copy
+    refinery inspect out/demo --id 0e9caadd8cb35438...          # where it went; its kept copy; what was cut
     refinery inspect out/demo --url casino --lang en --kept     # output documents
 
 Reads only the run's Parquet files (pyarrow datasets, so `gs://`/`s3://` outputs work too).
@@ -105,6 +105,15 @@ def _show_kept(row: dict[str, Any], chars: int, kept: str = "in the output") -> 
                       f"chars:    {len(row['text']):,}", "text:\n" + _text(row["text"], chars)])
 
 
+def _show_edit(row: dict[str, Any], chars: int) -> str:
+    """What a stage cut from a kept document (the edit book, edits/)."""
+    kept_in = row.get("kept_in") or []
+    where = f"; kept in {', '.join(kept_in)}" if kept_in else ""
+    return "\n".join([f"cut:      {row['stage']} · {row['paragraphs']} paragraph(s), {row['chars']:,} characters{where}",
+                      "cut text:\n" + (_text(row.get("removed"), chars) if row.get("removed")
+                                        else "  (not kept: ledger_snippet_chars is 0)")])
+
+
 def _by_id(args) -> int:
     where = pc.field("id") == args.doc_id
     drops = explore.rows(explore.dataset(args.output, explore.LEDGER), explore.LEDGER_COLUMNS, where, 1)
@@ -118,6 +127,8 @@ def _by_id(args) -> int:
         print(_show_kept(kept[0], args.chars))
     if valid:
         print(_show_kept(valid[0], args.chars, "held out for validation (valid/), not in the training shards"))
+    for edit in explore.rows(explore.dataset(args.output, explore.EDITS), explore.EDITS_COLUMNS, where):
+        print(_show_edit(edit, args.chars))
     for row in drops:
         print(_show_drop(row, args.chars))
         if row.get("kept_id"):

@@ -27,6 +27,7 @@ from pipeline.job.holdout import VALID
 from pipeline.job.holdout import split as holdout_split
 from pipeline.job.mix import Mix, anneal_pick, anneal_tokens
 from pipeline.job.output import STATS_DIR, ShardWriter
+from pipeline.job.paragraphs import WriteTopParagraphs
 from pipeline.job.prepare import (
     CHUNK,
     CHUNK_CHARS,
@@ -36,15 +37,25 @@ from pipeline.job.prepare import (
     part_paths,
     read_rows,
 )
-from pipeline.job.schema import PART_SCHEMA, SIGNATURE_SCHEMA, document_from_part, document_row, part_row
+from pipeline.job.schema import (
+    PART_SCHEMA,
+    SIGNATURE_SCHEMA,
+    Signature,
+    document_from_part,
+    document_row,
+    edit_rows,
+    part_row,
+)
 from pipeline.job.signatures import SIGNATURES_DIR
 from pipeline.job.transforms import LEDGER, count, runner
 from stages.mix import approx_tokens, mix_rates
+from stages.paragraphs import ParagraphCut, paragraph_hash
 from stages.record import Document, Drop
 from stages.runner import Step
 
 FINISHED_DIR = "_finished"
 LEDGER_ROWS, FINISHED, SIGNATURE_FILES = "ledger_rows", "finished", "signature_files"  # tagged outputs
+EDITS, TOP_TEXTS = "edits", "top_texts"
 ANNEAL = "anneal"
 
 
@@ -53,25 +64,33 @@ def finished_path(output: str, key: str) -> str:
 
 
 class FinishPart(RunsStages):
-    """(part key, {"part": [..], "decided": [Decision]}) -> the key, once the part's finished documents are
-    written; the part's phase-1 ledger rows (LEDGER_ROWS), its drops (LEDGER) and, if `tally`, (id, source,
-    tokens, quality) of each finished document (FINISHED)."""
+    """(part key, {"decided": [[Decision]], "cuts": [(paragraph hash, owner id)]}) -> the key, once the part's
+    finished documents are written; the part's phase-1 ledger rows (LEDGER_ROWS), its drops (LEDGER), the
+    edit book's rows of what stages cut from the documents kept (EDITS), the text of the most repeated
+    paragraphs met (TOP_TEXTS: side input `top`, [(hash, Owner)]) and, if `tally`, (id, source, tokens,
+    quality) of each finished document (FINISHED)."""
 
     def __init__(self, output: str, steps: Sequence[tuple[str, Step]], tally: bool, snippet_chars: int):
         self._output, self._tally, self._snippet = output, tally, snippet_chars
         self._runner = runner([step for _, step in steps])
+        # paragraph dedup's stage, told each part's cuts before the part's documents pass
+        self._cut = next((step.stage for _, step in steps if isinstance(step.stage, ParagraphCut)), None)
 
-    def process(self, element):
+    def process(self, element, top=()):
         key, joined = element
-        if not joined["part"]:
-            raise RuntimeError(f"dedup decided on documents of part {key}, which is not in this run")
-        decided: dict[str, Decision] = {d.id: d for d in joined["decided"]}
+        if not joined["decided"]:
+            raise RuntimeError(f"paragraph dedup cut from part {key}, which is not in this run")
+        decided: dict[str, Decision] = {d.id: d for d in joined["decided"][0]}
+        if self._cut is not None:
+            self._cut.cuts = dict(joined["cuts"])
+        top_hashes = {h for h, _ in top}
         paths = part_paths(FileSystems.join(self._output, PREPARED_DIR), key)
         for row in read_rows(paths["ledger.parquet"]):
             yield beam.pvalue.TaggedOutput(LEDGER_ROWS, row)
         out = PartWriter(finished_path(self._output, key), PART_SCHEMA)
         chunk: list[Document] = []
-        signatures: dict[str, tuple] = {}
+        signatures: dict[str, Signature] = {}
+        top_texts: dict[int, tuple[str, str]] = {}
         chars = 0
         for row in read_rows(paths["docs.parquet"]):
             doc = document_from_part(row)
@@ -80,20 +99,26 @@ class FinishPart(RunsStages):
                 yield self._ledgered(doc.drop(decision.stage, decision.reason, decision.detail,
                                               kept_id=decision.kept_id))
                 continue
+            if top_hashes:
+                _note_top_texts(doc, top_hashes.intersection(row["paragraphs"] or ()), top_texts, self._cut)
             chunk.append(doc)
             chars += len(doc.text)
-            signatures[doc.id] = (row["exact_key"], row["bands"])  # of the text dedup compared (before PII)
+            signatures[doc.id] = Signature.of_row(row)  # of the text dedup compared (before PII)
             if len(chunk) >= CHUNK or chars >= CHUNK_CHARS:
                 yield from self._finish(chunk, signatures, out)
                 chunk, signatures, chars = [], {}, 0
         yield from self._finish(chunk, signatures, out)
         out.commit()
+        for h, found in sorted(top_texts.items()):
+            yield beam.pvalue.TaggedOutput(TOP_TEXTS, (h, found))
         yield key
 
-    def _finish(self, chunk: list[Document], signatures: dict[str, tuple], out: PartWriter):
+    def _finish(self, chunk: list[Document], signatures: dict[str, Signature], out: PartWriter):
         kept, drops = self._runner.run(chunk)
         for doc in kept:
             out.add(part_row(doc, signatures[doc.id]))
+            for row in edit_rows(doc, self._snippet):
+                yield beam.pvalue.TaggedOutput(EDITS, row)
             if self._tally:
                 yield beam.pvalue.TaggedOutput(FINISHED, (doc.id, doc.source, approx_tokens(doc.text), doc.quality_score))
         for drop in drops:
@@ -103,6 +128,19 @@ class FinishPart(RunsStages):
         """To the ledger, with the snippet already cut to the run's length (the job holds its drops until
         their kept copies are resolved)."""
         return beam.pvalue.TaggedOutput(LEDGER, dataclasses.replace(drop, snippet=drop.snippet[:self._snippet]))
+
+
+def _note_top_texts(doc: Document, wanted: set[int], found: dict[int, tuple[str, str]], cut: ParagraphCut) -> None:
+    """Keeps, per wanted paragraph hash, the (id, line) of the smallest id that has it (the same on every runner)."""
+    if not wanted:
+        return
+    for line in doc.text.split("\n"):
+        h = paragraph_hash(line, cut.config.min_chars)
+        if h in wanted and (h not in found or doc.id < found[h][0]):
+            found[h] = (doc.id, line.strip()[:TOP_TEXT_CHARS])
+
+
+TOP_TEXT_CHARS = 500  # of a most-repeated paragraph, in the report
 
 
 class WritePart(RunsStages):
@@ -156,7 +194,8 @@ class WritePart(RunsStages):
         if split is None:
             return
         if doc.epoch == 0:
-            signatures.add({"id": doc.id, "source": doc.source, "exact_key": row["exact_key"], "bands": row["bands"]})
+            signatures.add({"id": doc.id, "source": doc.source, "exact_key": row["exact_key"], "bands": row["bands"],
+                            "paragraphs": row["paragraphs"]})
         shard_row = document_row(doc)
         if split == VALID:
             writers[VALID].add(shard_row)
@@ -168,24 +207,35 @@ class WritePart(RunsStages):
 
 
 class Finish(beam.PTransform):
-    """(part keys, dedup's Decisions) -> (phase 2's ledger drops, phase 1's ledger rows). Writes every part's
-    finished documents, then its shards (data/, valid/, anneal/), the shards' stats and signatures/."""
+    """(part keys, dedup's Decisions) -> (phase 2's ledger drops, phase 1's ledger rows, the edit book's rows).
+    Writes every part's finished documents, then its shards (data/, valid/, anneal/), the shards' stats and
+    signatures/; with paragraph dedup (`paragraphs`: a CountParagraphs), its counts come first."""
 
     def __init__(self, config, per_document: Sequence[tuple[str, Any]], mix: Mix | None, write_check,
-                 file_index: dict[str, int]):
+                 file_index: dict[str, int], paragraphs: beam.PTransform | None = None):
         super().__init__()
         self._config, self._per_document, self._mix = config, list(per_document), mix
-        self._write_check, self._file_index = write_check, file_index
+        self._write_check, self._file_index, self._paragraphs = write_check, file_index, paragraphs
 
     def expand(self, pcolls):
         keys, decisions = pcolls
         c, mix, p = self._config, self._mix, keys.pipeline
-        finished = ({"part": keys | "PartKeys" >> beam.Map(lambda k: (k, None)),
-                      "decided": decisions | "ByPart" >> beam.Map(lambda d: (d.part, d))}
-                     | "DecisionsOfPart" >> beam.CoGroupByKey()
-                     | "FinishParts" >> beam.ParDo(FinishPart(c.output, self._per_document,
-                                                              bool(mix or c.anneal_fraction), c.ledger_snippet_chars))
-                     .with_outputs(LEDGER, LEDGER_ROWS, FINISHED, main="keys"))
+        decided = ({"part": keys | "PartKeys" >> beam.Map(lambda k: (k, None)),
+                    "decided": decisions | "ByPart" >> beam.Map(lambda d: (d.part, d))}
+                   | "DecisionsOfPart" >> beam.CoGroupByKey()
+                   | "OfRunParts" >> beam.FlatMap(_decisions_of_part))
+        if self._paragraphs is not None:
+            cuts, top = decided | "ParagraphDedup" >> self._paragraphs
+        else:
+            cuts, top = p | "NoCuts" >> beam.Create([]), p | "NoTop" >> beam.Create([[]])
+        finished = ({"decided": decided, "cuts": cuts}
+                    | "CutsOfPart" >> beam.CoGroupByKey()
+                    | "FinishParts" >> beam.ParDo(FinishPart(c.output, self._per_document,
+                                                             bool(mix or c.anneal_fraction), c.ledger_snippet_chars),
+                                                  beam.pvalue.AsSingleton(top))
+                    .with_outputs(LEDGER, LEDGER_ROWS, FINISHED, EDITS, TOP_TEXTS, main="keys"))
+        if self._paragraphs is not None:
+            _ = (finished[TOP_TEXTS], top) | "TopParagraphs" >> WriteTopParagraphs(FileSystems.join(c.output, STATS_DIR))
         rates, totals = p | "NoRates" >> beam.Create([{}]), p | "NoTotals" >> beam.Create([{}])
         if mix:
             weights = mix.weights
@@ -218,4 +268,12 @@ class Finish(beam.PTransform):
                      | f"Stats{split}" >> beam.io.WriteToText(FileSystems.join(folder, STATS_DIR, "stats"),
                                                               shard_name_template="-SSSSS"))
         drops = (finished[LEDGER], written[LEDGER]) | "AllDrops" >> beam.Flatten()
-        return drops, finished[LEDGER_ROWS]
+        return drops, finished[LEDGER_ROWS], finished[EDITS]
+
+
+def _decisions_of_part(kv):
+    """(part key, {"part": [..], "decided": [Decision]}) -> (part key, its Decisions), for the run's parts."""
+    key, joined = kv
+    if not joined["part"]:
+        raise RuntimeError(f"dedup decided on documents of part {key}, which is not in this run")
+    yield key, list(joined["decided"])

@@ -15,13 +15,19 @@ from pipeline.job.finish import Finish
 from pipeline.job.inputs import source_groups
 from pipeline.job.ledger import ResolveKeptCopies
 from pipeline.job.mix import Mix
-from pipeline.job.outdir import LEDGER_DIR
+from pipeline.job.outdir import EDITS_DIR, LEDGER_DIR
+from pipeline.job.paragraphs import CountParagraphs
 from pipeline.job.prepare import InputFile, Prepare, PrepareFiles, ReadSigned, file_part_key, phase1_digest
-from pipeline.job.schema import LEDGER_SCHEMA, ledger_row
+from pipeline.job.schema import EDITS_SCHEMA, LEDGER_SCHEMA, ledger_row
+from pipeline.job.signatures import earlier_signature_files
 from pipeline.job.steps import WRITE_STAGE, make_steps
 from pipeline.job.transforms import FileReader, ReadSource
+from stages.decontam import STAGE as DECONTAM_STAGE
 from stages.dedup import DEDUP_AGAINST
+from stages.paragraphs import STAGE as PARAGRAPH_STAGE
 from stages.table import READ
+
+EDITING_STAGES = (PARAGRAPH_STAGE, DECONTAM_STAGE)  # stages that cut text from documents they keep
 
 
 def read_sources(p: beam.Pipeline, config: RunConfig, root: str = "") -> tuple:
@@ -45,8 +51,9 @@ def phase1_preparer(config: RunConfig, root: str, facts: dict[str, Any] | None =
     phase1 = make_steps(config, facts, phase=1)
     readers = {name: FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root,
                                 config.sample_fraction) for name, _ in source_groups(config)}
+    paragraphs = config.paragraph_dedup.min_chars if config.paragraph_dedup.enabled else None
     return PrepareFiles(config.output, readers, phase1, root, phase1_digest(config), config.dedup,
-                        config.ledger_snippet_chars, config.limit, run_id), phase1
+                        config.ledger_snippet_chars, config.limit, run_id, paragraphs), phase1
 
 
 def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFile], root: str = "",
@@ -60,7 +67,7 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
     names = [spec.name for spec in TABLE if spec.runs == READ] + [name for name, _ in phase1]
     file_index = {file_part_key(f, root): i for i, f in enumerate(files)}  # numbers shards and dedup's nodes
     signed = keys | "ReadSigned" >> beam.ParDo(ReadSigned(config.output, config.dedup, file_index))
-    decisions, per_document, mix, write_check, entering = [], [], None, None, None
+    decisions, per_document, mix, write_check, entering, paragraphs = [], [], None, None, None, None
     for name, step in make_steps(config, facts, phase=2):
         names.append(name)
         if name in (DEDUP_AGAINST, EXACT, NEAR):  # on signatures only
@@ -68,6 +75,10 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
                 entering = signed  # near dedup bands every record that enters exact dedup (NearDedup says why)
             signed, decided = ({"kept": signed, "signed": entering} if name == NEAR else signed) | f"Stage_{name}" >> step
             decisions.append(decided)
+        elif name == PARAGRAPH_STAGE:
+            paragraphs = CountParagraphs(config.paragraph_dedup, config.output, file_index,
+                                         earlier_signature_files(config) if config.dedup_against else [])
+            per_document.append((name, step))  # the cut: the first per-document stage of phase 2
         elif isinstance(step, Mix):
             mix = step
         elif name == WRITE_STAGE:
@@ -75,7 +86,8 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
         else:
             per_document.append((name, step))
     decided = (decisions or [p | "NoDecisions" >> beam.Create([])]) | "AllDecisions" >> beam.Flatten()
-    drops, prepared_rows = (keys, decided) | "Finish" >> Finish(config, per_document, mix, write_check, file_index)
+    drops, prepared_rows, edits = (keys, decided) | "Finish" >> Finish(config, per_document, mix, write_check, file_index,
+                                                                       paragraphs)
     dedup_stages = sum(1 for name in names if name in (EXACT, NEAR))
     phase2_rows = (drops
                    | "ResolveKeptCopies" >> ResolveKeptCopies(rounds=dedup_stages)
@@ -84,6 +96,10 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
     for name, rows, prefix in (("WriteLedger", phase2_rows, "part-p2"), ("WritePreparedLedger", prepared_rows, "part-p1")):
         _ = rows | name >> beam.io.WriteToParquet(FileSystems.join(config.output, LEDGER_DIR, prefix), LEDGER_SCHEMA,
                                                   codec="zstd", file_name_suffix=".parquet", num_shards=config.num_shards)
+    if any(name in EDITING_STAGES for name in names):  # the edit book
+        _ = edits | "WriteEdits" >> beam.io.WriteToParquet(FileSystems.join(config.output, EDITS_DIR, "part"), EDITS_SCHEMA,
+                                                           codec="zstd", file_name_suffix=".parquet",
+                                                           num_shards=config.num_shards)
     return names
 
 

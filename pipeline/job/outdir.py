@@ -30,16 +30,18 @@ PREPARED_PATTERNS = ("prepared/*.docs.parquet", "prepared/*.ledger.parquet", "pr
 FINISHED_PATTERNS = ("_finished/*.parquet", "_finished/.*.tmp")
 # The output folder's layout.
 DATA_DIR, LEDGER_DIR, VALID_DIR, ANNEAL_DIR = "data", "ledger", "valid", "anneal"
+EDITS_DIR = "edits"  # the edit book: what stages cut from documents they kept
 REPORT_FILE, HTML_REPORT_FILE = "report.json", "report.html"
 SPLITS = (ANNEAL_DIR, VALID_DIR)  # folders beside data/ with the same layout (pipeline/job/run.py writes them)
 # What a complete run publishes. `--overwrite`/`--resume` over a complete output set these aside in
 # PREVIOUS_DIR (manifest first) until the new run publishes, and put them back if it does not.
-PUBLISHED = ("manifest.json", "data", "ledger", "signatures", *SPLITS, "report.json", "report.html")
+PUBLISHED = ("manifest.json", "data", "ledger", EDITS_DIR, "signatures", *SPLITS, "report.json", "report.html")
 PREVIOUS_DIR = ".previous"
 FAILED_REPORTS = {"report.json": "report.failed.json", "report.html": "report.failed.html"}
 # Everything a run (or an interrupted one) writes, relative to the output folder.
 OWN_PATTERNS = (
     "data/part-*.parquet", "data/.part-*.tmp", "ledger/part-*.parquet", "ledger/beam-temp-*",
+    "edits/part-*.parquet", "edits/beam-temp-*",
     "report.json", "report.html", "manifest.json", ".manifest.json.tmp", "_shard_stats/*",
     "signatures/part-*.parquet", "signatures/.part-*.tmp", LOCK_FILE, *PREPARED_PATTERNS, *FINISHED_PATTERNS,
     *FAILED_REPORTS.values(),
@@ -316,8 +318,8 @@ def _delete(paths: list[str]) -> None:
 
 def compare_outputs(expected: str, found: str) -> list[str]:
     """What differs between two runs' local outputs: shard files byte for byte (data/ and the splits), ledger
-    rows in any order (bundle order decides the ledger files' row order), and the report's funnel, kept,
-    held-out and dedup figures. [] when they match."""
+    and edit book rows in any order (bundle order decides those files' row order), and the report's funnel,
+    kept, held-out, dedup and edits figures. [] when they match."""
     import hashlib
 
     import pyarrow.parquet as pq
@@ -326,8 +328,8 @@ def compare_outputs(expected: str, found: str) -> list[str]:
         return {os.path.basename(p): hashlib.sha256(open(p, "rb").read()).hexdigest()
                 for p in sorted(glob.glob(os.path.join(folder, "part-*.parquet")))}
 
-    def ledger_rows(out: str) -> list:
-        paths = sorted(glob.glob(os.path.join(out, "ledger", "part-*.parquet")))
+    def ledger_rows(out: str, book: str = LEDGER_DIR) -> list:
+        paths = sorted(glob.glob(os.path.join(out, book, "part-*.parquet")))
         return sorted(repr(sorted(row.items())) for p in paths for row in pq.read_table(p).to_pylist())
 
     def figures(out: str) -> dict:
@@ -335,7 +337,7 @@ def compare_outputs(expected: str, found: str) -> list[str]:
             report = json.load(fh)
         return {"funnel": [{k: f[k] for k in ("stage", "in", "kept", "dropped_by_reason", "notes") if k in f}
                            for f in report["funnel"]],
-                **{k: report.get(k) for k in ("kept", "held_out", "ledger", "dedup")}}
+                **{k: report.get(k) for k in ("kept", "held_out", "ledger", "dedup", "edits")}}
 
     differences = []
     for folder in ("data", *(f"{split}/data" for split in SPLITS)):
@@ -343,8 +345,9 @@ def compare_outputs(expected: str, found: str) -> list[str]:
         if a != b:
             differing = sorted(name for name in a.keys() | b.keys() if a.get(name) != b.get(name))
             differences.append(f"{folder}/: {len(a)} vs {len(b)} shard files; differing: {', '.join(differing[:5])}")
-    if ledger_rows(expected) != ledger_rows(found):
-        differences.append("ledger rows differ")
+    for book in (LEDGER_DIR, EDITS_DIR):
+        if ledger_rows(expected, book) != ledger_rows(found, book):
+            differences.append(f"{book} rows differ")
     a, b = figures(expected), figures(found)
     differences += [f"report.json {key} differs" for key in a if a[key] != b[key]]
     return differences

@@ -36,9 +36,10 @@ from pipeline.job.config import TABLE
 from pipeline.job.dedup import Signed, Signer, verify_shingles
 from pipeline.job.faults import kill_point
 from pipeline.job.output import write_atomically
-from pipeline.job.schema import LEDGER_SCHEMA, PART_SCHEMA, ledger_row, part_row, part_value
+from pipeline.job.schema import LEDGER_SCHEMA, PART_SCHEMA, Signature, ledger_row, part_row, part_value
 from pipeline.job.transforms import FileReader, capture_counts, count, local_file_problem, runner
 from stages.dedup import DedupConfig
+from stages.paragraphs import ParagraphDedupConfig, paragraph_hashes
 from stages.record import Document, Drop
 from stages.runner import StageRunner, Step
 from stages.table import GLOBAL, READ
@@ -85,13 +86,19 @@ def signature_settings(config: DedupConfig) -> dict[str, Any]:
             "seed": config.seed}
 
 
+def paragraph_settings(config: ParagraphDedupConfig) -> dict[str, Any] | None:
+    """What makes two runs' paragraph hashes comparable (None: paragraph dedup off, parts hold none)."""
+    return {"min_chars": config.min_chars, "hash": "blake2b-64 of stages.paragraphs.normalized"} if config.enabled else None
+
+
 def phase1_digest(config) -> str:
     """A digest of every setting the prepared parts depend on (not where the inputs lie: parts name their
     file below the inputs' common folder, as ids do)."""
     settings = config.to_dict()
     sections = sorted({spec.section for spec in TABLE if in_phase1(spec) and spec.section})
     relevant = {section: settings[section] for section in sections}
-    relevant.update(signature=signature_settings(config.dedup), version=version(),
+    relevant.update(signature=signature_settings(config.dedup), paragraphs=paragraph_settings(config.paragraph_dedup),
+                    version=version(),
                     part_format=PART_SCHEMA.metadata[b"refinery.schema"].decode(),
                     inject_errors=settings["inject_errors"], ledger_snippet_chars=config.ledger_snippet_chars,
                     sample_fraction=config.sample_fraction, thresholds=_thresholds_digest(config.thresholds),
@@ -248,12 +255,14 @@ class PrepareFiles(RunsStages):
     until the run's record budget is spent (files after that are not read)."""
 
     def __init__(self, output: str, readers: dict[str, FileReader], steps: Sequence[tuple[str, Step]], root: str,
-                 digest: str, dedup: DedupConfig, snippet_chars: int, limit: int = 0, run_id: str = ""):
+                 digest: str, dedup: DedupConfig, snippet_chars: int, limit: int = 0, run_id: str = "",
+                 paragraph_min_chars: int | None = None):
         self._prepared = FileSystems.join(output, PREPARED_DIR)
         self._run_id = run_id  # in each marker this run writes: the driver tells prepared parts from reused ones
         self._readers, self._root, self._digest = readers, root, digest
         self._runner = runner([step for _, step in steps])
         self._signer, self._snippet, self._limit = Signer(dedup), snippet_chars, limit
+        self._paragraph_min_chars = paragraph_min_chars  # None: paragraph dedup is off, no hashes stored
 
     def process(self, files: Sequence[InputFile]) -> Iterable[str]:
         budget = self._limit or None
@@ -310,7 +319,16 @@ class PrepareFiles(RunsStages):
         for drop in drops:
             ledger_out.add(ledger_row(drop, self._snippet))
         for doc in kept:
-            docs_out.add(part_row(doc, self._signer(doc)))
+            docs_out.add(part_row(doc, Signature(*self._signer(doc), self._paragraphs(doc))))
+
+    def _paragraphs(self, doc: Document) -> list[int] | None:
+        if self._paragraph_min_chars is None:
+            return None
+        try:
+            return paragraph_hashes(doc.text, self._paragraph_min_chars)
+        except Exception:  # the document goes on; none of its paragraphs is counted
+            count("prepare.note.paragraphs_unhashed")
+            return []
 
 
 def marker_identity(file: InputFile, name: str, digest: str, cap: int | None) -> dict[str, Any]:

@@ -15,7 +15,16 @@ from pipeline.job.inputs import source_groups
 from pipeline.job.mix import STAGE as MIX_STAGE
 from pipeline.job.outdir import ANNEAL_DIR, DATA_DIR, HTML_REPORT_FILE, LEDGER_DIR, REPORT_FILE, VALID_DIR, lock_note
 from pipeline.job.output import MANIFEST, collect_shards, collect_signature_files, write_manifest
-from pipeline.job.prepare import PREPARED_DIR, InputFile, file_part_key, part_paths, read_json, signature_settings
+from pipeline.job.paragraphs import edits_report
+from pipeline.job.prepare import (
+    PREPARED_DIR,
+    InputFile,
+    file_part_key,
+    paragraph_settings,
+    part_paths,
+    read_json,
+    signature_settings,
+)
 from pipeline.job.signatures import SIGNATURES_DIR
 from pipeline.job.transforms import SOURCE_RECORDS
 from pipeline.reports import html_report
@@ -81,7 +90,8 @@ def _write_manifests(config: RunConfig, report: dict[str, Any], shards: list[dic
     tokens = report["output"]["tokens"]
     valid_dir = FileSystems.join(config.output, VALID_DIR)
     extra = {"config": config.to_dict(), "refinery_version": version(), "extraction": trafilatura_speedups.versions(),
-             "signatures": signature_settings(config.dedup)}
+             "signatures": signature_settings(config.dedup),
+             "paragraph_signatures": paragraph_settings(config.paragraph_dedup)}
     if config.holdout_fraction:
         write_manifest(valid_dir, valid_shards, dict(extra, split=VALID_DIR))
         extra[VALID_DIR] = {k: report["valid"][k] for k in ("manifest", "rows", "tokens", "fraction")}
@@ -207,6 +217,9 @@ def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str,
                            "written": sum(s["rows"] for s in valid_shards)}
     if config.dedup.exact or config.dedup.near:
         report["dedup"] = dedup_report(config.dedup, counters or {})
+    edits = edits_report(config.output, counters)
+    if edits:
+        report["edits"] = edits
 
 
 def _write_html_report(config: RunConfig, report: dict[str, Any]) -> None:

@@ -7,19 +7,20 @@ Hugging Face `datasets` read the shards without extra code.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
 from stages.mix import approx_tokens
 from stages.pii import KINDS as PII_KINDS
-from stages.record import Document, Drop, DropReason, Stage, StageResult, clean_text, has_lone_surrogate
+from stages.record import Document, Drop, DropReason, Edit, Stage, StageResult, clean_text, has_lone_surrogate
 
-SCHEMA_VERSION = "8"  # 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
+SCHEMA_VERSION = "9"  # 9: edits (and the edit book, edits/); 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -38,6 +39,11 @@ METADATA_FIELDS = [
                                                # its value and limit, the quality score (stages/rescue.py); else null
 ]
 METADATA_TYPE = pa.struct(METADATA_FIELDS)
+
+# What stages cut from a kept document's text, one entry per stage that cut (null: nothing was cut). The
+# text cut, and where it stays, are in the run's edit book (EDITS_SCHEMA).
+EDITS_TYPE = pa.list_(pa.struct([pa.field("stage", pa.string()), pa.field("paragraphs", pa.int32()),
+                                 pa.field("chars", pa.int32())]))
 
 # Placeholders inserted by the PII stage, per kind (null when the stage is off).
 PII_COUNTS_TYPE = pa.struct([pa.field(kind.lower(), pa.int32()) for kind in PII_KINDS])
@@ -92,6 +98,18 @@ def _pii_counts(counts: Mapping[str, int] | None) -> dict[str, int] | None:
     return None if counts is None else {kind.lower(): counts.get(kind, 0) for kind in PII_KINDS}
 
 
+def _edit_counts(edits: tuple[Edit, ...]) -> list[dict[str, Any]] | None:
+    return [{"stage": e.stage, "paragraphs": e.paragraphs, "chars": e.chars} for e in edits] or None
+
+
+def _encode_edits(edits: tuple[Edit, ...]) -> str | None:
+    return json.dumps([dataclasses.asdict(e) for e in edits], ensure_ascii=False) if edits else None
+
+
+def _decode_edits(value: str | None) -> tuple[Edit, ...]:
+    return tuple(Edit(**dict(e, kept_in=tuple(e["kept_in"]))) for e in json.loads(value)) if value else ()
+
+
 def _metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {name: metadata.get(name) for name in _METADATA_NAMES}
 
@@ -112,6 +130,7 @@ DOCUMENT_COLUMNS: tuple[Column, ...] = (
     Column("pii_counts", PII_COUNTS_TYPE, part_type=pa.string(), shard=_pii_counts, encode=_json,
            decode=lambda v: None if v is None else json.loads(v)),
     Column("metadata", METADATA_TYPE, part_type=pa.string(), shard=_metadata, encode=_json, decode=json.loads),
+    Column("edits", EDITS_TYPE, part_type=pa.string(), shard=_edit_counts, encode=_encode_edits, decode=_decode_edits),
 )
 
 DOCUMENT_SCHEMA = pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in DOCUMENT_COLUMNS],
@@ -128,23 +147,37 @@ def document_row(doc: Document) -> dict[str, Any]:
 SIGNATURE_COLUMNS = [
     pa.field("exact_key", pa.string()),                 # stages.dedup.exact_key of the text
     pa.field("bands", pa.list_(pa.binary())),           # MinHash band digests, band i at position i
+    pa.field("paragraphs", pa.list_(pa.int64())),       # stages.paragraphs.paragraph_hashes (null: paragraph dedup off)
 ]
 PART_SCHEMA = pa.schema(
     [pa.field(c.name, c.part_type or c.type, nullable=c.name not in ("id", "source")) for c in DOCUMENT_COLUMNS]
     + SIGNATURE_COLUMNS + [pa.field("chars", pa.int64()), pa.field("tokens", pa.int64())],
-    metadata={"refinery.schema": "prepared/2"})
+    metadata={"refinery.schema": "prepared/3"})
+class Signature(NamedTuple):
+    """What phase 1 computes of a document's text for the global stages (the SIGNATURE_COLUMNS)."""
+
+    exact_key: str | None
+    bands: list[bytes]
+    paragraphs: list[int] | None = None
+
+    @staticmethod
+    def of_row(row: Mapping[str, Any]) -> Signature:
+        return Signature(row["exact_key"], row["bands"], row["paragraphs"])
+
+
 SIGNATURE_SCHEMA = pa.schema(  # signatures/ of a run's output (--dedup-against reads them)
     [pa.field("id", pa.string(), nullable=False), pa.field("source", pa.string()), *SIGNATURE_COLUMNS],
-    metadata={"refinery.schema": "signatures/1"})
+    metadata={"refinery.schema": "signatures/2"})
 
 
-def part_row(doc: Document, signature: tuple[str | None, list[bytes]]) -> dict[str, Any]:
+def part_row(doc: Document, signature: Signature) -> dict[str, Any]:
     undeclared = set(doc.scores) - {c.name for c in DOCUMENT_COLUMNS if c.score}
     if undeclared:  # it would be lost between the phases: a stage's score must be a column
         raise ValueError(f"score(s) {sorted(undeclared)} of document {doc.id} have no column: add "
                          "score_column(NAME) to DOCUMENT_COLUMNS in pipeline/job/schema.py")
     row = {c.name: c.encode(c.value(doc)) for c in DOCUMENT_COLUMNS}
-    row.update(exact_key=signature[0], bands=signature[1], chars=len(doc.text), tokens=approx_tokens(doc.text))
+    row.update(exact_key=signature.exact_key, bands=signature.bands, paragraphs=signature.paragraphs,
+               chars=len(doc.text), tokens=approx_tokens(doc.text))
     return row
 
 
@@ -204,6 +237,30 @@ def ledger_row(drop: Drop, snippet_chars: int = 300) -> dict[str, Any]:
         "snippet": clean_text(drop.snippet[:snippet_chars]) if snippet_chars > 0 and isinstance(drop.snippet, str)
         and drop.snippet else None,
     }
+
+
+# The edit book: one row per cut a stage made in a document it kept (the drop ledger's twin for edits).
+EDITS_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("url", pa.string()),
+        pa.field("stage", pa.string(), nullable=False),
+        pa.field("paragraphs", pa.int32(), nullable=False),   # paragraphs (lines) or spans cut
+        pa.field("chars", pa.int64(), nullable=False),        # characters cut
+        pa.field("kept_in", pa.list_(pa.string())),           # paragraph dedup: documents that keep what was cut
+        pa.field("removed", pa.string()),                     # the text cut (its start: ledger_snippet_chars x 4)
+    ],
+    metadata={"refinery.schema": f"edits/{SCHEMA_VERSION}"},
+)
+
+
+def edit_rows(doc: Document, snippet_chars: int = 300) -> list[dict[str, Any]]:
+    """The edit book's rows of a kept document (none when nothing was cut from it)."""
+    return [{"id": clean_text(doc.id), "source": clean_text(doc.source), "url": clean_text(doc.url)[:8192] if doc.url else None,
+             "stage": e.stage, "paragraphs": e.paragraphs, "chars": e.chars, "kept_in": [clean_text(k) for k in e.kept_in],
+             "removed": clean_text(e.removed[:4 * snippet_chars]) if snippet_chars > 0 and e.removed else None}
+            for e in doc.edits]
 
 
 class OutputCheck(Stage):

@@ -28,7 +28,7 @@ from pipeline.job.dedup import (
     group_of,
     records_in,
 )
-from pipeline.job.prepare import read_json, signature_settings
+from pipeline.job.prepare import paragraph_settings, read_json, signature_settings
 from pipeline.job.transforms import DOCUMENTS, LEDGER, count
 from stages.dedup import BAND_DIGEST_BYTES, DEDUP_AGAINST, EXACT_OLD, NEAR_OLD, DedupConfig
 from stages.record import StageEnvironmentError
@@ -37,10 +37,11 @@ SIGNATURES_DIR = "signatures"
 STAGE = DEDUP_AGAINST
 
 
-def check_old_runs(folders, dedup: DedupConfig) -> list[tuple[str, str, dict]]:
+def check_old_runs(folders, dedup: DedupConfig, paragraphs: dict | None = None) -> list[tuple[str, str, dict]]:
     """Pre-flight of --dedup-against: each folder is a finished run whose signatures were made with the
-    same settings as this run's, and its signatures/ holds exactly the files its manifest lists (rows and
-    size; their SHA-256 is checked where they are read). (folder, path, listed entry) of each file."""
+    same settings as this run's (with paragraph dedup, `paragraphs`: its paragraph hashes too), and its
+    signatures/ holds exactly the files its manifest lists (rows and size; their SHA-256 is checked where
+    they are read). (folder, path, listed entry) of each file."""
     files = []
     for folder in folders:
         manifest = read_json(FileSystems.join(folder, "manifest.json"))
@@ -53,6 +54,10 @@ def check_old_runs(folders, dedup: DedupConfig) -> list[tuple[str, str, dict]]:
         if theirs != signature_settings(dedup):
             raise ConfigError(f"--dedup-against {folder}: its signatures were made with {theirs}, this run's "
                               f"are {signature_settings(dedup)}; set the dedup section alike")
+        if paragraphs is not None and manifest.get("paragraph_signatures") != paragraphs:
+            raise ConfigError(f"--dedup-against {folder}: its signatures hold no paragraph hashes made as this run's "
+                              f"paragraph dedup needs ({manifest.get('paragraph_signatures')} there, {paragraphs} here): "
+                              "rerun it with paragraph_dedup.enabled and the same min_chars, or leave it out")
         for listed in manifest["signature_files"]:
             path = FileSystems.join(folder, listed["path"])
             problem = _signature_file_problem(path, listed)
@@ -97,17 +102,29 @@ def _keys(exact: str | None, bands: list[bytes]):
     yield from enumerate(bands)
 
 
+def earlier_signature_files(config) -> list[tuple[str, str, str]]:
+    """(folder, signature file, its SHA-256) of each earlier run --dedup-against names, checked for paragraph dedup."""
+    return [(folder, path, listed["sha256"]) for folder, path, listed
+            in check_old_runs(config.dedup_against, config.dedup, paragraph_settings(config.paragraph_dedup))]
+
+
+def read_signature_file(path: str, sha256: str) -> pq.ParquetFile:
+    """An earlier run's signature file, read whole (one part's: ~100 bytes per document) and checked against the
+    SHA-256 its manifest lists."""
+    with FileSystems.open(path) as fh:
+        data = fh.read()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise StageEnvironmentError(f"--dedup-against: {path} changed since its run's manifest was written "
+                                    "(SHA-256 differs); rerun that run, or leave it out")
+    return pq.ParquetFile(io.BytesIO(data))
+
+
 class _OldEntries(GroupedEntries):
     """(old run index, signature file, its SHA-256) -> (bucket group, entries) of every document there."""
 
     def process(self, indexed):
         index, path, sha256 = indexed
-        with FileSystems.open(path) as fh:
-            data = fh.read()  # one part's signatures: ~100 bytes per document
-        if hashlib.sha256(data).hexdigest() != sha256:
-            raise StageEnvironmentError(f"--dedup-against: {path} changed since its run's manifest was written "
-                                        "(SHA-256 differs); rerun that run, or leave it out")
-        for batch in pq.ParquetFile(io.BytesIO(data)).iter_batches(columns=["id", "exact_key", "bands"]):
+        for batch in read_signature_file(path, sha256).iter_batches(columns=["id", "exact_key", "bands"]):
             for row in batch.to_pylist():
                 for kind, digest in _keys(row["exact_key"], row["bands"] or []):
                     yield from self.add(bucket_group(kind, digest), _entry(kind, digest, 1 + index, row["id"]))

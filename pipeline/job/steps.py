@@ -15,10 +15,12 @@ from pipeline.job.mix import STAGE as MIX_STAGE
 from pipeline.job.mix import Mix
 from pipeline.job.prepare import in_phase1
 from pipeline.job.schema import OutputCheck
-from pipeline.job.signatures import DedupAgainst, check_old_runs
+from pipeline.job.signatures import DedupAgainst, earlier_signature_files
 from stages.decontam import DecontaminationIndex, Decontaminator, read_benchmarks
 from stages.dedup import DEDUP_AGAINST
 from stages.mix import parse_weights
+from stages.paragraphs import STAGE as PARAGRAPH_STAGE
+from stages.paragraphs import ParagraphCut
 from stages.runner import Step
 from stages.table import DOCUMENT, EXTRACT, GLOBAL, WRITE, StageSpec
 
@@ -46,7 +48,7 @@ def preflight(config: RunConfig) -> None:
         own = os.path.abspath(config.output)
         if any(os.path.abspath(folder) == own for folder in config.dedup_against):
             raise ConfigError("--dedup-against names this run's own --output; give earlier runs' folders")
-        check_old_runs(config.dedup_against, config.dedup)
+        earlier_signature_files(config)  # checks them
 
 
 def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]):
@@ -68,6 +70,8 @@ def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]):
             f"{b} {n:,} items" + (f" ({index.skipped[b]} too short to match)" if index.skipped.get(b) else "")
             for b, n in sorted(loaded.items())), file=sys.stderr)
         return Step(Decontaminator(index, c))
+    if spec.name == PARAGRAPH_STAGE:  # the cut; its counting is wired by the job (pipeline/job/paragraphs.py)
+        return Step(ParagraphCut(config.paragraph_dedup))
     if spec.name == MIX_STAGE:
         return Mix(parse_weights(config.mix), config.seed, config.mix_max_epochs)
     raise ConfigError(f"stage {spec.name}: runs over all documents, but the pipeline has no transform for it")

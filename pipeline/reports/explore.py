@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-DATA, LEDGER, VALID = "data", "ledger", "valid/data"
+DATA, LEDGER, VALID, EDITS = "data", "ledger", "valid/data", "edits"
+EDITS_COLUMNS = ["id", "stage", "paragraphs", "chars", "kept_in", "removed"]
 LEDGER_COLUMNS = ["id", "source", "url", "stage", "reason", "detail", "value", "threshold", "kept_id", "lang",
                   "file", "offset", "line", "snippet"]
 

@@ -191,7 +191,8 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
                       applied[lang]["from"]] for lang in languages if lang in applied],
         reasons=[_reason(s, measured, stages) for s in reasons],
         output_cards=_output_cards(scores, kept, config), quality=_quality(report, kept, scores.get("quality_score") or []),
-        rescued=_rescued(output), dedup=_dedup(report, output, summary), counts=_counts(report, output),
+        rescued=_rescued(output), dedup=_dedup(report, output, summary), edits=_edits(report),
+        counts=_counts(report, output),
         times=_times(report.get("stage_times") or []))
 
 
@@ -246,6 +247,17 @@ def _rescued(output: str) -> dict[str, Any] | None:
     if not total:
         return None
     return {"total": total, "rows": [[_url(r["url"]), r["lang"] or "", r["rescued"] or ""] for r in shown]}
+
+
+def _edits(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The edit book's totals per stage, and paragraph dedup's most repeated paragraphs."""
+    edits = report.get("edits") or {}
+    if not edits:
+        return None
+    share = lambda e: "" if e.get("share_of_text") is None else f"{e['share_of_text']:.2%}"  # noqa: E731
+    top = (edits.get("paragraph_dedup") or {}).get("most_repeated") or []
+    return {"rows": [[stage, e["documents"], e["paragraphs"], e["chars"], share(e)] for stage, e in sorted(edits.items())],
+            "top": [[t["documents"], _snippet(t["text"], 300), ", ".join(t["sites"])] for t in top]}
 
 
 def _counts(report: Mapping[str, Any], output: str) -> dict[str, Any] | None:

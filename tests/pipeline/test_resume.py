@@ -201,12 +201,12 @@ def test_a_document_survives_its_prepared_part_exactly():
     """Phase 2 must see what phase 1 produced: lone surrogates, float64 scores, metadata types, PII counts."""
     import pyarrow as pa
 
-    from pipeline.job.schema import PART_SCHEMA, document_from_part, part_row
+    from pipeline.job.schema import PART_SCHEMA, Signature, document_from_part, part_row
     from stages.record import Document
 
     doc = Document(id="a1", url="http://example.org/\udc80", source="web", text="caf\udce9 text", lang="fr",
                    lang_score=0.123456789012, quality_score=0.987654321, toxicity_score=None,
                    pii_counts={"EMAIL": 2}, record_id="<urn:uuid:1>",
                    metadata={"warc_offset": 12345, "warc_filename": "a.warc.gz", "http_status": 200})
-    row = pa.Table.from_pylist([part_row(doc, ("key", [b"\x00" * 12]))], schema=PART_SCHEMA).to_pylist()[0]
+    row = pa.Table.from_pylist([part_row(doc, Signature("key", [b"\x00" * 12]))], schema=PART_SCHEMA).to_pylist()[0]
     assert document_from_part(row) == doc

@@ -1,6 +1,7 @@
 """The same job on other local runner settings gives the same output."""
 import pyarrow.parquet as pq
 
+from pipeline.job.outdir import compare_outputs
 from pipeline.job.run import run
 from tests.conftest import CC_EXCERPT, WAYBACK
 
@@ -11,7 +12,7 @@ def rows(out):
 
 
 def test_two_worker_processes_match_in_process_run(tmp_path, capfd):
-    inputs = [f"--input={CC_EXCERPT}", f"--input={WAYBACK}"]
+    inputs = [f"--input={CC_EXCERPT}", f"--input={WAYBACK}", "--paragraph-dedup"]
     single = run([*inputs, "--output", str(tmp_path / "one"), "--quiet"])
     capfd.readouterr()
     multi = run([*inputs, "--output", str(tmp_path / "two"), "--progress-every", "1",
@@ -22,5 +23,7 @@ def test_two_worker_processes_match_in_process_run(tmp_path, capfd):
     assert not [line for line in err if not line.startswith("[refinery]")], err
     assert any(line.startswith(("[refinery] read ", "[refinery] job running")) for line in err), err
     assert rows(tmp_path / "one") == rows(tmp_path / "two")
+    assert compare_outputs(str(tmp_path / "one"), str(tmp_path / "two")) == []  # shards' bytes, ledger, edit book
+    assert single["edits"]["paragraph_dedup"]["documents"] >= 10
     assert single["funnel"] == multi["funnel"]
     assert multi["conservation"]["holds"] and multi["documents_read"] == 16 + 128

@@ -1,0 +1,180 @@
+"""Paragraph dedup's counting, as Beam transforms (the stage itself, and why, is stages/paragraphs.py).
+
+    parts with dedup's decisions -> (paragraph hash, occurrence) for each distinct paragraph of each
+        document that document dedup kept [+ the paragraphs of earlier runs' documents, --dedup-against]
+    -> CombinePerKey(OwnerCombine): per paragraph, how many documents have it, the best of them, the
+        parts they lie in, a few sites (a cookie notice on a million pages costs one accumulator per
+        worker, never a million values on one worker)
+    -> the repeated ones (min_documents), as cuts (part key, (hash, owner id)) for each part that holds
+        one: FinishPart cuts them from that part's documents
+    -> the `top_paragraphs` most repeated, whose text FinishPart picks up as it passes them, for the report.
+
+The prepared parts store 64-bit hashes, never paragraph texts: only the few top ones are ever read as text.
+"""
+from __future__ import annotations
+
+import json
+from urllib.parse import urlsplit
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.job.output import STATS_DIR
+from pipeline.job.prepare import PREPARED_DIR, part_paths, read_rows
+from pipeline.job.schema import part_value
+from pipeline.job.signatures import read_signature_file
+from pipeline.job.transforms import count
+from stages.paragraphs import STAGE, Owner, ParagraphDedupConfig, earlier_occurrence, merge_owners, occurrence
+
+PARAGRAPHS_FILE = "repeated_paragraphs"  # _shard_stats/repeated_paragraphs-NNNNN: the report's top table
+
+
+def host_of(url: str | None) -> str | None:
+    try:
+        return urlsplit(url or "").hostname
+    except ValueError:
+        return None
+
+
+class ParagraphOccurrences(beam.DoFn):
+    """(part key, Decisions of its documents) -> (paragraph hash, Owner) for each distinct paragraph of each
+    document of the part that document dedup kept."""
+
+    def __init__(self, output: str, file_index: dict[str, int]):
+        self._prepared, self._index = FileSystems.join(output, PREPARED_DIR), file_index
+
+    def process(self, element):
+        key, decided = element
+        dropped = {d.id for d in decided}
+        part = self._index[key]
+        columns = ["id", "url", "quality_score", "chars", "paragraphs"]
+        for row in read_rows(part_paths(self._prepared, key)["docs.parquet"], columns):
+            if row["id"] in dropped or not row["paragraphs"]:
+                continue
+            found = occurrence(row["quality_score"], row["chars"], row["id"], part, host_of(part_value(row, "url")))
+            for h in row["paragraphs"]:
+                yield h, found
+
+
+class EarlierParagraphs(beam.DoFn):
+    """(old run's folder, signature file, its SHA-256) -> (paragraph hash, Owner) of every document there."""
+
+    def process(self, element):
+        folder, path, sha256 = element
+        for batch in read_signature_file(path, sha256).iter_batches(columns=["id", "paragraphs"]):
+            for row in batch.to_pylist():
+                found = earlier_occurrence(f"{row['id']} of {folder}")
+                for h in row["paragraphs"] or ():
+                    yield h, found
+
+
+class OwnerCombine(beam.CombineFn):
+    """Occurrences of one paragraph -> one Owner (stages.paragraphs.merge_owners: any order, same result)."""
+
+    def create_accumulator(self):
+        return None
+
+    def add_input(self, accumulator, owner: Owner):
+        return owner if accumulator is None else merge_owners([accumulator, owner])
+
+    def merge_accumulators(self, accumulators):
+        return merge_owners(a for a in accumulators if a is not None)
+
+    def extract_output(self, accumulator):
+        return accumulator
+
+
+def _repeated(kv, min_documents: int):
+    if kv[1].documents >= min_documents:
+        count(f"{STAGE}.note.repeated_paragraphs")
+        yield kv
+
+
+def _cuts_by_part(kv, part_keys: dict[int, str]):
+    """(hash, Owner) -> (part key, (hash, owner id)) for each part holding the paragraph."""
+    h, owner = kv
+    for part in sorted(owner.parts):
+        yield part_keys[part], (h, owner.owner_id)
+
+
+def _top_row(kv, top: list):
+    """(hash, (doc id, text)) -> a line of the report's table: the text, documents, sites."""
+    h, (_, text) = kv
+    owner = dict(top)[h]
+    return json.dumps({"text": text, "documents": owner.documents, "kept_in": owner.owner_id,
+                       "sites": list(owner.sites)}, ensure_ascii=False, sort_keys=True)
+
+
+class CountParagraphs(beam.PTransform):
+    """(part key, Decisions) of every part [, old runs' signature files] -> (cuts: (part key, (hash, owner
+    id)), top: one list of the `top_paragraphs` most repeated (hash, Owner))."""
+
+    def __init__(self, config: ParagraphDedupConfig, output: str, file_index: dict[str, int],
+                 earlier: list[tuple[str, str, str]] = ()):
+        super().__init__()
+        self._config, self._output, self._index, self._earlier = config, output, file_index, list(earlier)
+
+    def expand(self, decided_by_part):
+        c = self._config
+        occurrences = decided_by_part | "Occurrences" >> beam.ParDo(ParagraphOccurrences(self._output, self._index))
+        if self._earlier:
+            old = (decided_by_part.pipeline
+                   | "EarlierFiles" >> beam.Create(self._earlier)
+                   | "SpreadEarlier" >> beam.Reshuffle()
+                   | "EarlierParagraphs" >> beam.ParDo(EarlierParagraphs()))
+            occurrences = (occurrences, old) | "AllOccurrences" >> beam.Flatten()
+        repeated = (occurrences
+                    | "CountParagraphs" >> beam.CombinePerKey(OwnerCombine())
+                    | "Repeated" >> beam.FlatMap(_repeated, c.min_documents))
+        part_keys = {index: key for key, index in self._index.items()}
+        cuts = repeated | "CutsByPart" >> beam.FlatMap(_cuts_by_part, part_keys)
+        top = repeated | "MostRepeated" >> beam.combiners.Top.Of(c.top_paragraphs, key=lambda kv: (kv[1].documents, kv[0]))
+        return cuts, top
+
+
+class WriteTopParagraphs(beam.PTransform):
+    """(hash, (doc id, text)) of the top paragraphs as FinishPart met them -> the report's table file."""
+
+    def __init__(self, folder: str):
+        super().__init__()
+        self._folder = folder
+
+    def expand(self, texts_and_top):
+        texts, top = texts_and_top
+        return (texts
+                | "FirstText" >> beam.CombinePerKey(min)  # the text in the smallest id: the same on every runner
+                | "TopRows" >> beam.Map(_top_row, beam.pvalue.AsSingleton(top))
+                | "WriteTop" >> beam.io.WriteToText(FileSystems.join(self._folder, PARAGRAPHS_FILE),
+                                                    shard_name_template="-SSSSS"))
+
+
+def edits_report(output: str, counters: dict[str, int] | None) -> dict:
+    """report.json's `edits`: per stage that cut text, from the edit book's files (documents, paragraphs,
+    characters cut; the share of the text reaching the stage, where the runner delivered counters), and for
+    paragraph dedup the most repeated paragraphs with their counts and a sample of sites."""
+    import pyarrow.dataset as ds
+
+    from pipeline.job.outdir import EDITS_DIR
+
+    files = [m.path for r in FileSystems.match([FileSystems.join(output, EDITS_DIR, "part-*.parquet")])
+             for m in r.metadata_list]
+    book: dict[str, dict] = {}
+    if files:
+        table = ds.dataset(files, format="parquet").to_table(columns=["stage", "paragraphs", "chars"])
+        sums = table.group_by("stage").aggregate([("paragraphs", "count"), ("paragraphs", "sum"), ("chars", "sum")])
+        for row in sums.to_pylist():
+            book[row["stage"]] = {"documents": row["paragraphs_count"], "paragraphs": row["paragraphs_sum"],
+                                  "chars": row["chars_sum"]}
+    for stage, entry in book.items():
+        seen = (counters or {}).get(f"{stage}.note.chars_seen")
+        entry["share_of_text"] = round(entry["chars"] / seen, 5) if seen else None
+    top = []
+    for path in (m.path for r in FileSystems.match([FileSystems.join(output, STATS_DIR, PARAGRAPHS_FILE + "*")])
+                 for m in r.metadata_list):
+        with FileSystems.open(path) as fh:
+            top += [json.loads(line) for line in fh.read().decode("utf-8").splitlines() if line.strip()]
+    if top or STAGE in book:
+        entry = book.setdefault(STAGE, {"documents": 0, "paragraphs": 0, "chars": 0, "share_of_text": None})
+        entry["repeated_paragraphs"] = (counters or {}).get(f"{STAGE}.note.repeated_paragraphs")
+        entry["most_repeated"] = sorted(top, key=lambda t: (-t["documents"], t["text"]))
+    return book

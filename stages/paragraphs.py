@@ -1,0 +1,197 @@
+"""Paragraph dedup: a paragraph (a line of the extracted text) that occurs in several documents of the
+crawl stays in one of them and is cut from the others — the cookie notice, navigation line, disclaimer
+or syndicated paragraph that document-level dedup cannot remove, because the pages around it differ.
+
+Beam-free. Phase 1 stores each document's `paragraph_hashes` (64 bits per distinct paragraph long
+enough to count); phase 2 counts them across the whole input with a combiner (pipeline/job/paragraphs.py,
+built on `Occurrence` and `OwnerCombine` below), and `ParagraphCut` then cuts, from each document, the
+repeated paragraphs another document owns. The owner of a paragraph is the best document that has it
+(`stages.dedup.survivor_rank`: highest quality score, then longest, then smallest id), so the output
+does not depend on the order documents were read in or on the runner (Dolma's Bloom filter keeps the
+first copy seen; C4 keeps one copy of each 3-sentence span).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from common.settings import check
+from stages.dedup import survivor_rank
+from stages.record import SNIPPET_MAX_CHARS, Document, Edit, Stage, StageResult
+from stages.table import GLOBAL, StageSpec
+
+STAGE = "paragraph_dedup"
+TOO_MUCH_REPEATED = "too_much_repeated"
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class ParagraphDedupConfig:
+    """Paragraph (line) dedup across the crawl: a paragraph found in `min_documents` or more documents stays
+    in the best of them only (after document dedup, before decontamination and PII)."""
+
+    enabled: bool = False
+    # paragraphs shorter than this (after normalizing: NFKC, case folding, whitespace collapsed)
+    # are never counted: a short heading ("Ingredients", "References") repeats across unrelated pages
+    min_chars: int = 30
+    min_documents: int = 2         # a paragraph is repeated when this many documents (after dedup) contain it
+    # a document that loses more than this fraction of its characters is dropped instead of kept as a shred
+    # (ledger: too_much_repeated, with the fraction); 1.0 keeps every document that has text left
+    max_removed_fraction: float = 0.5
+    top_paragraphs: int = 20       # the most repeated paragraphs, with their counts and sites, in the report
+
+    def __post_init__(self):
+        check(self.min_chars >= 1, f"min_chars must be >= 1, got {self.min_chars}")
+        check(self.min_documents >= 2, f"min_documents must be >= 2, got {self.min_documents}")
+        check(0.0 < self.max_removed_fraction <= 1.0,
+              f"max_removed_fraction must be in (0, 1], got {self.max_removed_fraction}")
+        check(self.top_paragraphs >= 0, f"top_paragraphs must be >= 0, got {self.top_paragraphs}")
+
+
+def normalized(paragraph: str) -> str:
+    """What two copies of a paragraph share: NFKC, case folded, whitespace collapsed. Digits stay: lines that
+    differ only in numbers are mostly content (a table row, coordinates, a price), not a template."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", paragraph).casefold()).strip()
+
+
+def paragraph_hash(paragraph: str, min_chars: int) -> int | None:
+    """64-bit hash of the normalized paragraph, or None when it is too short to count (signed, so that it
+    is a Parquet int64)."""
+    text = normalized(paragraph)
+    if len(text) < min_chars:
+        return None
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def paragraph_hashes(text: str, min_chars: int) -> list[int]:
+    """The distinct hashes of a text's countable paragraphs, in order of first appearance."""
+    found = (paragraph_hash(line, min_chars) for line in text.split("\n"))
+    return list(dict.fromkeys(h for h in found if h is not None))
+
+
+
+
+
+class Owner(NamedTuple):
+    """What the counting keeps per paragraph: how many documents have it, the best of them, in which parts
+    they lie (so each part learns of the cuts it must make without a second pass over the occurrences), and
+    a few sites, chosen by a hash of the host so that the sample is the same on every runner."""
+
+    documents: int
+    best: tuple[float, int, str]
+    parts: frozenset[int]
+    sites: tuple[str, ...]
+
+    @property
+    def owner_id(self) -> str:
+        return self.best[2]
+
+
+SITE_SAMPLE = 5
+
+
+def _site_order(host: str) -> bytes:
+    return hashlib.blake2b(host.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+
+
+def merge_owners(owners: Iterable[Owner]) -> Owner | None:
+    """One Owner from partial ones (the combiner's merge: any order gives the same result)."""
+    merged = None
+    for o in owners:
+        if merged is None:
+            merged = o
+            continue
+        sites = sorted(set(merged.sites) | set(o.sites), key=_site_order)[:SITE_SAMPLE]
+        merged = Owner(merged.documents + o.documents, min(merged.best, o.best), merged.parts | o.parts, tuple(sites))
+    return merged
+
+
+def occurrence(quality: float | None, chars: int, doc_id: str, part: int, host: str | None) -> Owner:
+    """One document's paragraph as a partial Owner."""
+    return Owner(1, survivor_rank(quality, chars, doc_id), frozenset((part,)), (host,) if host else ())
+
+
+def earlier_occurrence(doc_id: str) -> Owner:
+    """A paragraph of a document of an earlier run (--dedup-against): it outranks every new document, so the
+    new copies are cut (`doc_id` names the old document and its run)."""
+    return Owner(1, (float("-inf"), 0, doc_id), frozenset(), ())
+
+
+class ParagraphCut(Stage):
+    """Cuts from a document the repeated paragraphs that another document owns. `cuts` (paragraph hash ->
+    owner id) is set by the job for each part's documents before they pass; the stage never sees others'
+    texts. Records what it cut in `doc.edits`; drops a document left with nothing, or that lost more than
+    `max_removed_fraction` of its characters."""
+
+    name = STAGE
+
+    def __init__(self, config: ParagraphDedupConfig, cuts: Mapping[int, str] | None = None):
+        self.config, self.cuts = config, dict(cuts or {})
+
+    def __call__(self, doc: Document) -> StageResult:
+        self.count("chars_seen", len(doc.text))
+        lines = doc.text.split("\n")
+        owners = [self._owner(line, doc.id) for line in lines]
+        removed = [line for line, owner in zip(lines, owners) if owner is not None]
+        if not removed:
+            return doc
+        text = join_kept(lines, [owner is not None for owner in owners])
+        cut_chars = len(doc.text) - len(text)
+        fraction = cut_chars / max(len(doc.text), 1)
+        if not text.strip() or fraction > self.config.max_removed_fraction:
+            return doc.drop(STAGE, TOO_MUCH_REPEATED, f"{len(removed)} repeated paragraphs, {fraction:.0%} of the text",
+                            value=round(fraction, 4), threshold=self.config.max_removed_fraction)
+        self.count("documents_edited")
+        self.count("paragraphs_removed", len(removed))
+        self.count("chars_removed", cut_chars)
+        kept_in = tuple(dict.fromkeys(owner for owner in owners if owner is not None))
+        return doc.edited(text, Edit(STAGE, len(removed), cut_chars, "\n".join(removed)[:SNIPPET_MAX_CHARS],
+                                     kept_in[:KEPT_IN_SHOWN]))
+
+    def _owner(self, line: str, doc_id: str) -> str | None:
+        """The document that keeps this line, when it is not `doc_id` (the line is cut here)."""
+        h = paragraph_hash(line, self.config.min_chars)
+        owner = None if h is None else self.cuts.get(h)
+        return owner if owner is not None and owner != doc_id else None
+
+
+KEPT_IN_SHOWN = 5  # owners of the cut paragraphs named in the edit book
+
+
+def join_kept(lines: list[str], remove: list[bool]) -> str:
+    """The text without the removed lines; the blank lines that separated a removed paragraph from the next
+    go with it, so no gap is left where boilerplate stood (nor a blank tail where it ended the text)."""
+    kept: list[str] = []
+    after_cut = False
+    for line, cut in zip(lines, remove):
+        if cut or (after_cut and not line.strip()):
+            after_cut = after_cut or cut
+            continue
+        after_cut = False
+        kept.append(line)
+    if after_cut:
+        while kept and not kept[-1].strip():
+            kept.pop()
+    return "\n".join(kept)
+
+
+def cuts_in_memory(docs: Iterable[Document], config: ParagraphDedupConfig) -> dict[int, Owner]:
+    """The job's counting on one machine (tests, benches): paragraph hash -> Owner, for the repeated ones."""
+    owners: dict[int, Owner] = {}
+    for doc in docs:
+        for h in paragraph_hashes(doc.text, config.min_chars):
+            found = occurrence(doc.quality_score, len(doc.text), doc.id, 0, None)
+            owners[h] = merge_owners([owners[h], found]) if h in owners else found
+    return {h: o for h, o in owners.items() if o.documents >= config.min_documents}
+
+
+SPEC = StageSpec(
+    name=STAGE, order=95, runs=GLOBAL, config=ParagraphDedupConfig,
+    about="a paragraph repeated across documents stays in the best one only",
+    reasons={TOO_MUCH_REPEATED: "lost more than max_removed_fraction of its text (or all of it) to paragraphs "
+                                "repeated in better documents (value: the fraction cut)"})

@@ -1,0 +1,159 @@
+"""Paragraph dedup in the job, on the bundled real pages: the Wayback captures of casinocity.com share their
+network banner, gambling warning and footer; those paragraphs stay in one page and leave the others, whose
+own text stays. Every cut is in the edit book, the shards' `edits` column, the report and `refinery
+inspect`; a resumed run writes the same bytes (the other runners: tests/pipeline/test_portable.py and
+test_runners.py run with --paragraph-dedup)."""
+from __future__ import annotations
+
+import collections
+import json
+import shutil
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.job.outdir import compare_outputs
+from pipeline.job.run import run
+from stages.paragraphs import normalized
+from tests.conftest import REPO, WARC_DIR, WAYBACK
+from tests.pipeline.conftest import WARC_GLOB
+
+BANNER = "CASINO CITY NETWORK: Online Casino City"
+
+
+@pytest.fixture(scope="module")
+def paragraph_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("paragraphs") / "out"
+    report = run(["--input", WARC_GLOB, "--output", str(out), "--quiet", "--paragraph-dedup"])
+    return out, report
+
+
+def documents(out):
+    return {row["id"]: row for split in ("data", "valid/data")
+            for row in pq.read_table(out / split, columns=["id", "url", "text", "edits", "epoch"]).to_pylist()
+            if row["epoch"] == 0}
+
+
+def lines_of(text):
+    return [normalized(line) for line in text.split("\n") if normalized(line)]
+
+
+def test_a_sites_template_stays_in_one_page_and_each_page_keeps_its_own_text(paragraph_run, demo_run):
+    out, report = paragraph_run
+    assert report["status"] == "ok" and report["conservation"]["holds"]
+    before, after = documents(demo_run[0]), documents(out)
+    casino = [i for i, d in before.items() if BANNER in d["text"]]
+    assert len(casino) >= 10
+    assert sum(BANNER in after[i]["text"] for i in casino if i in after) == 1  # in one page, gone from the others
+    occurs = collections.Counter(line for d in before.values() for line in set(lines_of(d["text"])))
+    for doc_id in casino:
+        if doc_id not in after:
+            continue
+        own = [line for line in lines_of(before[doc_id]["text"]) if occurs[line] == 1]
+        assert own and set(own) <= set(lines_of(after[doc_id]["text"]))  # the page's own text all stays
+    # nothing else changed: a document kept in both runs lost only paragraphs that other documents share
+    for doc_id, doc in after.items():
+        lost = set(lines_of(before[doc_id]["text"])) - set(lines_of(doc["text"]))
+        assert all(occurs[line] > 1 for line in lost), (doc["url"], lost)
+        assert bool(lost) == bool(doc["edits"])
+
+
+def test_every_cut_is_in_the_edit_book_the_column_and_the_report(paragraph_run):
+    out, report = paragraph_run
+    docs = documents(out)
+    book = pq.read_table(out / "edits").to_pylist()
+    assert book and all(row["stage"] == "paragraph_dedup" for row in book)
+    in_output = [row for row in book if row["id"] in docs]
+    assert len(in_output) >= len(book) - 5  # a few edited pages may be dropped by a later stage
+    checked = 0  # cut lines that PII left alone (in the kept copy, PII replaced phone numbers and emails)
+    for row in in_output:
+        (edit,) = docs[row["id"]]["edits"]
+        assert (edit["stage"], edit["paragraphs"], edit["chars"]) == (row["stage"], row["paragraphs"], row["chars"])
+        owner = docs.get(row["kept_in"][0])
+        first = lines_of(row["removed"].split("\n")[0])
+        if owner is not None and not any(c.isdigit() or c == "@" for c in first[0]):
+            assert set(first) <= set(lines_of(owner["text"]))  # what was cut is in the page that keeps it
+            checked += 1
+    assert checked >= 10 and sum(1 for d in docs.values() if d["edits"]) == len(in_output)
+    edits = report["edits"]["paragraph_dedup"]
+    assert (edits["documents"], edits["chars"]) == (len(book), sum(row["chars"] for row in book))
+    assert 0 < edits["share_of_text"] < 0.1 and edits["repeated_paragraphs"] >= 10
+    top = edits["most_repeated"][0]
+    assert top["documents"] >= 10 and top["sites"] == ["web.archive.org"]
+    assert any(t["text"] == BANNER for t in edits["most_repeated"])
+    funnel = {f["stage"]: f for f in report["funnel"]}
+    assert list(funnel).index("paragraph_dedup") == list(funnel).index("near_dedup") + 1
+    assert funnel["paragraph_dedup"]["notes"]["chars_removed"] == edits["chars"]
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "Text cut from kept documents" in html and BANNER in html
+
+
+def test_inspect_shows_what_was_cut_and_where_it_stays(paragraph_run):
+    out, _ = paragraph_run
+    row = max(pq.read_table(out / "edits").to_pylist(), key=lambda r: r["chars"])
+    shown = subprocess.run([sys.executable, "-m", "pipeline.cli", "inspect", str(out), "--id", row["id"]],
+                           capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert f"cut:      paragraph_dedup · {row['paragraphs']} paragraph(s)" in shown.stdout
+    assert row["kept_in"][0] in shown.stdout and row["removed"].split("\n")[0].strip()[:30] in shown.stdout
+
+
+def test_a_resumed_run_writes_the_same_bytes(paragraph_run, tmp_path):
+    expected, _ = paragraph_run
+    out = tmp_path / "out"
+    shutil.copytree(expected / "prepared", out / "prepared")
+    for marker in sorted((out / "prepared").glob("*.done.json"))[:3]:
+        marker.unlink()  # as if the run had died with three input files still to prepare
+    resumed = run(["--input", WARC_GLOB, "--output", str(out), "--quiet", "--paragraph-dedup", "--resume"])
+    assert resumed["prepared"]["files_reused"] == len(list(WARC_DIR.glob("*.warc.gz"))) - 3
+    assert compare_outputs(str(expected), str(out)) == []
+
+
+def _split_records(source, evens, odds) -> None:
+    """A WARC's records, byte for byte (one gzip member each): every other record into one file, the rest into
+    another."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    spans = []
+    with open(source, "rb") as fh:
+        records = ArchiveIterator(fh)
+        for record in records:
+            _ = record.content_stream().read()
+            spans.append((records.get_record_offset(), records.get_record_length()))
+    data = source.read_bytes()
+    for target, part in ((evens, spans[0::2]), (odds, spans[1::2])):
+        with open(target, "wb") as out:
+            for offset, length in part:
+                out.write(data[offset:offset + length])
+
+
+def test_paragraphs_of_an_earlier_run_are_cut_from_a_new_one(tmp_path):
+    """Crawl A: half of the Wayback captures; crawl B: the other half. Their pages differ, but
+    casinocity.com's template is in both: with --dedup-against A, B keeps none of it."""
+    for name in ("a_in", "b_in"):
+        (tmp_path / name).mkdir()
+    _split_records(WAYBACK, tmp_path / "a_in" / "a.warc.gz", tmp_path / "b_in" / "b.warc.gz")
+    a_out, b_out = tmp_path / "a", tmp_path / "b"
+    run(["--input", str(tmp_path / "a_in" / "*.warc.gz"), "--output", str(a_out), "--quiet", "--paragraph-dedup"])
+    assert any(BANNER in d["text"] for d in documents(a_out).values())
+    alone = run(["--input", str(tmp_path / "b_in" / "*.warc.gz"), "--output", str(tmp_path / "b_alone"), "--quiet",
+                 "--paragraph-dedup"])
+    assert sum(BANNER in d["text"] for d in documents(tmp_path / "b_alone").values()) == 1
+    report = run(["--input", str(tmp_path / "b_in" / "*.warc.gz"), "--output", str(b_out), "--quiet",
+                  "--paragraph-dedup", "--dedup-against", str(a_out)])
+    assert report["status"] == "ok" and report["conservation"]["holds"]
+    assert not any(BANNER in d["text"] for d in documents(b_out).values())
+    book = pq.read_table(b_out / "edits").to_pylist()
+    assert any(str(a_out) in owner for row in book for owner in row["kept_in"])  # kept in A, named with its run
+    assert report["edits"]["paragraph_dedup"]["chars"] > alone["edits"]["paragraph_dedup"]["chars"]
+
+    from pipeline.job.config import ConfigError
+
+    plain = tmp_path / "plain"
+    run(["--input", str(tmp_path / "a_in" / "*.warc.gz"), "--output", str(plain), "--quiet"])
+    with pytest.raises(ConfigError, match="no paragraph hashes"):
+        run(["--input", str(tmp_path / "b_in" / "*.warc.gz"), "--output", str(tmp_path / "c"), "--quiet",
+             "--paragraph-dedup", "--dedup-against", str(plain)])
+    assert json.loads((a_out / "manifest.json").read_text())["paragraph_signatures"]["min_chars"] == 30

@@ -1,0 +1,105 @@
+"""Paragraph dedup's stage without Beam: what counts as the same paragraph, who keeps it, what is cut and
+recorded, when a document is dropped instead, and that the counting does not depend on order."""
+import itertools
+
+import pytest
+
+from common.settings import ConfigError
+from stages.paragraphs import (
+    STAGE,
+    TOO_MUCH_REPEATED,
+    ParagraphCut,
+    ParagraphDedupConfig,
+    cuts_in_memory,
+    join_kept,
+    merge_owners,
+    occurrence,
+    paragraph_hash,
+    paragraph_hashes,
+)
+from stages.record import Document, Drop
+from stages.runner import StageRunner
+
+NOTICE = "We use cookies to improve your experience. By continuing you accept our cookie policy."
+FOOTER = "Copyright Example Media Group. All rights reserved. Terms of use | Privacy"
+
+
+def page(doc_id, own, quality=None, url=None):
+    return Document(id=doc_id, url=url or f"https://example.org/{doc_id}", source="web",
+                    text="\n".join([NOTICE, *own, FOOTER]), quality_score=quality)
+
+
+def test_copies_that_differ_in_case_width_and_spacing_are_one_paragraph():
+    same = ["We use cookies.   Accept", "WE USE COOKIES. ACCEPT", "ｗｅ use cookies. accept\t"]
+    assert len({paragraph_hash(s, 1) for s in same}) == 1
+    assert paragraph_hash("We use cookies. Accept 2023", 1) != paragraph_hash("We use cookies. Accept 2024", 1)
+    assert paragraph_hash("short", 30) is None and paragraph_hashes("short\n\n" + NOTICE + "\n" + NOTICE, 30) == \
+        [paragraph_hash(NOTICE, 30)]
+
+
+def test_the_best_document_keeps_a_repeated_paragraph_and_the_others_lose_it():
+    config = ParagraphDedupConfig(enabled=True, max_removed_fraction=1.0)
+    docs = [page("a", ["Alpha's own long paragraph about tides and the moon, written for this page."], quality=0.2),
+            page("b", ["Bravo's own long paragraph about bread, yeast and the oven, written here."], quality=0.9),
+            page("c", ["Charlie's own long paragraph on chess openings and endgames, only here."], quality=0.5)]
+    owners = cuts_in_memory(docs, config)
+    assert {o.owner_id for o in owners.values()} == {"b"} and all(o.documents == 3 for o in owners.values())
+    cut = ParagraphCut(config, {h: o.owner_id for h, o in owners.items()})
+    kept = {doc.id: cut(doc) for doc in docs}
+    assert kept["b"] is docs[1]  # the owner is untouched, and records no edit
+    for doc_id in ("a", "c"):
+        result = kept[doc_id]
+        assert result.text == docs[[d.id for d in docs].index(doc_id)].text.split("\n")[1]  # its own text stays
+        (edit,) = result.edits
+        assert (edit.stage, edit.paragraphs, edit.kept_in) == (STAGE, 2, ("b",))
+        assert edit.chars == len(NOTICE) + len(FOOTER) + 2 and edit.removed == NOTICE + "\n" + FOOTER
+
+
+def test_a_document_left_with_too_little_is_dropped_with_the_fraction_cut():
+    config = ParagraphDedupConfig(enabled=True, max_removed_fraction=0.5)
+    thin = page("thin", ["A short line of its own here."])
+    full = page("full", ["A long paragraph of its own. " * 20])
+    cut = ParagraphCut(config, {h: "other" for h in paragraph_hashes(NOTICE + "\n" + FOOTER, 30)})
+    dropped = cut(thin)
+    assert isinstance(dropped, Drop) and (dropped.stage, dropped.reason) == (STAGE, TOO_MUCH_REPEATED)
+    assert dropped.threshold == 0.5 and dropped.value == pytest.approx(1 - 29 / len(thin.text), abs=1e-3)
+    assert isinstance(cut(full), Document)
+    nothing_left = Document(id="x", url="u", source="web", text=NOTICE)
+    assert isinstance(ParagraphCut(ParagraphDedupConfig(max_removed_fraction=1.0), cut.cuts)(nothing_left), Drop)
+
+
+def test_cut_lines_take_their_blank_separators_with_them():
+    lines = ["own one", "", "BOILER", "", "own two", "", "BOILER"]
+    assert join_kept(lines, [line == "BOILER" for line in lines]) == "own one\n\nown two"
+    assert join_kept(["BOILER", "", "own"], [True, False, False]) == "own"
+
+
+def test_counting_gives_the_same_owner_and_sites_in_any_order():
+    found = [occurrence(q, n, doc_id, part, host) for q, n, doc_id, part, host in [
+        (0.5, 100, "d1", 0, "a.org"), (0.5, 300, "d2", 1, "b.org"), (0.9, 50, "d3", 1, "c.org"),
+        (None, 900, "d4", 2, "d.org"), (0.9, 50, "d0", 3, "e.org"), (0.1, 10, "d5", 3, "f.org"),
+        (0.1, 10, "d6", 4, "g.org")]]
+    results = {merge_owners(order) for order in itertools.permutations(found)}
+    assert len(results) == 1
+    (owner,) = results
+    assert owner.owner_id == "d0" and owner.documents == 7 and owner.parts == frozenset(range(5))
+    assert len(owner.sites) == 5
+
+
+def test_the_stage_counts_what_it_cut_through_the_runner():
+    counted = {}
+    config = ParagraphDedupConfig(enabled=True, max_removed_fraction=1.0)
+    docs = [page("a", ["Alpha's own long paragraph about tides and the moon, written for this page."]),
+            page("b", ["Bravo's own long paragraph about bread, yeast and the oven, written here, longer."])]
+    cut = ParagraphCut(config, {h: o.owner_id for h, o in cuts_in_memory(docs, config).items()})
+    with StageRunner([cut], count=lambda name, n=1: counted.__setitem__(name, counted.get(name, 0) + n)) as runner:
+        kept, drops = runner.run(docs)
+    assert len(kept) == 2 and not drops
+    assert counted[f"{STAGE}.note.documents_edited"] == 1 and counted[f"{STAGE}.note.paragraphs_removed"] == 2
+    assert counted[f"{STAGE}.note.chars_seen"] == sum(len(d.text) for d in docs)
+
+
+def test_settings_are_checked():
+    for bad in ({"min_documents": 1}, {"min_chars": 0}, {"max_removed_fraction": 0.0}):
+        with pytest.raises(ConfigError):
+            ParagraphDedupConfig(**bad)
