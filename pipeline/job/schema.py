@@ -42,8 +42,8 @@ METADATA_TYPE = pa.struct(METADATA_FIELDS)
 
 # What stages cut from a kept document's text, one entry per stage that cut (null: nothing was cut). The
 # text cut, and where it stays, are in the run's edit book (EDITS_SCHEMA).
-EDITS_TYPE = pa.list_(pa.struct([pa.field("stage", pa.string()), pa.field("paragraphs", pa.int32()),
-                                 pa.field("chars", pa.int32())]))
+EDITS_TYPE = pa.list_(pa.field("element", pa.struct([  # "element": the name Parquet's list layout gives it
+    pa.field("stage", pa.string()), pa.field("paragraphs", pa.int32()), pa.field("chars", pa.int32())])))
 
 # Placeholders inserted by the PII stage, per kind (null when the stage is off).
 PII_COUNTS_TYPE = pa.struct([pa.field(kind.lower(), pa.int32()) for kind in PII_KINDS])
