@@ -78,48 +78,55 @@ def paragraph_hashes(text: str, min_chars: int) -> list[int]:
 
 
 class Owner(NamedTuple):
-    """What the counting keeps per paragraph: how many documents have it, the best of them, in which parts
-    they lie (so each part learns of the cuts it must make without a second pass over the occurrences), and
-    a few sites, chosen by a hash of the host so that the sample is the same on every runner."""
+    """What the counting keeps per paragraph: how many documents have it, the best of them, and in which parts
+    they lie (so each part learns of the cuts it must make without a second pass over the occurrences)."""
 
     documents: int
     best: tuple[float, int, str]
     parts: frozenset[int]
-    sites: tuple[str, ...]
 
     @property
     def owner_id(self) -> str:
         return self.best[2]
 
+    def plain(self) -> tuple:
+        """Plain tuples, numbers and strings, which Beam's coder packs tightly (a NamedTuple or a set it pickles)."""
+        return self.documents, self.best, tuple(sorted(self.parts))
 
-SITE_SAMPLE = 5
-
-
-def _site_order(host: str) -> bytes:
-    return hashlib.blake2b(host.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    @staticmethod
+    def of(plain: tuple) -> Owner:
+        documents, best, parts = plain
+        return Owner(documents, tuple(best), frozenset(parts))
 
 
 def merge_owners(owners: Iterable[Owner]) -> Owner | None:
     """One Owner from partial ones (the combiner's merge: any order gives the same result)."""
     merged = None
     for o in owners:
-        if merged is None:
-            merged = o
-            continue
-        sites = sorted(set(merged.sites) | set(o.sites), key=_site_order)[:SITE_SAMPLE]
-        merged = Owner(merged.documents + o.documents, min(merged.best, o.best), merged.parts | o.parts, tuple(sites))
+        merged = o if merged is None else Owner(merged.documents + o.documents, min(merged.best, o.best),
+                                                merged.parts | o.parts)
     return merged
 
 
-def occurrence(quality: float | None, chars: int, doc_id: str, part: int, host: str | None) -> Owner:
+def occurrence(quality: float | None, chars: int, doc_id: str, part: int) -> Owner:
     """One document's paragraph as a partial Owner."""
-    return Owner(1, survivor_rank(quality, chars, doc_id), frozenset((part,)), (host,) if host else ())
+    return Owner(1, survivor_rank(quality, chars, doc_id), frozenset((part,)))
 
 
 def earlier_occurrence(doc_id: str) -> Owner:
     """A paragraph of a document of an earlier run (--dedup-against): it outranks every new document, so the
     new copies are cut (`doc_id` names the old document and its run)."""
-    return Owner(1, (float("-inf"), 0, doc_id), frozenset(), ())
+    return Owner(1, (float("-inf"), 0, doc_id), frozenset())
+
+
+SITE_SAMPLE = 5
+
+
+def site_sample(hosts: Iterable[str]) -> tuple[str, ...]:
+    """A few of the sites a paragraph is on, chosen by a hash of the host: the same sample on every runner and
+    from any partial samples merged."""
+    order = lambda host: hashlib.blake2b(host.encode("utf-8", "surrogatepass"), digest_size=8).digest()  # noqa: E731
+    return tuple(sorted(set(hosts), key=order)[:SITE_SAMPLE])
 
 
 class ParagraphCut(Stage):
@@ -185,7 +192,7 @@ def cuts_in_memory(docs: Iterable[Document], config: ParagraphDedupConfig) -> di
     owners: dict[int, Owner] = {}
     for doc in docs:
         for h in paragraph_hashes(doc.text, config.min_chars):
-            found = occurrence(doc.quality_score, len(doc.text), doc.id, 0, None)
+            found = occurrence(doc.quality_score, len(doc.text), doc.id, 0)
             owners[h] = merge_owners([owners[h], found]) if h in owners else found
     return {h: o for h, o in owners.items() if o.documents >= config.min_documents}
 

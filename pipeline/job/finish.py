@@ -27,7 +27,7 @@ from pipeline.job.holdout import VALID
 from pipeline.job.holdout import split as holdout_split
 from pipeline.job.mix import Mix, anneal_pick, anneal_tokens
 from pipeline.job.output import STATS_DIR, ShardWriter
-from pipeline.job.paragraphs import WriteTopParagraphs
+from pipeline.job.paragraphs import WriteTopParagraphs, host_of
 from pipeline.job.prepare import (
     CHUNK,
     CHUNK_CHARS,
@@ -49,7 +49,7 @@ from pipeline.job.schema import (
 from pipeline.job.signatures import SIGNATURES_DIR
 from pipeline.job.transforms import LEDGER, count, runner
 from stages.mix import approx_tokens, mix_rates
-from stages.paragraphs import ParagraphCut, paragraph_hash
+from stages.paragraphs import ParagraphCut, paragraph_hash, site_sample
 from stages.record import Document, Drop
 from stages.runner import Step
 
@@ -90,7 +90,7 @@ class FinishPart(RunsStages):
         out = PartWriter(finished_path(self._output, key), PART_SCHEMA)
         chunk: list[Document] = []
         signatures: dict[str, Signature] = {}
-        top_texts: dict[int, tuple[str, str]] = {}
+        top_texts: dict[int, tuple] = {}
         chars = 0
         for row in read_rows(paths["docs.parquet"]):
             doc = document_from_part(row)
@@ -109,8 +109,8 @@ class FinishPart(RunsStages):
                 chunk, signatures, chars = [], {}, 0
         yield from self._finish(chunk, signatures, out)
         out.commit()
-        for h, found in sorted(top_texts.items()):
-            yield beam.pvalue.TaggedOutput(TOP_TEXTS, (h, found))
+        for h, (doc_id, text, hosts) in sorted(top_texts.items()):
+            yield beam.pvalue.TaggedOutput(TOP_TEXTS, (h, (doc_id, text, site_sample(hosts))))
         yield key
 
     def _finish(self, chunk: list[Document], signatures: dict[str, Signature], out: PartWriter):
@@ -130,14 +130,20 @@ class FinishPart(RunsStages):
         return beam.pvalue.TaggedOutput(LEDGER, dataclasses.replace(drop, snippet=drop.snippet[:self._snippet]))
 
 
-def _note_top_texts(doc: Document, wanted: set[int], found: dict[int, tuple[str, str]], cut: ParagraphCut) -> None:
-    """Keeps, per wanted paragraph hash, the (id, line) of the smallest id that has it (the same on every runner)."""
+def _note_top_texts(doc: Document, wanted: set[int], found: dict[int, tuple], cut: ParagraphCut) -> None:
+    """Keeps, per wanted paragraph hash, the (id, line) of the smallest id that has it (the same on every runner)
+    and the sites of all that have it."""
     if not wanted:
         return
+    host = host_of(doc.url)
     for line in doc.text.split("\n"):
         h = paragraph_hash(line, cut.config.min_chars)
-        if h in wanted and (h not in found or doc.id < found[h][0]):
-            found[h] = (doc.id, line.strip()[:TOP_TEXT_CHARS])
+        if h not in wanted:
+            continue
+        doc_id, text, hosts = found.get(h, (None, None, set()))
+        if doc_id is None or doc.id < doc_id:
+            doc_id, text = doc.id, line.strip()[:TOP_TEXT_CHARS]
+        found[h] = (doc_id, text, hosts | ({host} if host else set()))
 
 
 TOP_TEXT_CHARS = 500  # of a most-repeated paragraph, in the report

@@ -3,11 +3,12 @@
     parts with dedup's decisions -> (paragraph hash, occurrence) for each distinct paragraph of each
         document that document dedup kept [+ the paragraphs of earlier runs' documents, --dedup-against]
     -> CombinePerKey(OwnerCombine): per paragraph, how many documents have it, the best of them, the
-        parts they lie in, a few sites (a cookie notice on a million pages costs one accumulator per
-        worker, never a million values on one worker)
+        parts they lie in (a cookie notice on a million pages costs one accumulator per worker, never a
+        million values on one worker)
     -> the repeated ones (min_documents), as cuts (part key, (hash, owner id)) for each part that holds
         one: FinishPart cuts them from that part's documents
-    -> the `top_paragraphs` most repeated, whose text FinishPart picks up as it passes them, for the report.
+    -> the `top_paragraphs` most repeated, whose text and sites FinishPart picks up as it passes them, for
+        the report.
 
 The prepared parts store 64-bit hashes, never paragraph texts: only the few top ones are ever read as text.
 """
@@ -21,10 +22,17 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.job.output import STATS_DIR
 from pipeline.job.prepare import PREPARED_DIR, part_paths, read_rows
-from pipeline.job.schema import part_value
 from pipeline.job.signatures import read_signature_file
 from pipeline.job.transforms import count
-from stages.paragraphs import STAGE, Owner, ParagraphDedupConfig, earlier_occurrence, merge_owners, occurrence
+from stages.paragraphs import (
+    STAGE,
+    Owner,
+    ParagraphDedupConfig,
+    earlier_occurrence,
+    merge_owners,
+    occurrence,
+    site_sample,
+)
 
 PARAGRAPHS_FILE = "repeated_paragraphs"  # _shard_stats/repeated_paragraphs-NNNNN: the report's top table
 
@@ -47,11 +55,11 @@ class ParagraphOccurrences(beam.DoFn):
         key, decided = element
         dropped = {d.id for d in decided}
         part = self._index[key]
-        columns = ["id", "url", "quality_score", "chars", "paragraphs"]
+        columns = ["id", "quality_score", "chars", "paragraphs"]
         for row in read_rows(part_paths(self._prepared, key)["docs.parquet"], columns):
             if row["id"] in dropped or not row["paragraphs"]:
                 continue
-            found = occurrence(row["quality_score"], row["chars"], row["id"], part, host_of(part_value(row, "url")))
+            found = occurrence(row["quality_score"], row["chars"], row["id"], part).plain()
             for h in row["paragraphs"]:
                 yield h, found
 
@@ -63,46 +71,71 @@ class EarlierParagraphs(beam.DoFn):
         folder, path, sha256 = element
         for batch in read_signature_file(path, sha256).iter_batches(columns=["id", "paragraphs"]):
             for row in batch.to_pylist():
-                found = earlier_occurrence(f"{row['id']} of {folder}")
+                found = earlier_occurrence(f"{row['id']} of {folder}").plain()
                 for h in row["paragraphs"] or ():
                     yield h, found
 
 
 class OwnerCombine(beam.CombineFn):
-    """Occurrences of one paragraph -> one Owner (stages.paragraphs.merge_owners: any order, same result)."""
+    """Occurrences of one paragraph -> one Owner (stages.paragraphs.merge_owners: any order, same result), as
+    plain tuples between the steps (`Owner.plain`)."""
 
     def create_accumulator(self):
         return None
 
-    def add_input(self, accumulator, owner: Owner):
-        return owner if accumulator is None else merge_owners([accumulator, owner])
+    def add_input(self, accumulator, occurrence):
+        found = Owner.of(occurrence)
+        return (found if accumulator is None else merge_owners([Owner.of(accumulator), found])).plain()
 
     def merge_accumulators(self, accumulators):
-        return merge_owners(a for a in accumulators if a is not None)
+        merged = merge_owners(Owner.of(a) for a in accumulators if a is not None)
+        return None if merged is None else merged.plain()
 
     def extract_output(self, accumulator):
         return accumulator
 
 
 def _repeated(kv, min_documents: int):
-    if kv[1].documents >= min_documents:
+    h, plain = kv
+    if plain[0] >= min_documents:
         count(f"{STAGE}.note.repeated_paragraphs")
-        yield kv
+        yield h, plain
 
 
 def _cuts_by_part(kv, part_keys: dict[int, str]):
     """(hash, Owner) -> (part key, (hash, owner id)) for each part holding the paragraph."""
-    h, owner = kv
+    h, owner = kv[0], Owner.of(kv[1])
     for part in sorted(owner.parts):
         yield part_keys[part], (h, owner.owner_id)
 
 
 def _top_row(kv, top: list):
-    """(hash, (doc id, text)) -> a line of the report's table: the text, documents, sites."""
-    h, (_, text) = kv
-    owner = dict(top)[h]
+    """(hash, (doc id, text, sites)) -> a line of the report's table: the text, documents, sites."""
+    h, (_, text, sites) = kv
+    owner = Owner.of(dict(top)[h])
     return json.dumps({"text": text, "documents": owner.documents, "kept_in": owner.owner_id,
-                       "sites": list(owner.sites)}, ensure_ascii=False, sort_keys=True)
+                       "sites": list(sites)}, ensure_ascii=False, sort_keys=True)
+
+
+class TopTextCombine(beam.CombineFn):
+    """(doc id, text, sites) of a top paragraph, one per part -> the text in the smallest id (the same on every
+    runner) and a sample of the sites of all its documents (stages.paragraphs.site_sample)."""
+
+    def create_accumulator(self):
+        return None
+
+    def add_input(self, accumulator, found):
+        return self.merge_accumulators([accumulator, found])
+
+    def merge_accumulators(self, accumulators):
+        found = [a for a in accumulators if a is not None]
+        if not found:
+            return None
+        doc_id, text, _ = min(found)
+        return doc_id, text, site_sample(site for _, _, sites in found for site in sites)
+
+    def extract_output(self, accumulator):
+        return accumulator
 
 
 class CountParagraphs(beam.PTransform):
@@ -128,12 +161,12 @@ class CountParagraphs(beam.PTransform):
                     | "Repeated" >> beam.FlatMap(_repeated, c.min_documents))
         part_keys = {index: key for key, index in self._index.items()}
         cuts = repeated | "CutsByPart" >> beam.FlatMap(_cuts_by_part, part_keys)
-        top = repeated | "MostRepeated" >> beam.combiners.Top.Of(c.top_paragraphs, key=lambda kv: (kv[1].documents, kv[0]))
+        top = repeated | "MostRepeated" >> beam.combiners.Top.Of(c.top_paragraphs, key=lambda kv: (kv[1][0], kv[0]))
         return cuts, top
 
 
 class WriteTopParagraphs(beam.PTransform):
-    """(hash, (doc id, text)) of the top paragraphs as FinishPart met them -> the report's table file."""
+    """(hash, (doc id, text, sites)) of the top paragraphs as FinishPart met them -> the report's table file."""
 
     def __init__(self, folder: str):
         super().__init__()
@@ -142,7 +175,7 @@ class WriteTopParagraphs(beam.PTransform):
     def expand(self, texts_and_top):
         texts, top = texts_and_top
         return (texts
-                | "FirstText" >> beam.CombinePerKey(min)  # the text in the smallest id: the same on every runner
+                | "FirstText" >> beam.CombinePerKey(TopTextCombine())
                 | "TopRows" >> beam.Map(_top_row, beam.pvalue.AsSingleton(top))
                 | "WriteTop" >> beam.io.WriteToText(FileSystems.join(self._folder, PARAGRAPHS_FILE),
                                                     shard_name_template="-SSSSS"))
