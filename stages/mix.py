@@ -72,3 +72,39 @@ def copies(doc_id: str, rate: float, seed: int, max_copies: int = 4) -> int:
         return max_copies
     whole = int(rate)
     return whole + (1 if unit_hash(seed, "mix", doc_id) < rate - whole else 0)
+
+
+def parse_rehydration(spec: str) -> tuple[tuple[int, int | None, int], ...]:
+    """"1:1,2:2,3-4:3,5-100:5,101-1000:8,1001-:1" -> ((low, high or None, copies), ...): copies of a document
+    that stands for a duplicate cluster of low..high documents (FineWeb-2's rehydration). Every size from 1
+    up must fall in exactly one range."""
+    table = []
+    for part in spec.split(","):
+        sizes, sep, weight = part.partition(":")
+        low, dash, high = sizes.strip().partition("-")
+        try:
+            entry = (int(low), (int(high) if high.strip() else None) if dash else int(low), int(weight))
+        except ValueError:
+            raise ValueError(f"rehydrate_weights: expected SIZE:COPIES or LOW-HIGH:COPIES (LOW-: no upper end), "
+                             f"got {part!r}") from None
+        if not sep or entry[2] < 1 or (entry[1] is not None and entry[1] < entry[0]):
+            raise ValueError(f"rehydrate_weights: {part!r} is not a size range with copies >= 1")
+        table.append(entry)
+    table.sort(key=lambda entry: entry[0])
+    expected = 1
+    for low, high, _ in table:
+        if low != expected:
+            raise ValueError("rehydrate_weights: the ranges must cover every cluster size from 1 once; "
+                             + (f"{expected} is missing" if low > expected else f"{low} is in two ranges"))
+        if high is None:
+            if (low, high) != table[-1][:2]:
+                raise ValueError("rehydrate_weights: only the last range may be open (LOW-)")
+            return tuple(table)
+        expected = high + 1
+    raise ValueError("rehydrate_weights: the last range must be open (LOW-:COPIES), so every size has a weight")
+
+
+def rehydration_weight(table: tuple[tuple[int, int | None, int], ...], cluster_size: int | None) -> int:
+    """Copies of a document whose duplicate cluster had `cluster_size` documents (None: 1)."""
+    size = cluster_size or 1
+    return next(copies for low, high, copies in table if low <= size and (high is None or size <= high))

@@ -116,6 +116,7 @@ class Document:
     toxicity_score: float | None = None           # P(toxic) of the most toxic window (toxicity classifier)
     pii_counts: Mapping[str, int] | None = None   # placeholders inserted per PII kind (None: PII stage off)
     epoch: int = 0                                   # 0 = original; k > 0 = k-th repeat added by source mixing
+    cluster_size: int | None = None               # documents dedup folded into this one, itself included (None: off)
     record_id: str | None = None                  # the input's own id (WARC-Record-ID, a JSONL/Parquet `id`)
     metadata: Mapping[str, Any] = field(default_factory=dict)
     scores: Mapping[str, float] = field(default_factory=dict)  # a stage's own scores: each a shard column once

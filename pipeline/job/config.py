@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.settings import ConfigError, check, load, to_yaml
-from stages.mix import parse_weights
+from stages.mix import parse_rehydration, parse_weights
 from stages.table import sections, stage_table
 
 __all__ = ["ConfigError", "JobConfig", "RunConfig", "load_config", "default_yaml"]
@@ -42,6 +42,12 @@ class JobConfig:
                                         # none keeps everything
     mix_max_epochs: int = 4             # at most this many copies of a document (Muennighoff et al. 2023:
                                         # up to ~4 epochs of repeated data are nearly as good as new data)
+    # FineWeb-2's rehydration: a document that dedup kept for a cluster of duplicates is written this many times
+    # (`rehydrate_weights`, by cluster size; at most mix_max_epochs), as repeats like the mix's
+    rehydrate: bool = False
+    # cluster size -> copies: widespread text is upweighted a little, the largest clusters (templates, spam) not;
+    # the shape of FineWeb-2's published table (check its dataset card for the per-language weights it used)
+    rehydrate_weights: str = "1:1,2:2,3-4:3,5-100:5,101-1000:8,1001-:1"
     seed: int = 0                       # mix and anneal draws
     shard_size_mb: float = 256.0        # target uncompressed text per output shard
     row_group_rows: int = 4096          # Parquet row group size: the unit streaming readers fetch
@@ -79,11 +85,12 @@ class JobConfig:
         check(not bad, f"sources: expected NAME=GLOB, got {bad}")
         bad = [s for s in self.inject_errors if "=" not in s or not all(p.strip() for p in s.split("=", 1))]
         check(not bad, f"inject_errors: expected STAGE=URL_SUBSTRING, got {bad}")
-        if self.mix:
-            try:
+        try:
+            if self.mix:
                 parse_weights(self.mix)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
+            parse_rehydration(self.rehydrate_weights)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         quality = getattr(self, "quality", None)
         check(self.anneal_fraction is None or getattr(quality, "enabled", False),
               "the anneal split needs quality scores: enable the quality stage")

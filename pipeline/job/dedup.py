@@ -63,6 +63,7 @@ class Signed(NamedTuple):
     chars: int
     tokens: int
     shingles: frozenset | None = None    # shingle hashes, only with dedup.verify
+    copies: int = 1                      # documents this one stands for once dedup kept it (itself included)
 
     @property
     def rank(self) -> tuple[float, int, str]:
@@ -166,20 +167,30 @@ class SignDocuments(beam.PTransform):
         return documents | "Sign" >> beam.Map(lambda d: signed(d, part, _hash64(d.id), signer(d), config).pack())
 
 
+def cluster_sizes(packed: bytes):
+    """A document dedup kept -> (its part, (id, cluster size)) where it stands for duplicates (FinishPart sets
+    `cluster_size`; 1 where nothing comes)."""
+    s = Signed.unpack(packed)
+    if s.copies > 1:
+        yield s.part, (s.id, s.copies)
+
+
 def count_kept_signed(stage: str, s: Signed) -> None:
     count_kept_tokens(stage, s.tokens)
 
 
 def _resolve(stage: str, reason: DropReason, members: Iterable[tuple[Signed, bytes]], winner_id: str):
-    """Keep the winner (once, even if an id repeats: packed, as it came); the others become decisions
-    naming the winner."""
+    """Keep the winner (once, even if an id repeats), standing for the copies of every member (its cluster
+    size, `Signed.copies`); the others become decisions naming the winner."""
+    members = list(members)
+    copies = sum(s.copies for s, _ in members)
     kept = False
     for s, packed in members:
         count(f"{stage}.in")
         if s.id == winner_id and not kept:
             kept = True
             count_kept_signed(stage, s)
-            yield packed
+            yield packed if copies == s.copies else s._replace(copies=copies).pack()
         else:
             count(f"{stage}.drop.{reason}")
             yield beam.pvalue.TaggedOutput(LEDGER, Decision(s.id, s.part, stage, reason, f"kept {winner_id}",

@@ -25,7 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.job.dedup import Decision
 from pipeline.job.holdout import VALID
 from pipeline.job.holdout import split as holdout_split
-from pipeline.job.mix import Mix, anneal_pick, anneal_tokens
+from pipeline.job.mix import Mix, Rehydration, anneal_pick, anneal_tokens, repeats, weight_of
 from pipeline.job.output import STATS_DIR, ShardWriter
 from pipeline.job.paragraphs import WriteTopParagraphs, host_of
 from pipeline.job.prepare import (
@@ -57,6 +57,7 @@ FINISHED_DIR = "_finished"
 LEDGER_ROWS, FINISHED, SIGNATURE_FILES = "ledger_rows", "finished", "signature_files"  # tagged outputs
 EDITS, TOP_TEXTS = "edits", "top_texts"
 ANNEAL = "anneal"
+REHYDRATE = "rehydrate"  # counters: rehydrate.repeats
 
 
 def finished_path(output: str, key: str) -> str:
@@ -64,14 +65,16 @@ def finished_path(output: str, key: str) -> str:
 
 
 class FinishPart(RunsStages):
-    """(part key, {"decided": [[Decision]], "cuts": [(paragraph hash, owner id)]}) -> the key, once the part's
-    finished documents are written; the part's phase-1 ledger rows (LEDGER_ROWS), its drops (LEDGER), the
+    """(part key, {"decided": [[Decision]], "cuts": [(paragraph hash, owner id)], "sizes": [(id, cluster size)]})
+    -> the key, once the part's finished documents are written; the part's phase-1 ledger rows (LEDGER_ROWS), its drops (LEDGER), the
     edit book's rows of what stages cut from the documents kept (EDITS), the text of the most repeated
     paragraphs met (TOP_TEXTS: side input `top`, [(hash, Owner)]) and, if `tally`, (id, source, tokens,
-    quality) of each finished document (FINISHED)."""
+    quality, rehydration weight) of each finished document (FINISHED)."""
 
-    def __init__(self, output: str, steps: Sequence[tuple[str, Step]], tally: bool, snippet_chars: int):
+    def __init__(self, output: str, steps: Sequence[tuple[str, Step]], tally: bool, snippet_chars: int,
+                 deduplicated: bool = False, rehydrate: Rehydration | None = None):
         self._output, self._tally, self._snippet = output, tally, snippet_chars
+        self._deduplicated, self._rehydrate = deduplicated, rehydrate  # cluster sizes are known; their weights
         self._runner = runner([step for _, step in steps])
         # paragraph dedup's stage, told each part's cuts before the part's documents pass
         self._cut = next((step.stage for _, step in steps if isinstance(step.stage, ParagraphCut)), None)
@@ -83,6 +86,7 @@ class FinishPart(RunsStages):
         decided: dict[str, Decision] = {d.id: d for d in joined["decided"][0]}
         if self._cut is not None:
             self._cut.cuts = dict(joined["cuts"])
+        sizes = dict(joined["sizes"])
         top_hashes = {h for h, _ in top}
         paths = part_paths(FileSystems.join(self._output, PREPARED_DIR), key)
         for row in read_rows(paths["ledger.parquet"]):
@@ -99,6 +103,8 @@ class FinishPart(RunsStages):
                 yield self._ledgered(doc.drop(decision.stage, decision.reason, decision.detail,
                                               kept_id=decision.kept_id))
                 continue
+            if self._deduplicated:
+                doc = doc.replace(cluster_size=sizes.get(doc.id, 1))
             if top_hashes:
                 _note_top_texts(doc, top_hashes.intersection(row["paragraphs"] or ()), top_texts, self._cut)
             chunk.append(doc)
@@ -120,7 +126,8 @@ class FinishPart(RunsStages):
             for row in edit_rows(doc, self._snippet):
                 yield beam.pvalue.TaggedOutput(EDITS, row)
             if self._tally:
-                yield beam.pvalue.TaggedOutput(FINISHED, (doc.id, doc.source, approx_tokens(doc.text), doc.quality_score))
+                yield beam.pvalue.TaggedOutput(FINISHED, (doc.id, doc.source, approx_tokens(doc.text), doc.quality_score,
+                                                          weight_of(self._rehydrate, doc.cluster_size)))
         for drop in drops:
             yield self._ledgered(drop)
 
@@ -158,8 +165,9 @@ class WritePart(RunsStages):
 
     def __init__(self, output: str, shard_index: dict[str, int], write_check, mix: Mix | None,
                  holdout_fraction: float, anneal: tuple[float, float, int] | None, shard_size_mb: float,
-                 row_group_rows: int):
+                 row_group_rows: int, rehydrate: Rehydration | None = None):
         self._output, self._index, self._runner = output, shard_index, runner([write_check])
+        self._rehydrate = rehydrate
         self._mix, self._holdout, self._anneal = mix, holdout_fraction, anneal
         self._shard = (shard_size_mb, row_group_rows)
 
@@ -177,7 +185,10 @@ class WritePart(RunsStages):
         signatures = PartWriter(FileSystems.join(self._output, SIGNATURES_DIR, f"{name}.parquet"), SIGNATURE_SCHEMA)
         for row in read_rows(finished_path(self._output, key)):
             doc = document_from_part(row)
-            copies = self._mix.draw(doc, rates, count) if self._mix else [doc]
+            weight = weight_of(self._rehydrate, doc.cluster_size)
+            copies = self._mix.draw(doc, rates, count, weight) if self._mix else repeats(doc, weight)
+            if weight > 1 and not isinstance(copies, Drop):
+                count(f"{REHYDRATE}.repeats", len(copies) - 1)
             if isinstance(copies, Drop):  # the mix did not draw it
                 yield beam.pvalue.TaggedOutput(LEDGER, copies)
                 continue
@@ -218,13 +229,15 @@ class Finish(beam.PTransform):
     signatures/; with paragraph dedup (`paragraphs`: a CountParagraphs), its counts come first."""
 
     def __init__(self, config, per_document: Sequence[tuple[str, Any]], mix: Mix | None, write_check,
-                 file_index: dict[str, int], paragraphs: beam.PTransform | None = None):
+                 file_index: dict[str, int], paragraphs: beam.PTransform | None = None,
+                 rehydrate: Rehydration | None = None):
         super().__init__()
         self._config, self._per_document, self._mix = config, list(per_document), mix
         self._write_check, self._file_index, self._paragraphs = write_check, file_index, paragraphs
+        self._rehydrate = rehydrate
 
     def expand(self, pcolls):
-        keys, decisions = pcolls
+        keys, decisions, sizes = pcolls  # sizes: None when no dedup stage ran
         c, mix, p = self._config, self._mix, keys.pipeline
         decided = ({"part": keys | "PartKeys" >> beam.Map(lambda k: (k, None)),
                     "decided": decisions | "ByPart" >> beam.Map(lambda d: (d.part, d))}
@@ -234,10 +247,14 @@ class Finish(beam.PTransform):
             cuts, top = decided | "ParagraphDedup" >> self._paragraphs
         else:
             cuts, top = p | "NoCuts" >> beam.Create([]), p | "NoTop" >> beam.Create([[]])
-        finished = ({"decided": decided, "cuts": cuts}
+        deduplicated = sizes is not None
+        if sizes is None:
+            sizes = p | "NoSizes" >> beam.Create([])
+        finished = ({"decided": decided, "cuts": cuts, "sizes": sizes}
                     | "CutsOfPart" >> beam.CoGroupByKey()
                     | "FinishParts" >> beam.ParDo(FinishPart(c.output, self._per_document,
-                                                             bool(mix or c.anneal_fraction), c.ledger_snippet_chars),
+                                                             bool(mix or c.anneal_fraction), c.ledger_snippet_chars,
+                                                             deduplicated, self._rehydrate),
                                                   beam.pvalue.AsSingleton(top))
                     .with_outputs(LEDGER, LEDGER_ROWS, FINISHED, EDITS, TOP_TEXTS, main="keys"))
         if self._paragraphs is not None:
@@ -246,7 +263,7 @@ class Finish(beam.PTransform):
         if mix:
             weights = mix.weights
             rates = (finished[FINISHED]
-                     | "SourceTokens" >> beam.Map(lambda f: (f[1], f[2]))
+                     | "SourceTokens" >> beam.Map(lambda f: (f[1], f[2] * f[4]))  # rehydrated tokens
                      | "PerSource" >> beam.CombinePerKey(sum)
                      | "TokensBySource" >> beam.combiners.ToDict()
                      | "MixRates" >> beam.Map(lambda tokens: mix_rates(weights, tokens)))
@@ -261,7 +278,7 @@ class Finish(beam.PTransform):
                    | "SpreadFinished" >> beam.Reshuffle()
                    | "WriteParts" >> beam.ParDo(WritePart(c.output, self._file_index, self._write_check, mix,
                                                           c.holdout_fraction, anneal, c.shard_size_mb,
-                                                          c.row_group_rows),
+                                                          c.row_group_rows, self._rehydrate),
                                                 beam.pvalue.AsSingleton(rates), beam.pvalue.AsSingleton(totals))
                    .with_outputs(LEDGER, VALID, ANNEAL, SIGNATURE_FILES, main="stats"))
         _ = (written[SIGNATURE_FILES]

@@ -10,11 +10,11 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.job.config import TABLE, RunConfig
-from pipeline.job.dedup import EXACT, NEAR
+from pipeline.job.dedup import EXACT, NEAR, cluster_sizes
 from pipeline.job.finish import Finish
 from pipeline.job.inputs import source_groups
 from pipeline.job.ledger import ResolveKeptCopies
-from pipeline.job.mix import Mix
+from pipeline.job.mix import Mix, Rehydration
 from pipeline.job.outdir import EDITS_DIR, LEDGER_DIR
 from pipeline.job.paragraphs import CountParagraphs
 from pipeline.job.prepare import InputFile, Prepare, PrepareFiles, ReadSigned, file_part_key, phase1_digest
@@ -24,6 +24,7 @@ from pipeline.job.steps import WRITE_STAGE, make_steps
 from pipeline.job.transforms import FileReader, ReadSource
 from stages.decontam import STAGE as DECONTAM_STAGE
 from stages.dedup import DEDUP_AGAINST
+from stages.mix import parse_rehydration
 from stages.paragraphs import STAGE as PARAGRAPH_STAGE
 from stages.table import READ
 
@@ -86,8 +87,13 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
         else:
             per_document.append((name, step))
     decided = (decisions or [p | "NoDecisions" >> beam.Create([])]) | "AllDecisions" >> beam.Flatten()
-    drops, prepared_rows, edits = (keys, decided) | "Finish" >> Finish(config, per_document, mix, write_check, file_index,
-                                                                       paragraphs)
+    deduplicated = any(name in (EXACT, NEAR) for name in names)
+    sizes = signed | "ClusterSizes" >> beam.FlatMap(cluster_sizes) if deduplicated else None
+    rehydrate = Rehydration(parse_rehydration(config.rehydrate_weights), config.mix_max_epochs) \
+        if config.rehydrate else None
+    drops, prepared_rows, edits = ((keys, decided, sizes)
+                                   | "Finish" >> Finish(config, per_document, mix, write_check, file_index, paragraphs,
+                                                        rehydrate))
     dedup_stages = sum(1 for name in names if name in (EXACT, NEAR))
     phase2_rows = (drops
                    | "ResolveKeptCopies" >> ResolveKeptCopies(rounds=dedup_stages)

@@ -217,6 +217,10 @@ def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str,
                            "written": sum(s["rows"] for s in valid_shards)}
     if config.dedup.exact or config.dedup.near:
         report["dedup"] = dedup_report(config.dedup, counters or {})
+    if config.rehydrate:
+        report["rehydration"] = {"weights": config.rehydrate_weights, "max_epochs": config.mix_max_epochs,
+                                 "repeats": None if counters is None else counters.get("rehydrate.repeats", 0),
+                                 "repeats_in_output": report["output"]["repeats"]}
     edits = edits_report(config.output, counters)
     if edits:
         report["edits"] = edits

@@ -20,7 +20,7 @@ from stages.mix import approx_tokens
 from stages.pii import KINDS as PII_KINDS
 from stages.record import Document, Drop, DropReason, Edit, Stage, StageResult, clean_text, has_lone_surrogate
 
-SCHEMA_VERSION = "9"  # 9: edits (and the edit book, edits/); 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
+SCHEMA_VERSION = "9"  # 9: edits (and the edit book, edits/), cluster_size; 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -127,6 +127,7 @@ DOCUMENT_COLUMNS: tuple[Column, ...] = (
     score_column("quality_score", own=False),
     score_column("toxicity_score", own=False),           # P(toxic) of the page's most toxic paragraph
     Column("epoch", pa.int32(), nullable=False),         # 0 = original, k = k-th repeat from source mixing
+    Column("cluster_size", pa.int32()),                  # documents dedup folded into this one, itself included
     Column("pii_counts", PII_COUNTS_TYPE, part_type=pa.string(), shard=_pii_counts, encode=_json,
            decode=lambda v: None if v is None else json.loads(v)),
     Column("metadata", METADATA_TYPE, part_type=pa.string(), shard=_metadata, encode=_json, decode=json.loads),
