@@ -224,20 +224,21 @@ class WritePart(RunsStages):
 
 
 class Finish(beam.PTransform):
-    """(part keys, dedup's Decisions) -> (phase 2's ledger drops, phase 1's ledger rows, the edit book's rows).
+    """(part keys, dedup's Decisions, cluster sizes) -> (phase 2's ledger drops, phase 1's ledger rows, the edit
+    book's rows).
     Writes every part's finished documents, then its shards (data/, valid/, anneal/), the shards' stats and
     signatures/; with paragraph dedup (`paragraphs`: a CountParagraphs), its counts come first."""
 
     def __init__(self, config, per_document: Sequence[tuple[str, Any]], mix: Mix | None, write_check,
                  file_index: dict[str, int], paragraphs: beam.PTransform | None = None,
-                 rehydrate: Rehydration | None = None):
+                 rehydrate: Rehydration | None = None, deduplicated: bool = False):
         super().__init__()
         self._config, self._per_document, self._mix = config, list(per_document), mix
         self._write_check, self._file_index, self._paragraphs = write_check, file_index, paragraphs
-        self._rehydrate = rehydrate
+        self._rehydrate, self._deduplicated = rehydrate, deduplicated  # deduplicated: cluster sizes are known
 
     def expand(self, pcolls):
-        keys, decisions, sizes = pcolls  # sizes: None when no dedup stage ran
+        keys, decisions, sizes = pcolls  # sizes: (part, (id, cluster size)) of documents dedup kept for others
         c, mix, p = self._config, self._mix, keys.pipeline
         decided = ({"part": keys | "PartKeys" >> beam.Map(lambda k: (k, None)),
                     "decided": decisions | "ByPart" >> beam.Map(lambda d: (d.part, d))}
@@ -247,14 +248,11 @@ class Finish(beam.PTransform):
             cuts, top = decided | "ParagraphDedup" >> self._paragraphs
         else:
             cuts, top = p | "NoCuts" >> beam.Create([]), p | "NoTop" >> beam.Create([[]])
-        deduplicated = sizes is not None
-        if sizes is None:
-            sizes = p | "NoSizes" >> beam.Create([])
         finished = ({"decided": decided, "cuts": cuts, "sizes": sizes}
                     | "CutsOfPart" >> beam.CoGroupByKey()
                     | "FinishParts" >> beam.ParDo(FinishPart(c.output, self._per_document,
                                                              bool(mix or c.anneal_fraction), c.ledger_snippet_chars,
-                                                             deduplicated, self._rehydrate),
+                                                             self._deduplicated, self._rehydrate),
                                                   beam.pvalue.AsSingleton(top))
                     .with_outputs(LEDGER, LEDGER_ROWS, FINISHED, EDITS, TOP_TEXTS, main="keys"))
         if self._paragraphs is not None:

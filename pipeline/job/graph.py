@@ -88,12 +88,12 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
             per_document.append((name, step))
     decided = (decisions or [p | "NoDecisions" >> beam.Create([])]) | "AllDecisions" >> beam.Flatten()
     deduplicated = any(name in (EXACT, NEAR) for name in names)
-    sizes = signed | "ClusterSizes" >> beam.FlatMap(cluster_sizes) if deduplicated else None
+    sizes = signed | "ClusterSizes" >> beam.FlatMap(cluster_sizes) if deduplicated else p | "NoSizes" >> beam.Create([])
     rehydrate = Rehydration(parse_rehydration(config.rehydrate_weights), config.mix_max_epochs) \
         if config.rehydrate else None
     drops, prepared_rows, edits = ((keys, decided, sizes)
                                    | "Finish" >> Finish(config, per_document, mix, write_check, file_index, paragraphs,
-                                                        rehydrate))
+                                                        rehydrate, deduplicated))
     dedup_stages = sum(1 for name in names if name in (EXACT, NEAR))
     phase2_rows = (drops
                    | "ResolveKeptCopies" >> ResolveKeptCopies(rounds=dedup_stages)
