@@ -42,13 +42,13 @@ class JobConfig:
                                         # none keeps everything
     mix_max_epochs: int = 4             # at most this many copies of a document (Muennighoff et al. 2023:
                                         # up to ~4 epochs of repeated data are nearly as good as new data)
+    seed: int = 0                       # mix and anneal draws
     # FineWeb-2's rehydration: a document that dedup kept for a cluster of duplicates is written this many times
     # (`rehydrate_weights`, by cluster size; at most mix_max_epochs), as repeats like the mix's
     rehydrate: bool = False
     # cluster size -> copies: widespread text is upweighted a little, the largest clusters (templates, spam) not;
     # the shape of FineWeb-2's published table (check its dataset card for the per-language weights it used)
     rehydrate_weights: str = "1:1,2:2,3-4:3,5-100:5,101-1000:8,1001-:1"
-    seed: int = 0                       # mix and anneal draws
     shard_size_mb: float = 256.0        # target uncompressed text per output shard
     row_group_rows: int = 4096          # Parquet row group size: the unit streaming readers fetch
     anneal_fraction: float | None = None  # e.g. 0.1: also write anneal/ with high-quality documents,

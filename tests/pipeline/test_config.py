@@ -64,3 +64,11 @@ def test_repeated_list_options_add_up():
     parsed = trainer_parser("train-quality").parse_args(["--positive", "a", "--positive", "b", "c", "--negative", "n",
                                                          "--output", "m.ftz"])
     assert parsed.positive == ["a", "b", "c"] and parsed.negative == ["n"]
+
+
+def test_the_fineweb_plus_recipe_is_the_defaults_with_paragraph_dedup():
+    import dataclasses
+
+    plus = load_config(str(REPO / "configs" / "fineweb-plus.yaml"))
+    assert plus.paragraph_dedup.enabled
+    assert dataclasses.replace(plus, paragraph_dedup=RunConfig().paragraph_dedup) == RunConfig()
