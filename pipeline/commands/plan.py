@@ -51,6 +51,8 @@ SIGNED_RECORD_BYTES = 110  # slim, packed: id, part key, node number, exact key,
 KEY_RECORD_BYTES = 20      # one band entry as shuffled: 12-byte digest + 8-byte node number (packed per group)
 EDGE_RECORD_BYTES = 80     # one (id, id) edge
 COMPONENT_ROUNDS = 4       # rounds that still carry edges (bench/cc_rounds.py: most settle in 2-4)
+OCCURRENCE_RECORD_BYTES = 77  # paragraph dedup: one (hash, occurrence) as Beam's coder packs it
+PARAGRAPH_BYTES_PER_HASH = 190  # paragraph dedup's phase-2 memory per paragraph hash (bench/paragraph_scale.py)
 PHASE2_BYTES_PER_DOCUMENT = 900  # peak memory of one local process per document (bench/run_scale.py, 300k -> 1M)
 
 
@@ -143,6 +145,7 @@ def measure_sample(config, files, sample: int) -> dict[str, Any]:
             "docs_bytes": sum(os.path.getsize(paths["docs.parquet"]) for paths in parts),
             "signature_bytes": _signature_bytes(rows),
             "candidate_edges": _candidate_edges(rows), "peak_rss_bytes": phase1_rss,
+            "paragraph_hashes": sum(len(row["paragraphs"] or ()) for row in rows),  # 0 with paragraph dedup off
             "bands": config.dedup.band_rows()[0],
             # extraction is most of phase 1's cost: the plan holds for this engine (README "Choosing an extraction engine")
             "extract_engine": config.extract.engine}
@@ -221,14 +224,16 @@ def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes:
     fixed = m.get("fixed_run") or {}
     cpu_s = (m["phase1_cpu_s"] + m["phase2_cpu_s"]) * scale + fixed.get("cpu_s", 0)
     baseline = max(m["peak_rss_bytes"], fixed.get("peak_memory_bytes", 0))  # models, runner
+    hashes = m.get("paragraph_hashes", 0) * scale
     shuffle = docs * (SIGNED_RECORD_BYTES * SIGNED_SHUFFLES + m["bands"] * KEY_RECORD_BYTES) \
-        + m["candidate_edges"] * scale * 2 * EDGE_RECORD_BYTES * COMPONENT_ROUNDS
+        + m["candidate_edges"] * scale * 2 * EDGE_RECORD_BYTES * COMPONENT_ROUNDS + hashes * OCCURRENCE_RECORD_BYTES
     return {
         "what": what, "files": files, "input_bytes": input_bytes, "records": round(m["records"] * scale),
         "documents_after_phase1": round(docs), "cpu_hours": round(cpu_s / 3600, 4),
         "cpu_hours_phase1": round(m["phase1_cpu_s"] * scale / 3600, 4),
         "peak_memory_per_worker_bytes": {"phase1": m["peak_rss_bytes"],
-                                         "phase2_one_local_process": round(baseline + docs * PHASE2_BYTES_PER_DOCUMENT)},
+                                         "phase2_one_local_process": round(baseline + docs * PHASE2_BYTES_PER_DOCUMENT
+                                                                           + hashes * PARAGRAPH_BYTES_PER_HASH)},
         "prepared_bytes": round(m["prepared_bytes"] * scale),
         "output_bytes_at_most": round((m["docs_bytes"] * m["phase2_kept"] / max(m["documents"], 1) + m["ledger_bytes"]
                                        + m["signature_bytes"]) * scale),
@@ -264,6 +269,9 @@ def assumptions(config, m: dict[str, Any]) -> list[str]:
         f"shuffle bytes: no texts; each document's signature record {SIGNED_SHUFFLES} times ({SIGNED_RECORD_BYTES} B), "
         f"{m['bands']} band entries of {KEY_RECORD_BYTES} B each, candidate edges ({m['candidate_edges']} in the sample) "
         f"x 2 directions x {COMPONENT_ROUNDS} component rounds of {EDGE_RECORD_BYTES} B",
+        *([f"paragraph dedup: {m['paragraph_hashes'] / max(m['documents'], 1):.1f} paragraph hashes per document in "
+           f"the sample, each shuffled once ({OCCURRENCE_RECORD_BYTES} B) and held at {PARAGRAPH_BYTES_PER_HASH} B by "
+           "one local process (bench/paragraph_scale.py)"] if m.get("paragraph_hashes") else []),
         "output bytes are an upper bound: a sample shows few of the duplicates a whole crawl holds, so dedup "
         "removes more at scale than in the sample",
         f"phase-2 memory of one local process (FnApiRunner) holds what dedup gathers, {PHASE2_BYTES_PER_DOCUMENT} B "

@@ -45,3 +45,27 @@ def test_plan_of_nothing_is_one_error_line(tmp_path):
     planned = subprocess.run([sys.executable, "-m", "pipeline.cli", "plan", "--input", str(tmp_path / "*.warc.gz")],
                              capture_output=True, text=True, timeout=300)
     assert planned.returncode == 2 and "matches no files" in planned.stderr and "Traceback" not in planned.stderr
+
+
+def test_plan_counts_paragraph_dedups_hashes_in_shuffle_and_memory(tmp_path):
+    """On the bundled WARCs: with paragraph dedup on, the sample's paragraph hashes add their shuffle and their
+    phase-2 memory (bench/paragraph_scale.py's bytes per hash), and the assumptions say so."""
+    from pipeline.commands.plan import OCCURRENCE_RECORD_BYTES, PARAGRAPH_BYTES_PER_HASH, predict
+    from tests.pipeline.conftest import WARC_GLOB
+
+    plan_file = tmp_path / "plan.json"
+    planned = subprocess.run([sys.executable, "-m", "pipeline.cli", "plan", "--input", WARC_GLOB, "--sample", "40",
+                              "--set", "paragraph_dedup.enabled=true", "--save", str(plan_file)],
+                             capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    plan = json.loads(plan_file.read_text())
+    sample = plan["sample"]
+    assert sample["paragraph_hashes"] > 5 * sample["documents"]  # real pages: many paragraphs each
+    assert "paragraph hashes per document" in planned.stdout
+    scale = plan["input"]["input_bytes"] / sample["bytes_read"]
+    on = predict(sample, scale, "input", 1, plan["input"]["input_bytes"])
+    off = predict(dict(sample, paragraph_hashes=0), scale, "input", 1, plan["input"]["input_bytes"])
+    hashes = sample["paragraph_hashes"] * scale
+    assert on["phase2_shuffle_bytes"] - off["phase2_shuffle_bytes"] == pytest.approx(hashes * OCCURRENCE_RECORD_BYTES, abs=1)
+    memory = [p["peak_memory_per_worker_bytes"]["phase2_one_local_process"] for p in (on, off)]
+    assert memory[0] - memory[1] == pytest.approx(hashes * PARAGRAPH_BYTES_PER_HASH, rel=1e-6, abs=1)
