@@ -92,6 +92,9 @@ def test_decontamination_in_the_job(tmp_path):
     assert problem[:50] not in kept["http://t.example/leaky"] and prose[0][:40] in kept["http://t.example/leaky"]
     decontam = next(f for f in report["funnel"] if f["stage"] == "decontaminate")
     assert decontam["notes"]["contaminated_docs.gsm8k"] == 1 and decontam["notes"]["excised_docs"] == 1
+    (edit,) = pq.read_table(str(tmp_path / "excise" / "edits")).to_pylist()  # the excision is in the edit book
+    assert edit["url"] == "http://t.example/leaky" and edit["stage"] == "decontaminate"
+    assert " ".join(problem.split())[:50] in edit["removed"] and report["edits"]["decontaminate"]["chars"] == edit["chars"] > 0
     n_items = len(gsm8k.read_text().splitlines())
     assert report["decontamination"] == {"gsm8k": {"items": n_items, "too_short": 0}}  # what the index loaded
     html = (tmp_path / "excise" / "report.html").read_text()

@@ -82,6 +82,9 @@ def test_pasted_gsm8k_problem_is_excised_and_the_page_kept(index, items, page_te
     assert isinstance(out, Document)
     assert problem[:60] not in out.text and len(out.text) > len(page_text) * 0.6
     assert "contaminated_docs.gsm8k" in seen and "excised_docs" in seen
+    (edit,) = out.edits  # the edit book: what was cut, and how much
+    assert edit.stage == "decontaminate" and edit.paragraphs >= 1 and edit.chars == len(doc.text) - len(out.text)
+    assert problem[:60] in edit.removed
     dropped = stage(index, policy="drop")[0](doc)
     assert isinstance(dropped, Drop) and dropped.reason is DropReason.CONTAMINATED and "gsm8k:" in dropped.detail
     assert s(Document(id="q", url="u", source="web", text=page_text)) .text == page_text  # clean page untouched
