@@ -66,10 +66,10 @@ def finished_path(output: str, key: str) -> str:
 
 class FinishPart(RunsStages):
     """(part key, {"decided": [[Decision]], "cuts": [(paragraph hash, owner id)], "sizes": [(id, cluster size)]})
-    -> the key, once the part's finished documents are written; the part's phase-1 ledger rows (LEDGER_ROWS), its drops (LEDGER), the
-    edit book's rows of what stages cut from the documents kept (EDITS), the text of the most repeated
-    paragraphs met (TOP_TEXTS: side input `top`, [(hash, Owner)]) and, if `tally`, (id, source, tokens,
-    quality, rehydration weight) of each finished document (FINISHED)."""
+    -> the key, once the part's finished documents are written; the part's phase-1 ledger rows (LEDGER_ROWS),
+    its drops (LEDGER), the edit book's rows of what stages cut from the documents kept (EDITS), the text of
+    the most repeated paragraphs met (TOP_TEXTS: side input `top`, [(hash, Owner)]) and, if `tally`, (id,
+    source, tokens, quality, rehydration weight) of each finished document (FINISHED)."""
 
     def __init__(self, output: str, steps: Sequence[tuple[str, Step]], tally: bool, snippet_chars: int,
                  deduplicated: bool = False, rehydrate: Rehydration | None = None):
@@ -82,7 +82,7 @@ class FinishPart(RunsStages):
     def process(self, element, top=()):
         key, joined = element
         if not joined["decided"]:
-            raise RuntimeError(f"paragraph dedup cut from part {key}, which is not in this run")
+            raise RuntimeError(f"paragraph cuts or cluster sizes came for part {key}, which is not in this run")
         decided: dict[str, Decision] = {d.id: d for d in joined["decided"][0]}
         if self._cut is not None:
             self._cut.cuts = dict(joined["cuts"])
