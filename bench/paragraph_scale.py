@@ -16,14 +16,13 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.run_scale import CONFIG, FILE_DOCS, WRAPPER  # noqa: E402
+from bench import run_scale  # noqa: E402
+from bench.run_scale import FILE_DOCS  # noqa: E402
 
 SITES, TEMPLATE_LINES, OWN, SHARED, WORDS = 2_000, 5, 4, 2, 12
 
@@ -63,30 +62,11 @@ def write_inputs(n: int, folder: str) -> None:
 
 
 def one(n: int, work: str, paragraphs: bool) -> dict:
-    inputs = os.path.join(work, f"in-{n}")
-    if not os.path.isdir(inputs):
-        os.makedirs(inputs)
-        write_inputs(n, inputs)
-    config = os.path.join(work, "bench.yaml")
-    with open(config, "w") as fh:
-        fh.write(CONFIG)
-    out = os.path.join(work, "out")
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, "--source", f"bench={inputs}/*.jsonl", "--output", out,
-                           "--config", config, "--overwrite", "--quiet",
-                           *(["--paragraph-dedup"] if paragraphs else [])],
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=here), cwd=here)
-    wall = time.perf_counter() - started
-    if proc.returncode:
-        return {"documents": n, "paragraph_dedup": paragraphs, "error": proc.stderr[-2000:]}
-    peak_kb = int(next(line.split()[1] for line in proc.stdout.splitlines() if line.startswith("VmHWM_kB")))
-    with open(os.path.join(out, "report.json")) as fh:
-        report = json.load(fh)
-    edits = report.get("edits", {}).get("paragraph_dedup", {})
-    return {"documents": n, "paragraph_dedup": paragraphs, "seconds": round(wall, 1),
-            "peak_rss_mb": round(peak_kb / 1024), "kept": report["kept"], "ledger": report["conservation"]["ledger"],
-            "conservation": report["conservation"]["holds"], "edited": edits.get("documents"),
+    found = run_scale.one(n, here, work, ("--paragraph-dedup",) if paragraphs else (), write_inputs)
+    found.pop("checkout", None)
+    edits = found.pop("report", {}).get("edits", {}).get("paragraph_dedup", {})
+    return {"documents": n, "paragraph_dedup": paragraphs, **found, "edited": edits.get("documents"),
             "repeated_paragraphs": edits.get("repeated_paragraphs"), "share_of_text_cut": edits.get("share_of_text")}
 
 

@@ -21,14 +21,9 @@ DEFAULT_WARC = REPO.parent / "shared" / "data" / "warc" / "bench_trafilatura_pag
 
 
 def split(warc: pathlib.Path, folder: pathlib.Path, parts: int) -> None:
-    from warcio.archiveiterator import ArchiveIterator
+    from stages.extraction.warc import record_spans
 
-    spans = []
-    with open(warc, "rb") as fh:
-        records = ArchiveIterator(fh)
-        for record in records:
-            _ = record.content_stream().read()
-            spans.append((records.get_record_offset(), records.get_record_length()))
+    spans = record_spans(str(warc))
     data = warc.read_bytes()
     per = -(-len(spans) // parts)
     for i in range(parts):

@@ -57,18 +57,20 @@ def write_inputs(n: int, folder: str) -> None:
                 fh.write(json.dumps({"text": d.text, "url": f"https://bench.example/{d.id}"}) + "\n")
 
 
-def one(n: int, checkout: str, work: str) -> dict:
+def one(n: int, checkout: str, work: str, extra: tuple[str, ...] = (), write=None) -> dict:
+    """One `refinery run` over n documents (written by `write(n, folder)`, default `write_inputs`) with `extra`
+    flags: its time, peak RSS, counts, and the report itself (`report`)."""
     inputs = os.path.join(work, f"in-{n}")
     if not os.path.isdir(inputs):
         os.makedirs(inputs)
-        write_inputs(n, inputs)
+        (write or write_inputs)(n, inputs)
     config = os.path.join(work, "bench.yaml")
     with open(config, "w") as fh:
         fh.write(CONFIG)
     out = os.path.join(work, "out")
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", WRAPPER, "--source", f"bench={inputs}/*.jsonl", "--output", out,
-                           "--config", config, "--overwrite", "--quiet"],
+                           "--config", config, "--overwrite", "--quiet", *extra],
                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=checkout), cwd=checkout)
     wall = time.perf_counter() - started
     if proc.returncode:
@@ -78,7 +80,7 @@ def one(n: int, checkout: str, work: str) -> dict:
         report = json.load(fh)
     return {"documents": n, "checkout": checkout, "seconds": round(wall, 1), "peak_rss_mb": round(peak_kb / 1024),
             "kept": report["kept"], "ledger": report["conservation"]["ledger"],
-            "conservation": report["conservation"]["holds"]}
+            "conservation": report["conservation"]["holds"], "report": report}
 
 
 def main() -> None:
@@ -90,7 +92,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="run_scale-") as work:
         for n in args.sizes:
             for checkout in ([args.before] if args.before else []) + [here]:
-                print(json.dumps(one(n, checkout, work)), flush=True)
+                found = one(n, checkout, work)
+                found.pop("report", None)
+                print(json.dumps(found), flush=True)
 
 
 if __name__ == "__main__":

@@ -393,3 +393,15 @@ def _int(value: str | None) -> int | None:
         return int(value) if value is not None else None
     except ValueError:
         return None
+
+
+def record_spans(path: str) -> list[tuple[int, int]]:
+    """(byte offset, length) of each record of a WARC file as stored (a gzip member each in a .warc.gz): the
+    spans to copy to split a file or take some of its records, byte for byte."""
+    spans = []
+    with open(path, "rb") as fh:
+        records = ArchiveIterator(fh)
+        for record in records:
+            _ = record.content_stream().read()
+            spans.append((records.get_record_offset(), records.get_record_length()))
+    return spans

@@ -16,6 +16,7 @@ import pytest
 
 from pipeline.job.outdir import compare_outputs
 from pipeline.job.run import run
+from stages.extraction.warc import record_spans
 from stages.paragraphs import normalized
 from tests.conftest import REPO, WARC_DIR, WAYBACK
 from tests.pipeline.conftest import WARC_GLOB
@@ -114,19 +115,9 @@ def test_a_resumed_run_writes_the_same_bytes(paragraph_run, tmp_path):
 def _split_records(source, evens, odds) -> None:
     """A WARC's records, byte for byte (one gzip member each): every other record into one file, the rest into
     another."""
-    from warcio.archiveiterator import ArchiveIterator
-
-    spans = []
-    with open(source, "rb") as fh:
-        records = ArchiveIterator(fh)
-        for record in records:
-            _ = record.content_stream().read()
-            spans.append((records.get_record_offset(), records.get_record_length()))
-    data = source.read_bytes()
+    spans, data = record_spans(str(source)), source.read_bytes()
     for target, part in ((evens, spans[0::2]), (odds, spans[1::2])):
-        with open(target, "wb") as out:
-            for offset, length in part:
-                out.write(data[offset:offset + length])
+        target.write_bytes(b"".join(data[offset:offset + length] for offset, length in part))
 
 
 def test_paragraphs_of_an_earlier_run_are_cut_from_a_new_one(tmp_path):

@@ -133,16 +133,9 @@ def test_limit_and_sample_fraction(inputs, uninterrupted, tmp_path):
 
 def _copy_records(source, target, first: int) -> int:
     """The first `first` records of a WARC file, copied byte for byte (one gzip member each) into `target`."""
-    from warcio.archiveiterator import ArchiveIterator
+    from stages.extraction.warc import record_spans
 
-    spans = []
-    with open(source, "rb") as fh:
-        records = ArchiveIterator(fh)
-        for record in records:
-            if len(spans) == first:
-                break
-            _ = record.content_stream().read()
-            spans.append((records.get_record_offset(), records.get_record_length()))
+    spans = record_spans(str(source))[:first]
     data = (WARC_DIR / source).read_bytes()
     with open(target, "wb") as out:
         for offset, length in spans:
