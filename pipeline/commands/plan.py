@@ -52,7 +52,7 @@ KEY_RECORD_BYTES = 20      # one band entry as shuffled: 12-byte digest + 8-byte
 EDGE_RECORD_BYTES = 80     # one (id, id) edge
 COMPONENT_ROUNDS = 4       # rounds that still carry edges (bench/cc_rounds.py: most settle in 2-4)
 OCCURRENCE_RECORD_BYTES = 77  # paragraph dedup: one (hash, occurrence) as Beam's coder packs it
-PARAGRAPH_BYTES_PER_HASH = 190  # paragraph dedup's phase-2 memory per paragraph hash (bench/paragraph_scale.py)
+PARAGRAPH_BYTES_PER_HASH = 170  # paragraph dedup's phase-2 memory per paragraph hash (bench/paragraph_scale.py, 1M)
 PHASE2_BYTES_PER_DOCUMENT = 900  # peak memory of one local process per document (bench/run_scale.py, 300k -> 1M)
 
 
