@@ -15,6 +15,7 @@ The prepared parts store 64-bit hashes, never paragraph texts: only the few top 
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import urlsplit
 
 import apache_beam as beam
@@ -37,7 +38,14 @@ from stages.paragraphs import (
 PARAGRAPHS_FILE = "repeated_paragraphs"  # _shard_stats/repeated_paragraphs-NNNNN: the report's top table
 
 
+_WAYBACK = re.compile(r"^https?://web\.archive\.org/web/[0-9a-z_]+/(.+)$", re.IGNORECASE)
+
+
 def host_of(url: str | None) -> str | None:
+    """The site of a page: its URL's host, or for a Wayback Machine capture the archived page's host."""
+    wayback = _WAYBACK.match(url or "")
+    if wayback:
+        url = wayback.group(1) if "://" in wayback.group(1) else "http://" + wayback.group(1)
     try:
         return urlsplit(url or "").hostname
     except ValueError:
