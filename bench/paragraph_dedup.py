@@ -2,6 +2,7 @@
 it removes, against the `without` snippets (boilerplate) that extraction let through and it removes.
 
     .venv/bin/python bench/paragraph_dedup.py [--data ../shared/data/html/trafilatura] [--min-chars 1 10 20 30 50]
+                                              [--unit paragraph|span]
                                               [--ntrex ../shared/data/multilingual/ntrex128]
 
 The pages are extracted with the run's default settings (4 processes), then counted and cut exactly as the
@@ -35,9 +36,9 @@ def _present(snippets, text: str) -> set[int]:
     return {i for i, s in enumerate(snippets) if _collapse(s) and _collapse(s) in flat}
 
 
-def ntrex(root: str) -> None:
+def ntrex(root: str, unit: str = "paragraph") -> None:
     """Per language, NTREX-128's documents counted and cut with the defaults: the share of text cut."""
-    config = ParagraphDedupConfig(enabled=True)
+    config = ParagraphDedupConfig(enabled=True, unit=unit)
     with open(os.path.join(root, "DOCUMENT_IDS.tsv"), encoding="utf-8") as fh:
         doc_of_line = fh.read().split("\n")
     total = cut_total = 0
@@ -66,6 +67,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=DEFAULT_ROOT)
     p.add_argument("--min-chars", type=int, nargs="+", default=[1, 10, 20, 30, 50])
+    p.add_argument("--unit", choices=["paragraph", "span"], default="paragraph", help="what is counted (the setting)")
     p.add_argument("--ntrex", default=os.path.join(os.path.dirname(DEFAULT_ROOT), "..", "multilingual", "ntrex128"))
     args = p.parse_args()
     pages = load_pages(args.data)
@@ -84,7 +86,7 @@ def main() -> None:
           "| 'with' snippets cut from their page | ... and from every page | leaked boilerplate removed |")
     print("|---|---|---|---|---|---|---|---|")
     for min_chars in args.min_chars:
-        config = ParagraphDedupConfig(enabled=True, min_chars=min_chars)
+        config = ParagraphDedupConfig(enabled=True, min_chars=min_chars, unit=args.unit)
         owners = cuts_in_memory(docs, config)
         cut = ParagraphCut(config, {h: o.owner_id for h, o in owners.items()})
         edited = dropped = cut_chars = lost = removed = 0
@@ -103,7 +105,7 @@ def main() -> None:
         print(f"| {min_chars} | {len(owners)} | {edited} | {dropped} | {cut_chars:,} ({cut_chars / chars:.2%}) "
               f"| {lost} ({lost / n_with:.2%}) | {gone} ({gone / n_with:.2%}) | {removed} ({removed / max(n_without, 1):.1%}) |")
     if os.path.isdir(args.ntrex):
-        ntrex(args.ntrex)
+        ntrex(args.ntrex, args.unit)
 
 
 if __name__ == "__main__":

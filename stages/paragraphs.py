@@ -27,6 +27,8 @@ from stages.table import GLOBAL, StageSpec
 STAGE = "paragraph_dedup"
 TOO_MUCH_REPEATED = "too_much_repeated"
 _SPACE = re.compile(r"\s+")
+_SENTENCE = re.compile(r".+?(?:[.!?…]+[\"'”’»)\]]*(?=\s)|[。！？]+|$)", re.DOTALL)
+UNITS = ("paragraph", "span")
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,14 @@ class ParagraphDedupConfig:
     # (ledger: too_much_repeated, with the fraction); 1.0 keeps every document that has text left
     max_removed_fraction: float = 0.5
     top_paragraphs: int = 20       # the most repeated paragraphs, with their counts and sites, in the report
+    # paragraph: a line of the extracted text; span: `span_sentences` consecutive sentences (C4: any span of 3
+    # sentences found twice keeps one copy), sentences cut at . ! ? … and 。！？ and at line ends
+    unit: str = "paragraph"
+    span_sentences: int = 3
 
     def __post_init__(self):
+        check(self.unit in UNITS, f"unit must be one of {', '.join(UNITS)}, got {self.unit!r}")
+        check(self.span_sentences >= 1, f"span_sentences must be >= 1, got {self.span_sentences}")
         check(self.min_chars >= 1, f"min_chars must be >= 1, got {self.min_chars}")
         check(self.min_documents >= 2, f"min_documents must be >= 2, got {self.min_documents}")
         check(0.0 < self.max_removed_fraction <= 1.0,
@@ -68,10 +76,50 @@ def paragraph_hash(paragraph: str, min_chars: int) -> int | None:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def paragraph_hashes(text: str, min_chars: int) -> list[int]:
-    """The distinct hashes of a text's countable paragraphs, in order of first appearance."""
-    found = (paragraph_hash(line, min_chars) for line in text.split("\n"))
-    return list(dict.fromkeys(h for h in found if h is not None))
+class Piece(NamedTuple):
+    """The smallest part the cut removes: a line (paragraph mode) or a sentence of a line (span mode)."""
+
+    line: int
+    start: int
+    end: int
+
+
+def pieces(lines: list[str], config: ParagraphDedupConfig) -> list[Piece]:
+    if config.unit == "paragraph":
+        return [Piece(i, 0, len(line)) for i, line in enumerate(lines)]
+    found = []
+    for i, line in enumerate(lines):
+        for m in _SENTENCE.finditer(line):
+            start = m.start() + len(m.group()) - len(m.group().lstrip())
+            if m.group().strip():
+                found.append(Piece(i, start, m.end()))
+    return found
+
+
+def units(lines: list[str], found: list[Piece], config: ParagraphDedupConfig) -> list[tuple[int | None, range]]:
+    """(hash or None when too short, the pieces it covers) of each unit that is counted: each line, or each
+    window of `span_sentences` consecutive sentences (none in a text with fewer)."""
+    size = 1 if config.unit == "paragraph" else config.span_sentences
+    out = []
+    for first in range(len(found) - size + 1):
+        text = " ".join(lines[p.line][p.start:p.end] for p in found[first:first + size])
+        out.append((paragraph_hash(text, config.min_chars), range(first, first + size)))
+    return out
+
+
+def paragraph_hashes(text: str, config: ParagraphDedupConfig) -> list[int]:
+    """The distinct hashes of a text's countable units (paragraphs or sentence spans), in order of first
+    appearance: what phase 1 stores and phase 2 counts."""
+    lines = text.split("\n")
+    return list(dict.fromkeys(h for h, _ in units(lines, pieces(lines, config), config) if h is not None))
+
+
+def unit_texts(text: str, config: ParagraphDedupConfig) -> list[tuple[int, str]]:
+    """(hash, text) of each countable unit of a text (the report's table shows the most repeated)."""
+    lines = text.split("\n")
+    found = pieces(lines, config)
+    return [(h, " ".join(lines[found[j].line][found[j].start:found[j].end] for j in covered).strip())
+            for h, covered in units(lines, found, config) if h is not None]
 
 
 
@@ -143,28 +191,46 @@ class ParagraphCut(Stage):
     def __call__(self, doc: Document) -> StageResult:
         self.count("chars_seen", len(doc.text))
         lines = doc.text.split("\n")
-        owners = [self._owner(line, doc.id) for line in lines]
-        removed = [line for line, owner in zip(lines, owners) if owner is not None]
-        if not removed:
+        found = pieces(lines, self.config)
+        owner_of: dict[int, str] = {}  # piece -> the document that keeps it, where that is another one
+        for h, covered in units(lines, found, self.config):
+            owner = None if h is None else self.cuts.get(h)
+            if owner is not None and owner != doc.id:
+                for j in covered:
+                    owner_of.setdefault(j, owner)
+        if not owner_of:
             return doc
-        text = join_kept(lines, [owner is not None for owner in owners])
+        text, removed = _without(lines, found, owner_of)
         cut_chars = len(doc.text) - len(text)
         fraction = cut_chars / max(len(doc.text), 1)
+        what = "repeated paragraphs" if self.config.unit == "paragraph" else "sentences of repeated spans"
         if not text.strip() or fraction > self.config.max_removed_fraction:
-            return doc.drop(STAGE, TOO_MUCH_REPEATED, f"{len(removed)} repeated paragraphs, {fraction:.0%} of the text",
+            return doc.drop(STAGE, TOO_MUCH_REPEATED, f"{len(removed)} {what}, {fraction:.0%} of the text",
                             value=round(fraction, 4), threshold=self.config.max_removed_fraction)
         self.count("documents_edited")
         self.count("paragraphs_removed", len(removed))
         self.count("chars_removed", cut_chars)
-        kept_in = tuple(dict.fromkeys(owner for owner in owners if owner is not None))
+        kept_in = tuple(dict.fromkeys(owner_of[j] for j in sorted(owner_of)))
         return doc.edited(text, Edit(STAGE, len(removed), cut_chars, "\n".join(removed)[:SNIPPET_MAX_CHARS],
                                      kept_in[:KEPT_IN_SHOWN]))
 
-    def _owner(self, line: str, doc_id: str) -> str | None:
-        """The document that keeps this line, when it is not `doc_id` (the line is cut here)."""
-        h = paragraph_hash(line, self.config.min_chars)
-        owner = None if h is None else self.cuts.get(h)
-        return owner if owner is not None and owner != doc_id else None
+
+def _without(lines: list[str], found: list[Piece], removed: Mapping[int, str]) -> tuple[str, list[str]]:
+    """(the text without the removed pieces, their texts). A line that loses some of its sentences keeps the
+    others, joined by a space; a line that loses all goes, with its blank separators (`join_kept`)."""
+    by_line: dict[int, list[tuple[Piece, bool]]] = {}
+    for j, piece in enumerate(found):
+        by_line.setdefault(piece.line, []).append((piece, j in removed))
+    new_lines, gone, texts = list(lines), [False] * len(lines), []
+    for i, line_pieces in by_line.items():
+        cut = [lines[i][p.start:p.end] for p, out in line_pieces if out]
+        if not cut:
+            continue
+        texts += cut
+        kept = [lines[i][p.start:p.end] for p, out in line_pieces if not out]
+        gone[i] = not kept
+        new_lines[i] = " ".join(kept)
+    return join_kept(new_lines, gone), texts
 
 
 KEPT_IN_SHOWN = 5  # owners of the cut paragraphs named in the edit book
@@ -191,7 +257,7 @@ def cuts_in_memory(docs: Iterable[Document], config: ParagraphDedupConfig) -> di
     """The job's counting on one machine (tests, benches): paragraph hash -> Owner, for the repeated ones."""
     owners: dict[int, Owner] = {}
     for doc in docs:
-        for h in paragraph_hashes(doc.text, config.min_chars):
+        for h in paragraph_hashes(doc.text, config):
             found = occurrence(doc.quality_score, len(doc.text), doc.id, 0)
             owners[h] = merge_owners([owners[h], found]) if h in owners else found
     return {h: o for h, o in owners.items() if o.documents >= config.min_documents}

@@ -49,7 +49,7 @@ from pipeline.job.schema import (
 from pipeline.job.signatures import SIGNATURES_DIR
 from pipeline.job.transforms import LEDGER, count, runner
 from stages.mix import approx_tokens, mix_rates
-from stages.paragraphs import ParagraphCut, paragraph_hash, site_sample
+from stages.paragraphs import ParagraphCut, site_sample, unit_texts
 from stages.record import Document, Drop
 from stages.runner import Step
 
@@ -143,13 +143,12 @@ def _note_top_texts(doc: Document, wanted: set[int], found: dict[int, tuple], cu
     if not wanted:
         return
     host = host_of(doc.url)
-    for line in doc.text.split("\n"):
-        h = paragraph_hash(line, cut.config.min_chars)
+    for h, unit in unit_texts(doc.text, cut.config):
         if h not in wanted:
             continue
         doc_id, text, hosts = found.get(h, (None, None, set()))
         if doc_id is None or doc.id < doc_id:
-            doc_id, text = doc.id, line.strip()[:TOP_TEXT_CHARS]
+            doc_id, text = doc.id, unit[:TOP_TEXT_CHARS]
         found[h] = (doc_id, text, hosts | ({host} if host else set()))
 
 

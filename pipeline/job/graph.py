@@ -52,7 +52,7 @@ def phase1_preparer(config: RunConfig, root: str, facts: dict[str, Any] | None =
     phase1 = make_steps(config, facts, phase=1)
     readers = {name: FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root,
                                 config.sample_fraction) for name, _ in source_groups(config)}
-    paragraphs = config.paragraph_dedup.min_chars if config.paragraph_dedup.enabled else None
+    paragraphs = config.paragraph_dedup if config.paragraph_dedup.enabled else None
     return PrepareFiles(config.output, readers, phase1, root, phase1_digest(config), config.dedup,
                         config.ledger_snippet_chars, config.limit, run_id, paragraphs), phase1
 

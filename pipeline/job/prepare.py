@@ -88,7 +88,10 @@ def signature_settings(config: DedupConfig) -> dict[str, Any]:
 
 def paragraph_settings(config: ParagraphDedupConfig) -> dict[str, Any] | None:
     """What makes two runs' paragraph hashes comparable (None: paragraph dedup off, parts hold none)."""
-    return {"min_chars": config.min_chars, "hash": "blake2b-64 of stages.paragraphs.normalized"} if config.enabled else None
+    if not config.enabled:
+        return None
+    return {"min_chars": config.min_chars, "unit": config.unit, "hash": "blake2b-64 of stages.paragraphs.normalized",
+            **({"span_sentences": config.span_sentences} if config.unit == "span" else {})}
 
 
 def phase1_digest(config) -> str:
@@ -256,13 +259,13 @@ class PrepareFiles(RunsStages):
 
     def __init__(self, output: str, readers: dict[str, FileReader], steps: Sequence[tuple[str, Step]], root: str,
                  digest: str, dedup: DedupConfig, snippet_chars: int, limit: int = 0, run_id: str = "",
-                 paragraph_min_chars: int | None = None):
+                 paragraphs: ParagraphDedupConfig | None = None):
         self._prepared = FileSystems.join(output, PREPARED_DIR)
         self._run_id = run_id  # in each marker this run writes: the driver tells prepared parts from reused ones
         self._readers, self._root, self._digest = readers, root, digest
         self._runner = runner([step for _, step in steps])
         self._signer, self._snippet, self._limit = Signer(dedup), snippet_chars, limit
-        self._paragraph_min_chars = paragraph_min_chars  # None: paragraph dedup is off, no hashes stored
+        self._paragraph_config = paragraphs  # None: paragraph dedup is off, no hashes stored
 
     def process(self, files: Sequence[InputFile]) -> Iterable[str]:
         budget = self._limit or None
@@ -322,10 +325,10 @@ class PrepareFiles(RunsStages):
             docs_out.add(part_row(doc, Signature(*self._signer(doc), self._paragraphs(doc))))
 
     def _paragraphs(self, doc: Document) -> list[int] | None:
-        if self._paragraph_min_chars is None:
+        if self._paragraph_config is None:
             return None
         try:
-            return paragraph_hashes(doc.text, self._paragraph_min_chars)
+            return paragraph_hashes(doc.text, self._paragraph_config)
         except Exception:  # the document goes on; none of its paragraphs is counted
             count("prepare.note.paragraphs_unhashed")
             return []

@@ -148,3 +148,16 @@ def test_paragraphs_of_an_earlier_run_are_cut_from_a_new_one(tmp_path):
         run(["--input", str(tmp_path / "b_in" / "*.warc.gz"), "--output", str(tmp_path / "c"), "--quiet",
              "--paragraph-dedup", "--dedup-against", str(plain)])
     assert json.loads((a_out / "manifest.json").read_text())["paragraph_signatures"]["min_chars"] == 30
+
+
+def test_span_mode_keeps_one_copy_of_each_repeated_three_sentence_span(tmp_path):
+    """C4's unit (`paragraph_dedup.unit=span`) on the same pages: the template's sentences stay in one page."""
+    report = run(["--input", WARC_GLOB, "--output", str(tmp_path / "out"), "--quiet", "--paragraph-dedup",
+                  "--set", "paragraph_dedup.unit=span"])
+    assert report["status"] == "ok" and report["conservation"]["holds"]
+    warning = "Warning: You must ensure you meet all age and other regulatory requirements before entering a"
+    casino = [d for d in documents(tmp_path / "out").values() if "casinocity.com" in d["url"]]
+    assert len(casino) >= 10 and sum(warning in d["text"] for d in casino) == 1
+    top = report["edits"]["paragraph_dedup"]["most_repeated"][0]
+    assert top["documents"] >= 10 and top["sites"] == ["www.casinocity.com"]
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["paragraph_signatures"]["unit"] == "span"

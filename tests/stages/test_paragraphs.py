@@ -35,8 +35,8 @@ def test_copies_that_differ_in_case_width_and_spacing_are_one_paragraph():
     same = ["We use cookies.   Accept", "WE USE COOKIES. ACCEPT", "ｗｅ use cookies. accept\t"]
     assert len({paragraph_hash(s, 1) for s in same}) == 1
     assert paragraph_hash("We use cookies. Accept 2023", 1) != paragraph_hash("We use cookies. Accept 2024", 1)
-    assert paragraph_hash("short", 30) is None and paragraph_hashes("short\n\n" + NOTICE + "\n" + NOTICE, 30) == \
-        [paragraph_hash(NOTICE, 30)]
+    assert paragraph_hash("short", 30) is None and paragraph_hashes("short\n\n" + NOTICE + "\n" + NOTICE,
+                                                                         ParagraphDedupConfig()) == [paragraph_hash(NOTICE, 30)]
 
 
 def test_the_best_document_keeps_a_repeated_paragraph_and_the_others_lose_it():
@@ -61,7 +61,7 @@ def test_a_document_left_with_too_little_is_dropped_with_the_fraction_cut():
     config = ParagraphDedupConfig(enabled=True, max_removed_fraction=0.5)
     thin = page("thin", ["A short line of its own here."])
     full = page("full", ["A long paragraph of its own. " * 20])
-    cut = ParagraphCut(config, {h: "other" for h in paragraph_hashes(NOTICE + "\n" + FOOTER, 30)})
+    cut = ParagraphCut(config, {h: "other" for h in paragraph_hashes(NOTICE + "\n" + FOOTER, config)})
     dropped = cut(thin)
     assert isinstance(dropped, Drop) and (dropped.stage, dropped.reason) == (STAGE, TOO_MUCH_REPEATED)
     assert dropped.threshold == 0.5 and dropped.value == pytest.approx(1 - 29 / len(thin.text), abs=1e-3)
@@ -107,3 +107,32 @@ def test_settings_are_checked():
     for bad in ({"min_documents": 1}, {"min_chars": 0}, {"max_removed_fraction": 0.0}):
         with pytest.raises(ConfigError):
             ParagraphDedupConfig(**bad)
+
+
+def test_span_mode_cuts_a_repeated_run_of_three_sentences_inside_a_paragraph():
+    """C4's unit: a span of 3 sentences found in two documents stays in one; the sentences around it in the same
+    paragraph stay, and sentences shared in shorter runs do not count."""
+    config = ParagraphDedupConfig(enabled=True, unit="span", min_chars=10, max_removed_fraction=1.0)
+    syndicated = "The council met on Monday. It approved the budget. The vote was close."
+    a = Document(id="a", url="u", source="web", quality_score=0.9,
+                 text=f"Local news from the north. {syndicated} More later today.\nA second paragraph of a's own.")
+    b = Document(id="b", url="u", source="web", quality_score=0.1,
+                 text=f"Our own opening sentence here. {syndicated}\nIt approved the budget. Something else entirely.")
+    owners = cuts_in_memory([a, b], config)
+    assert len(owners) == 1 and next(iter(owners.values())).owner_id == "a"
+    cut = ParagraphCut(config, {h: o.owner_id for h, o in owners.items()})
+    assert cut(a) is a
+    edited = cut(b)
+    assert edited.text == "Our own opening sentence here.\nIt approved the budget. Something else entirely."
+    (edit,) = edited.edits
+    assert edit.paragraphs == 3 and edit.removed.split("\n") == syndicated.replace(". ", ".\n").split("\n")
+    assert paragraph_hashes("One. Two.", config) == []  # fewer sentences than a span: nothing to count
+    cjk = ParagraphDedupConfig(enabled=True, unit="span", min_chars=1)
+    assert len(paragraph_hashes("一句话。二句话。三句话！四句话。", cjk)) == 2  # sentences end at 。！？ too
+
+
+def test_span_settings_are_checked():
+    with pytest.raises(ConfigError):
+        ParagraphDedupConfig(unit="sentence")
+    with pytest.raises(ConfigError):
+        ParagraphDedupConfig(unit="span", span_sentences=0)
