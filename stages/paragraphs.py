@@ -1,14 +1,15 @@
 """Paragraph dedup: a paragraph (a line of the extracted text) that occurs in several documents of the
 crawl stays in one of them and is cut from the others — the cookie notice, navigation line, disclaimer
 or syndicated paragraph that document-level dedup cannot remove, because the pages around it differ.
+In span mode the unit is C4's instead: a run of 3 consecutive sentences.
 
-Beam-free. Phase 1 stores each document's `paragraph_hashes` (64 bits per distinct paragraph long
-enough to count); phase 2 counts them across the whole input with a combiner (pipeline/job/paragraphs.py,
-built on `Occurrence` and `OwnerCombine` below), and `ParagraphCut` then cuts, from each document, the
-repeated paragraphs another document owns. The owner of a paragraph is the best document that has it
+Beam-free. Phase 1 stores each document's `paragraph_hashes` (64 bits per distinct unit long enough to
+count); phase 2 counts them across the whole input with a combiner (pipeline/job/paragraphs.py, built on
+`occurrence`, `merge_owners` and `Owner` below), and `ParagraphCut` then cuts, from each document, the
+repeated units another document owns. The owner of a unit is the best document that has it
 (`stages.dedup.survivor_rank`: highest quality score, then longest, then smallest id), so the output
 does not depend on the order documents were read in or on the runner (Dolma's Bloom filter keeps the
-first copy seen; C4 keeps one copy of each 3-sentence span).
+first copy seen).
 """
 from __future__ import annotations
 
@@ -85,6 +86,7 @@ class Piece(NamedTuple):
 
 
 def pieces(lines: list[str], config: ParagraphDedupConfig) -> list[Piece]:
+    """The lines, or the sentences of each line, in order (blank ones are no piece in span mode)."""
     if config.unit == "paragraph":
         return [Piece(i, 0, len(line)) for i, line in enumerate(lines)]
     found = []
@@ -120,9 +122,6 @@ def unit_texts(text: str, config: ParagraphDedupConfig) -> list[tuple[int, str]]
     found = pieces(lines, config)
     return [(h, " ".join(lines[found[j].line][found[j].start:found[j].end] for j in covered).strip())
             for h, covered in units(lines, found, config) if h is not None]
-
-
-
 
 
 class Owner(NamedTuple):
