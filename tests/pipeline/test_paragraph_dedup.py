@@ -120,7 +120,7 @@ def _split_records(source, evens, odds) -> None:
         target.write_bytes(b"".join(data[offset:offset + length] for offset, length in part))
 
 
-def test_paragraphs_of_an_earlier_run_are_cut_from_a_new_one(tmp_path):
+def test_paragraphs_of_an_earlier_run_are_cut_from_a_new_one(tmp_path, demo_run):
     """Crawl A: half of the Wayback captures; crawl B: the other half. Their pages differ, but
     casinocity.com's template is in both: with --dedup-against A, B keeps none of it."""
     for name in ("a_in", "b_in"):
@@ -129,24 +129,19 @@ def test_paragraphs_of_an_earlier_run_are_cut_from_a_new_one(tmp_path):
     a_out, b_out = tmp_path / "a", tmp_path / "b"
     run(["--input", str(tmp_path / "a_in" / "*.warc.gz"), "--output", str(a_out), "--quiet", "--paragraph-dedup"])
     assert any(BANNER in d["text"] for d in documents(a_out).values())
-    alone = run(["--input", str(tmp_path / "b_in" / "*.warc.gz"), "--output", str(tmp_path / "b_alone"), "--quiet",
-                 "--paragraph-dedup"])
-    assert sum(BANNER in d["text"] for d in documents(tmp_path / "b_alone").values()) == 1
     report = run(["--input", str(tmp_path / "b_in" / "*.warc.gz"), "--output", str(b_out), "--quiet",
                   "--paragraph-dedup", "--dedup-against", str(a_out)])
     assert report["status"] == "ok" and report["conservation"]["holds"]
     assert not any(BANNER in d["text"] for d in documents(b_out).values())
     book = pq.read_table(b_out / "edits").to_pylist()
-    assert any(str(a_out) in owner for row in book for owner in row["kept_in"])  # kept in A, named with its run
-    assert report["edits"]["paragraph_dedup"]["chars"] > alone["edits"]["paragraph_dedup"]["chars"]
+    banner_rows = [row for row in book if BANNER in (row["removed"] or "")]
+    assert banner_rows and all(str(a_out) in row["kept_in"][0] for row in banner_rows)  # kept in A, named with its run
 
     from pipeline.job.config import ConfigError
 
-    plain = tmp_path / "plain"
-    run(["--input", str(tmp_path / "a_in" / "*.warc.gz"), "--output", str(plain), "--quiet"])
-    with pytest.raises(ConfigError, match="no paragraph hashes"):
+    with pytest.raises(ConfigError, match="no paragraph hashes"):  # the demo run hashed no paragraphs
         run(["--input", str(tmp_path / "b_in" / "*.warc.gz"), "--output", str(tmp_path / "c"), "--quiet",
-             "--paragraph-dedup", "--dedup-against", str(plain)])
+             "--paragraph-dedup", "--dedup-against", str(demo_run[0])])
     assert json.loads((a_out / "manifest.json").read_text())["paragraph_signatures"]["min_chars"] == 30
 
 
