@@ -186,9 +186,14 @@ class ParagraphCut(Stage):
 
     def __init__(self, config: ParagraphDedupConfig, cuts: Mapping[int, str] | None = None):
         self.config, self.cuts = config, dict(cuts or {})
+        # ids of the documents whose stored hashes meet a cut (the job knows them from phase 1's hashes): the
+        # others pass without their text being split and hashed again; None: look at every document
+        self.candidates: set[str] | None = None
 
     def __call__(self, doc: Document) -> StageResult:
         self.count("chars_seen", len(doc.text))
+        if self.candidates is not None and doc.id not in self.candidates:
+            return doc
         lines = doc.text.split("\n")
         found = pieces(lines, self.config)
         owner_of: dict[int, str] = {}  # piece -> the document that keeps it, where that is another one

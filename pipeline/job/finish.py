@@ -85,7 +85,7 @@ class FinishPart(RunsStages):
             raise RuntimeError(f"paragraph cuts or cluster sizes came for part {key}, which is not in this run")
         decided: dict[str, Decision] = {d.id: d for d in joined["decided"][0]}
         if self._cut is not None:
-            self._cut.cuts = dict(joined["cuts"])
+            self._cut.cuts, self._cut.candidates = dict(joined["cuts"]), set()
         sizes = dict(joined["sizes"])
         top_hashes = {h for h, _ in top}
         paths = part_paths(FileSystems.join(self._output, PREPARED_DIR), key)
@@ -105,6 +105,8 @@ class FinishPart(RunsStages):
                 continue
             if self._deduplicated:
                 doc = doc.replace(cluster_size=sizes.get(doc.id, 1))
+            if self._cut is not None and not self._cut.cuts.keys().isdisjoint(row["paragraphs"] or ()):
+                self._cut.candidates.add(doc.id)  # phase 1's hashes say a cut may apply: only these are re-read
             if top_hashes:
                 _note_top_texts(doc, top_hashes.intersection(row["paragraphs"] or ()), top_texts, self._cut)
             chunk.append(doc)

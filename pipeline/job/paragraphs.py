@@ -19,8 +19,10 @@ import re
 from urllib.parse import urlsplit
 
 import apache_beam as beam
+import pyarrow.dataset as ds
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.job.outdir import EDITS_DIR
 from pipeline.job.output import STATS_DIR
 from pipeline.job.prepare import PREPARED_DIR, part_paths, read_rows
 from pipeline.job.signatures import read_signature_file
@@ -193,10 +195,6 @@ def edits_report(output: str, counters: dict[str, int] | None) -> dict:
     """report.json's `edits`: per stage that cut text, from the edit book's files (documents, paragraphs,
     characters cut; the share of the text reaching the stage, where the runner delivered counters), and for
     paragraph dedup the most repeated paragraphs with their counts and a sample of sites."""
-    import pyarrow.dataset as ds
-
-    from pipeline.job.outdir import EDITS_DIR
-
     files = [m.path for r in FileSystems.match([FileSystems.join(output, EDITS_DIR, "part-*.parquet")])
              for m in r.metadata_list]
     book: dict[str, dict] = {}
