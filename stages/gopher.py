@@ -6,6 +6,7 @@ are skipped where they do not apply, and the skip is counted (`count("skip....")
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ from common.settings import check, check_not_negative
 from stages.record import Document, DropReason, RuleStage, StageResult, over, under
 from stages.rescue import Rescue
 from stages.table import StageSpec
-from stages.text import NO_SPACE_LANGS, is_punctuation, normalized_words, split_paragraphs, split_words, stop_words
+from stages.text import NO_SPACE_LANGS, is_word, normalized_words, split_paragraphs, split_words, stop_words
 
 
 @dataclass(frozen=True)
@@ -82,20 +83,26 @@ def quality_measures(text: str, lang: str | None) -> dict:
     """What the Gopher quality rules measure on a page (the rules and `refinery calibrate` both use this):
     words, mean_word_length (None for no-space languages), hash_ratio and ellipsis_ratio (per word),
     bullet_lines and ellipsis_lines (shares of lines), alpha_words (share), stop_words (None without a list)."""
-    content_words = [w for w in split_words(text, lang) if not is_punctuation(w)]  # Gopher: symbols are not words
+    content_words = list(filter(is_word, split_words(text, lang)))  # Gopher: symbols are not words
     n = max(len(content_words), 1)
     lines = [line for line in text.splitlines() if line.strip()] or [""]
     vocabulary = stop_words(lang)
     return {
         "words": len(content_words),
-        "mean_word_length": None if lang in NO_SPACE_LANGS else sum(len(w) for w in content_words) / n,
+        "mean_word_length": None if lang in NO_SPACE_LANGS else sum(map(len, content_words)) / n,
         "hash_ratio": text.count("#") / n,
         "ellipsis_ratio": (text.count("...") + text.count("…")) / n,
         "bullet_lines": sum(line.lstrip().startswith(("•", "-", "*", "·", "‣", "◦")) for line in lines) / len(lines),
         "ellipsis_lines": sum(line.rstrip().endswith(("...", "…")) for line in lines) / len(lines),
-        "alpha_words": sum(any(ch.isalpha() for ch in w) for w in content_words) / n,
-        "stop_words": None if vocabulary is None else sum(w in vocabulary for w in normalized_words(text, lang)),
+        "alpha_words": _words_with_a_letter(content_words) / n,
+        "stop_words": None if vocabulary is None else sum(map(vocabulary.__contains__, normalized_words(text, lang))),
     }
+
+
+def _words_with_a_letter(words: list[str]) -> int:
+    # Most words are letters only (str.isalpha, in C); only the rest are looked at character by character.
+    mixed = list(itertools.filterfalse(str.isalpha, words))
+    return len(words) - len(mixed) + sum(any(ch.isalpha() for ch in w) for w in mixed)
 
 
 @dataclass(frozen=True)
@@ -178,7 +185,7 @@ class GopherRepetition(RuleStage):
     def verdicts(self, text: str, lang: str | None) -> Iterator[tuple]:
         """Every rule the text fails, in the order the rules are checked (lazily: the first is usually enough)."""
         c = self.config_for(lang)
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        lines = list(filter(None, map(str.strip, text.splitlines())))
         for units, max_fraction, max_chars, reasons in (
             (lines, c.max_dup_line_fraction, c.max_dup_line_chars,
              (DropReason.DUP_LINE_FRACTION, DropReason.DUP_LINE_CHARS)),
@@ -261,9 +268,9 @@ class NGrams:
     collisions; O(len(words) log len(words)) per n instead of hashing n-word tuples."""
 
     def __init__(self, words: Sequence[str]):
-        vocabulary: dict[str, int] = {}
-        self.words = np.fromiter((vocabulary.setdefault(w, len(vocabulary)) for w in words), dtype=np.int64,
-                                 count=len(words))
+        # word -> its rank of first appearance (built and applied in C: this runs for every word of every page)
+        vocabulary = dict(zip(dict.fromkeys(words), itertools.count()))
+        self.words = np.fromiter(map(vocabulary.__getitem__, words), dtype=np.int64, count=len(words))
         self.vocabulary = max(len(vocabulary), 1)
         self.lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
         self.total = int(self.lengths.sum())

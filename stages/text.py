@@ -70,6 +70,12 @@ def is_punctuation(token: str) -> bool:
     return _short_token_is_punctuation(token) if len(token) <= 32 else _all_punctuation(token)
 
 
+def is_word(token: str) -> bool:
+    """Not punctuation only. Hot (every token of every page): a token starting with a letter or digit is a word
+    without the lookup (no letter or digit is punctuation); the empty token is not a word."""
+    return token[:1].isalnum() or not is_punctuation(token)
+
+
 def split_words(text: str, lang: str | None = None) -> list[str]:
     """Words as a reader would count them: whitespace tokens, or ICU segments for no-space scripts."""
     return list(_split_words(text, lang))
@@ -92,12 +98,7 @@ def _split_words(text: str, lang: str | None) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4)
 def _normalized_words(text: str, lang: str | None) -> tuple[str, ...]:
-    out = []
-    for w in _split_words(text, lang):
-        w = w.strip(_STRIP).lower()
-        if w and not is_punctuation(w):
-            out.append(w)
-    return tuple(out)
+    return tuple(filter(is_word, [w.strip(_STRIP).lower() for w in _split_words(text, lang)]))
 
 
 def split_paragraphs(text: str) -> list[str]:

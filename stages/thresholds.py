@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,10 +57,11 @@ def _char_family(ch: str) -> str:
 def dominant_script_family(text: str, sample: int = 2000) -> str:
     """The script family most letters of the text's first `sample` characters belong to ("" if none)."""
     counts: dict[str, int] = {}
-    for ch in text[:sample]:
+    # Distinct characters, counted in C, in order of first appearance: ties go to the family seen first
+    for ch, n in Counter(text[:sample]).items():
         if ch.isalpha():
             family = _char_family(ch)
-            counts[family] = counts.get(family, 0) + 1
+            counts[family] = counts.get(family, 0) + n
     return max(counts, key=counts.get) if counts else ""
 
 
