@@ -223,6 +223,13 @@ def test_vectorized_ngram_statistics_equal_the_definition():
             assert grams.duplicated_chars(n) == _reference_duplicated_ngram_chars(words, n), (words[:20], n)
 
 
+def test_alpha_word_count_agrees_with_the_definition():
+    from stages.gopher import _words_with_a_letter
+
+    words = ["word", "Straße", "3.5", "x1", "1x", "--", "²", "東京", "٣٤", "_a_", "", "e\u0301", "ǅ", "ⅷ", "a" * 40]
+    assert _words_with_a_letter(words) == sum(any(ch.isalpha() for ch in w) for w in words) == 9
+
+
 def near_miss_page(lines, over_by=1.04):
     """Real prose whose two sentences recur inside other lines (no line repeats): it fails the n = 5
     duplicated n-gram rule, and only that rule, by `over_by` of a limit set under its measured value."""

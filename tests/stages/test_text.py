@@ -23,3 +23,16 @@ def test_stop_word_lists():
 
 def test_paragraphs_split_on_blank_lines():
     assert split_paragraphs("a\nb\n\nc\n \n\nd") == ["a\nb", "c", "d"]
+
+
+def test_is_word_fast_path_agrees_with_the_definition():
+    import sys
+    import unicodedata
+
+    from stages.text import is_punctuation, is_word
+
+    # every punctuation, symbol, mark, number and a spread of letters, alone and at either end of a word
+    chars = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c))[0] in "PSNM"][::7]
+    chars += list("aZéßж東ㄱ٣²½_ ")
+    tokens = [""] + chars + [ch + "word" for ch in chars] + ["word" + ch for ch in chars] + [ch * 3 for ch in chars]
+    assert [is_word(t) for t in tokens] == [not is_punctuation(t) for t in tokens]

@@ -154,6 +154,7 @@ def test_confusable_labels_are_counted_not_silently_accepted():
 
     assert [dominant_script_family(t) for t in ("Добрый день, Ivan", "東京は日本の首都です", "안녕하세요 여러분", "123 !!")] == [
         "Cyrillic", "CJK", "Hangul", ""]
+    assert [dominant_script_family(t) for t in ("ab яб", "яб ab", "aab яяб")] == ["Latin", "Cyrillic", "Latin"]  # ties: seen first
     lid, notes = LanguageIdentifier(), []
     lid.count = lambda name, n=1: notes.append(name)
     cantonese = ("今日我哋去咗旅行，佢話好開心，但係我冇去過嗰度，唔知啲嘢係點樣。這是一個關於香港歷史的簡短介紹，"
