@@ -1,11 +1,13 @@
-"""Milliseconds per document of the Gopher repetition and quality stages on real extracted text,
-this checkout against another commit of the project (the baseline), in the same run.
+"""Milliseconds per document of language ID and the Gopher repetition and quality stages on real extracted
+text, this checkout against another commit of the project (the baseline), in the same run.
 
     .venv/bin/python bench/gopher_speed.py [--baseline COMMIT] [--warc ...] [--repeat 3]
 
-Texts: every page of the bench WARC extracted once (FineWeb settings) and identified by lid.176.
-The baseline's `stages/` is checked out into a temporary folder (`git archive`) and imported in a
-child process; both sides must reach the same decisions, which the script checks.
+Texts: every page of the bench WARC extracted once by each engine (trafilatura with FineWeb settings, and
+Resiliparse, whose boilerplate repeats more) and identified by lid.176. The baseline's `stages/` is checked
+out into a temporary folder (`git archive`) and imported in a child process; both sides must give the same
+results, which the script checks: language and score or drop, every repetition rule a text fails (not only
+the first), and every Gopher quality measure.
 """
 from __future__ import annotations
 
@@ -29,34 +31,46 @@ def extract_texts(warc: str, path: str) -> None:
     from stages.langid import LanguageIdentifier
     from stages.runner import StageRunner
 
-    chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
-    with open(warc, "rb") as fh, open(path, "w", encoding="utf-8") as out, chain:
-        for doc in chain.kept(read_warc(fh, source="bench")):
-            out.write(json.dumps({"text": doc.text, "lang": doc.lang}) + "\n")
+    with open(path, "w", encoding="utf-8") as out:
+        for engine in ("trafilatura", "resiliparse"):
+            chain = StageRunner([Extractor(ExtractConfig(timeout_s=None, engine=engine)), LanguageIdentifier()])
+            with open(warc, "rb") as fh, chain:
+                for doc in chain.kept(read_warc(fh, source="bench")):
+                    out.write(json.dumps({"text": doc.text, "lang": doc.lang}) + "\n")
 
 
 def time_stages(stages_root: str, texts_path: str, repeat: int) -> dict:
-    """Child process: import `stages` from stages_root and time both rule stages."""
+    """Child process: import `stages` from stages_root, time the stages, record what they found."""
     sys.path.insert(0, stages_root)
-    from stages.gopher import GopherQuality, GopherRepetition
+    from stages.gopher import GopherQuality, GopherRepetition, quality_measures
+    from stages.langid import LanguageIdentifier
+    from stages.record import Document
 
     docs = [json.loads(line) for line in open(texts_path, encoding="utf-8")]
+    langid = LanguageIdentifier()
+    timed = {"langid": lambda d: langid(Document(id="x", url="", source="bench", text=d["text"])),
+             "repetition": lambda d: repetition.evaluate(d["text"], d["lang"]),
+             "quality": lambda d: quality.evaluate(d["text"], d["lang"])}
+    found = {"langid": lambda d, r: [r.lang, getattr(r, "lang_score", None), repr(getattr(r, "reason", None))],
+             "repetition": lambda d, r: [[str(v[0]), v[1]] for v in repetition.verdicts(d["text"], d["lang"])],
+             "quality": lambda d, r: sorted(quality_measures(d["text"], d["lang"]).items())}
+    repetition, quality = GopherRepetition(), GopherQuality()
     out = {"docs": len(docs)}
-    for name, stage in (("repetition", GopherRepetition()), ("quality", GopherQuality())):
+    for name, stage in (("langid", langid), ("repetition", repetition), ("quality", quality)):
         stage.count = lambda *a, **k: None
-        runs, decisions = [], None
+        runs, results = [], None
         for _ in range(repeat):
             started = time.perf_counter()
-            decisions = [stage.check(d["text"], d["lang"]) for d in docs]
+            results = [timed[name](d) for d in docs]
             runs.append(time.perf_counter() - started)
         out[name] = {"ms_per_doc": 1000 * statistics.median(runs) / len(docs),
-                     "decisions": [None if r is None else [str(r[0]), r[1]] for r in decisions]}
+                     "decisions": [found[name](d, r) for d, r in zip(docs, results)]}
     return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--baseline", default="83b6faa", help="commit to compare with (default: before this change)")
+    p.add_argument("--baseline", default="037d9cd", help="commit to compare with (default: before this change)")
     p.add_argument("--warc", default=DEFAULT_WARC)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
@@ -80,7 +94,7 @@ def main() -> None:
     print(f"{n['docs']} extracted pages of {os.path.basename(args.warc)}, median of {args.repeat}")
     print("| stage | " + b_label + " ms/doc | this checkout ms/doc | speed-up | same decisions |")
     print("|---|---|---|---|---|")
-    for stage in ("repetition", "quality"):
+    for stage in ("langid", "repetition", "quality"):
         same = b[stage]["decisions"] == n[stage]["decisions"]
         print(f"| {stage} | {b[stage]['ms_per_doc']:.2f} | {n[stage]['ms_per_doc']:.2f} | "
               f"{b[stage]['ms_per_doc'] / n[stage]['ms_per_doc']:.1f}x | {same} |")

@@ -143,6 +143,8 @@ def main() -> None:
         print(f"| {name} | {runs[0]['read']} | {runs[0]['kept']} | {wall:.1f} | {rate:.1f} | "
               + " | ".join(per_stage) + f" | {rate / base:.2f}x | {base_wall / wall:.2f}x |")
     print("(per-stage columns: ms per document read; wall-time ratio = datatrove's time for the same file / ours)")
+    for name, runs in results.items():  # every run, in order: how much the machine moved during this one
+        print(f"{name}: wall s per run {[round(r['wall_s'], 1) for r in runs]}")
     for name, runs in results.items():
         if runs[0].get("notes"):
             print(f"{name}: extraction notes {runs[0]['notes']}")
