@@ -36,7 +36,7 @@ STEP_NAMES = {"READER": "read", "EXTRAC": "extract", "Language ID": "langid", "G
               "Gopher Quality": "quality", "WRITER": "write"}
 
 
-def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatura", threshold: float = 0.3) -> dict:
+def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatura", threshold: float | None = None) -> dict:
     """Runs in a child process pinned to one core."""
     sys.path.insert(0, REPO)
     from stages.extraction.extract import ExtractConfig, Extractor
@@ -46,7 +46,9 @@ def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatur
     from stages.record import Document
     from stages.runner import StageRunner
 
-    extractor = Extractor(ExtractConfig(fast=fast, speedups=speedups, engine=engine, cascade_threshold=threshold))
+    default = ExtractConfig()
+    extractor = Extractor(ExtractConfig(fast=fast, speedups=speedups, engine=engine,
+                                        cascade_threshold=default.cascade_threshold if threshold is None else threshold))
     notes: dict[str, int] = {}
     extractor.count = lambda name, n=1: notes.__setitem__(name, notes.get(name, 0) + n)
     chain = StageRunner([extractor, LanguageIdentifier(),
@@ -70,9 +72,10 @@ def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatur
     return {"wall_s": wall, "read": read, "kept": kept, "seconds": seconds, "notes": notes}
 
 
-def run_ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatura", threshold: float = 0.3) -> dict:
-    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--side", "ours", "--warc", warc, "--engine", engine,
-           "--cascade-threshold", str(threshold)] \
+def run_ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatura",
+             threshold: float | None = None) -> dict:
+    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--side", "ours", "--warc", warc, "--engine", engine] \
+        + ([] if threshold is None else ["--cascade-threshold", str(threshold)]) \
         + (["--fast"] if fast else []) + ([] if speedups else ["--no-speedups"])
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     if proc.returncode:
@@ -107,7 +110,7 @@ def main() -> None:
     p.add_argument("--no-speedups", action="store_true", help=argparse.SUPPRESS)  # child: trafilatura as shipped
     p.add_argument("--side", choices=("ours",), help=argparse.SUPPRESS)
     p.add_argument("--engine", default="trafilatura", help=argparse.SUPPRESS)  # child: extract.engine
-    p.add_argument("--cascade-threshold", type=float, default=0.3, help=argparse.SUPPRESS)  # child
+    p.add_argument("--cascade-threshold", type=float, default=None, help=argparse.SUPPRESS)  # child; none: default
     p.add_argument("--sides", default="all", help="comma-separated side numbers to run (1-based, datatrove always)")
     args = p.parse_args()
     if args.side == "ours":
@@ -116,7 +119,7 @@ def main() -> None:
     sides = {"refinery, FineWeb extraction, trafilatura as shipped (extract.speedups: false)": (False, False, "trafilatura"),
              "refinery, FineWeb extraction (the default)": (False, True, "trafilatura"),
              "refinery, extract.fast: true": (True, True, "trafilatura"),
-             "refinery, extract.engine: cascade": (False, True, "cascade", 0.3),
+             "refinery, extract.engine: cascade (the engine's defaults)": (False, True, "cascade"),
              "refinery, extract.engine: resiliparse": (False, True, "resiliparse"),
              "refinery, extract.engine: cascade, cascade_threshold: 0.5": (False, True, "cascade", 0.5)}
     if args.sides != "all":
