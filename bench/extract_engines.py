@@ -8,6 +8,8 @@ Gold pages: precision, recall, F1 of the gold snippets (stages/extraction/gold.p
 (engines interleaved, median of the repeats), pages whose text equals trafilatura's, and the mean difference
 from trafilatura's text (1 - Jaccard of word 3-grams). The cascade's bundled check was fitted on these same
 pages: its F1 here is in-sample; scripts/build_cascade_check.py prints the two-fold-by-site figures.
+Other WARC files beside the bench WARC (general crawl pages, no gold): how many pages the cascade sends to
+trafilatura, its extraction time against trafilatura's, and how far each engine's text is from trafilatura's.
 Bench WARC: `refinery run` once per engine (same machine, one after another): wall time, pages kept, drops by
 stage and the languages kept.
 """
@@ -70,6 +72,46 @@ def gold_table(pages, repeat: int) -> list[str]:
     return rows
 
 
+def crawl_pages(bench_warc: str) -> list:
+    """Every HTML page of the workspace's other WARC files (Common Crawl, Dolma, Wayback captures): general
+    crawl pages, unlike the gold set's articles; no gold text, so only fallback, cost and difference."""
+    import glob
+
+    from stages.extraction.warc import read_warc
+    from stages.record import Document
+
+    pages = []
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(bench_warc)), "*.warc.gz"))):
+        if os.path.samefile(path, bench_warc):
+            continue
+        with open(path, "rb") as fh:
+            pages += [d for d in read_warc(fh, source="crawl") if isinstance(d, Document) and (d.html or "").strip()]
+    return pages
+
+
+def crawl_table(pages, repeat: int) -> list[str]:
+    texts, seconds, notes = {}, {e: [] for e in ENGINES}, {}
+    for _ in range(repeat):
+        for engine in ENGINES:
+            options = ExtractConfig(engine=engine).engine_options()
+            started = time.perf_counter()
+            results = [extract_page(page.html, page.url, options) for page in pages]
+            seconds[engine].append(time.perf_counter() - started)
+            texts[engine] = [(text or "").strip() for text, _ in results]
+            notes[engine] = sum("cascade_fell_back_to_trafilatura" in n for _, n in results)
+    base = texts["trafilatura"]
+    rows = ["| engine | pages through trafilatura | extraction time vs trafilatura | same text as trafilatura | "
+            "mean difference from trafilatura |", "|---" * 5 + "|"]
+    for engine in ENGINES[1:]:
+        through = notes[engine] if engine == "cascade" else 0
+        cost = statistics.median(seconds[engine]) / statistics.median(seconds["trafilatura"])
+        same = sum(a == b for a, b in zip(texts[engine], base))
+        diff = statistics.mean(difference(a, b) for a, b in zip(texts[engine], base))
+        rows.append(f"| {engine} | {through} / {len(pages)} ({through / len(pages):.0%}) | {cost:.2f} | "
+                    f"{same} / {len(pages)} | {diff:.3f} |")
+    return rows
+
+
 def job_table(warc: str) -> list[str]:
     reports = {}
     with tempfile.TemporaryDirectory() as work:
@@ -111,6 +153,9 @@ def main() -> None:
     pages = load_pages(args.data)
     print(f"{len(pages)} annotated pages; median of {args.repeat} runs, engines interleaved")
     print("\n".join(gold_table(pages, args.repeat)))
+    crawl = crawl_pages(args.warc)
+    print(f"\n{len(crawl)} HTML pages of the other WARC files beside {os.path.basename(args.warc)} (no gold text)")
+    print("\n".join(crawl_table(crawl, args.repeat)))
     if not args.no_job:
         print(f"\nwhole job on {os.path.basename(args.warc)} (`refinery run --extract-engine E`, default settings otherwise)")
         print("\n".join(job_table(args.warc)))
