@@ -5,7 +5,8 @@
   keeps more boilerplate (headers, "related articles", footers).
 - `cascade`: Resiliparse's main text with trafilatura's boilerplate classes skipped and short unpunctuated
   lines trimmed from its ends; then a small logistic check on cheap features of that text and the HTML
-  says whether trafilatura would do better, and only those pages are extracted again with trafilatura.
+  says whether trafilatura would do better, and only those pages are extracted again with trafilatura (its fast
+  mode by default, `extract.cascade_fallback`, Resiliparse's text kept where it finds none).
 
 bench/extract_engines.py measures all three on trafilatura's 990 annotated pages; scripts/build_cascade_check.py
 fits the check (stages/models/extract_cascade.json) and reports it on pages of sites it was not fitted on.
