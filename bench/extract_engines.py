@@ -45,7 +45,8 @@ def difference(a: str, b: str) -> float:
     return 1 - len(x & y) / len(x | y) if x | y else 0.0
 
 
-def gold_table(pages, repeat: int) -> list[str]:
+def run_engines(pages, repeat: int) -> tuple[dict, dict, dict]:
+    """Each engine's texts, seconds per run (engines interleaved) and pages sent to trafilatura."""
     texts, seconds, notes = {}, {e: [] for e in ENGINES}, {}
     for _ in range(repeat):
         for engine in ENGINES:
@@ -55,6 +56,11 @@ def gold_table(pages, repeat: int) -> list[str]:
             seconds[engine].append(time.perf_counter() - started)
             texts[engine] = [(text or "").strip() for text, _ in results]
             notes[engine] = sum("cascade_fell_back_to_trafilatura" in n for _, n in results)
+    return texts, seconds, notes
+
+
+def gold_table(pages, repeat: int) -> list[str]:
+    texts, seconds, notes = run_engines(pages, repeat)
     base = texts["trafilatura"]
     rows = ["| engine | precision | recall | F1 | F1 vs trafilatura | ms/page | speed vs trafilatura | same text as "
             "trafilatura | mean difference from trafilatura | pages through trafilatura |", "|---" * 10 + "|"]
@@ -90,15 +96,7 @@ def crawl_pages(bench_warc: str) -> list:
 
 
 def crawl_table(pages, repeat: int) -> list[str]:
-    texts, seconds, notes = {}, {e: [] for e in ENGINES}, {}
-    for _ in range(repeat):
-        for engine in ENGINES:
-            options = ExtractConfig(engine=engine).engine_options()
-            started = time.perf_counter()
-            results = [extract_page(page.html, page.url, options) for page in pages]
-            seconds[engine].append(time.perf_counter() - started)
-            texts[engine] = [(text or "").strip() for text, _ in results]
-            notes[engine] = sum("cascade_fell_back_to_trafilatura" in n for _, n in results)
+    texts, seconds, notes = run_engines(pages, repeat)
     base = texts["trafilatura"]
     rows = ["| engine | pages through trafilatura | extraction time vs trafilatura | same text as trafilatura | "
             "mean difference from trafilatura |", "|---" * 5 + "|"]
