@@ -47,14 +47,13 @@ def time_stages(stages_root: str, texts_path: str, repeat: int) -> dict:
     from stages.record import Document
 
     docs = [json.loads(line) for line in open(texts_path, encoding="utf-8")]
-    langid = LanguageIdentifier()
+    langid, repetition, quality = LanguageIdentifier(), GopherRepetition(), GopherQuality()
     timed = {"langid": lambda d: langid(Document(id="x", url="", source="bench", text=d["text"])),
              "repetition": lambda d: repetition.evaluate(d["text"], d["lang"]),
              "quality": lambda d: quality.evaluate(d["text"], d["lang"])}
     found = {"langid": lambda d, r: [r.lang, getattr(r, "lang_score", None), repr(getattr(r, "reason", None))],
              "repetition": lambda d, r: [[str(v[0]), v[1]] for v in repetition.verdicts(d["text"], d["lang"])],
              "quality": lambda d, r: sorted(quality_measures(d["text"], d["lang"]).items())}
-    repetition, quality = GopherRepetition(), GopherQuality()
     out = {"docs": len(docs)}
     for name, stage in (("langid", langid), ("repetition", repetition), ("quality", quality)):
         stage.count = lambda *a, **k: None
