@@ -156,18 +156,22 @@ def test_document_context_goes_to_lxml():
     assert _same(selector(tree), tree.xpath(".//*[@class='a' or self::html]"))
 
 
-def test_extraction_unchanged_by_speedups(real_pages, gold_pages):
-    pages = [(url, html) for url, html in real_pages] + [(url, html) for html, url, _, _ in gold_pages]
-    options = ExtractConfig().trafilatura_options()
+@pytest.mark.parametrize("fast", [False, True], ids=["default", "fast mode"])
+def test_extraction_unchanged_by_speedups(real_pages, gold_pages, fast):
+    """Every speedup at once, in both modes (fast mode, the cascade's fallback, also skips two tree copies):
+    the crawl pages and the gold pages (a quarter of them in fast mode, for the suite's time)."""
+    gold = gold_pages[::4] if fast else gold_pages
+    pages = [(url, html) for url, html in real_pages] + [(url, html) for html, url, _, _ in gold]
+    options = ExtractConfig(fast=fast).trafilatura_options()
     try:
         shipped = [extract_text(html, url, dict(options, speedups=False)) for url, html in pages]
         assert not trafilatura_speedups.installed()
-        fast = [extract_text(html, url, options) for url, html in pages]
+        sped_up = [extract_text(html, url, options) for url, html in pages]
         assert trafilatura_speedups.installed()
     finally:
         trafilatura_speedups.uninstall()
     assert sum(1 for t in shipped if t) > 150
-    assert [i for i, (a, b) in enumerate(zip(shipped, fast)) if a != b] == []
+    assert [i for i, (a, b) in enumerate(zip(shipped, sped_up)) if a != b] == []
 
 
 def test_install_and_uninstall_restore_trafilatura():
@@ -184,6 +188,39 @@ def test_install_and_uninstall_restore_trafilatura():
     after = trafilatura_speedups._selector_lists()
     assert all(_same(before[name], after[name]) for name in before)
     assert all(isinstance(x, etree.XPath) for xs in after.values() for x in xs)
+
+
+def test_copy_skip_only_in_a_verified_trafilatura_and_only_in_fast_precision_mode(monkeypatch, capsys, real_pages):
+    """The copy skip reasons about trafilatura's extraction sequence: where that source differs from the
+    verified one it stays off (said once) and the text is the same; on, it changes nothing in full mode."""
+    import trafilatura.core
+    import trafilatura.settings
+    import trafilatura.utils
+
+    monkeypatch.setattr(trafilatura_speedups, "_said", set())
+    shipped = trafilatura.core._prepare_tree
+    trafilatura_speedups.uninstall()
+    assert trafilatura_speedups.sequence_digest() == trafilatura_speedups.VERIFIED_SEQUENCE[
+        trafilatura_speedups.versions()["trafilatura"]]
+    url, html = real_pages[0]
+    options = ExtractConfig(fast=True).trafilatura_options()
+    try:
+        trafilatura_speedups.install()
+        assert trafilatura.core._prepare_tree is not shipped
+        tree = trafilatura.utils.load_html(html)
+        full = trafilatura.settings.Extractor(fast=False, precision=True, comments=False)
+        assert all(x is not None for x in trafilatura.core._prepare_tree(tree, full, url))  # backup kept
+        trafilatura_speedups.uninstall()
+        assert trafilatura.core._prepare_tree is shipped
+        monkeypatch.setattr(trafilatura_speedups, "VERIFIED_SEQUENCE", {"0.0": "x"})
+        capsys.readouterr()
+        trafilatura_speedups.install()
+        trafilatura_speedups.install()
+        assert trafilatura.core._prepare_tree is shipped
+        assert capsys.readouterr().err.count("fast-mode copy skip off") == 1
+        assert extract_text(html, url, options) == extract_text(html, url, dict(options, speedups=False))
+    finally:
+        trafilatura_speedups.uninstall()
 
 
 def test_selectors_are_replaced_only_in_a_verified_trafilatura(monkeypatch, capsys, real_pages):
