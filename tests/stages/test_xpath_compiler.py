@@ -223,6 +223,31 @@ def test_copy_skip_only_in_a_verified_trafilatura_and_only_in_fast_precision_mod
         trafilatura_speedups.uninstall()
 
 
+def test_invalid_xml_char_check_agrees_with_trafilatura_regex_on_every_code_point():
+    """The byte-level check behind swap 4 says what trafilatura's regex finds, for every character (surrogates
+    included) in ASCII, Latin-1 and wider strings; the swapped `sub` then returns what the regex returns."""
+    import trafilatura.utils
+
+    trafilatura_speedups.uninstall()
+    pattern = trafilatura.utils.INVALID_XML_CHARS
+    assert pattern.pattern == trafilatura_speedups.INVALID_XML_CHARS
+    check = trafilatura_speedups.has_invalid_xml_char
+    for context in ("a{}b", "é{}", "{}€\U0001F600"):
+        wrong = [c for c in range(0x110000)
+                 if check(context.format(chr(c))) != (pattern.search(context.format(chr(c))) is not None)]
+        assert wrong == []
+    assert check("<p>\uffff</p>\n\t\r") and not check("<p>\ufffd\uffef\ud800</p>\n\t\r")
+    try:
+        trafilatura_speedups.install()
+        swapped = trafilatura.utils.INVALID_XML_CHARS
+        assert swapped is not pattern
+        for text in ("<p>ok</p>\n", "<p>\x00bad\x1f</p>", "caf\xe9\x0b", "\ufffe€"):
+            assert swapped.sub("", text) == pattern.sub("", text)
+    finally:
+        trafilatura_speedups.uninstall()
+    assert trafilatura.utils.INVALID_XML_CHARS is pattern
+
+
 def test_selectors_are_replaced_only_in_a_verified_trafilatura(monkeypatch, capsys, real_pages):
     """This trafilatura is one the tests verified (a new version fails here until its digest is added
     after this file's agreement tests pass); an unverified one keeps its own selectors, said once."""
