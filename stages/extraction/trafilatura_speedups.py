@@ -191,7 +191,7 @@ def _say_once(message: str) -> None:
 
 
 def install() -> int:
-    """Swap all three in where verified; returns how many selectors are compiled (0 when fenced off)."""
+    """Swap all four in where verified; returns how many selectors are compiled (0 when fenced off)."""
     global _lookup_swapped, _state
     import lxml.html
     import trafilatura
