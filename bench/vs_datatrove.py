@@ -111,6 +111,10 @@ def with_payload_types(warc: str, out: str) -> int:
             record = member.decompress(data)
             data = member.unused_data
             head, sep, block = record.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), -1)
+            if len(block) != length + 4:  # the block and the two CRLFs that end a record
+                raise SystemExit(f"{warc}: --payload-types needs one WARC record per gzip member")
             http_head = block.split(b"\r\n\r\n", 1)[0].lower()
             mime = next((line.split(b":", 1)[1].split(b";")[0].strip() for line in http_head.split(b"\r\n")
                          if line.startswith(b"content-type:")), b"")

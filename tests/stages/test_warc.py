@@ -149,3 +149,21 @@ def test_control_characters_are_exactly_unicode_category_cc():
         assert (_CONTROL.match(ch) is not None) == expected, hex(code)
     assert _control_fraction("ab\x00\x01\t\n\x85é") == 3 / 8
     assert _control_fraction("") == 0.0
+
+
+def test_bench_payload_type_copy_changes_only_that_header(tmp_path):
+    """bench/vs_datatrove.py --payload-types: the copy carries WARC-Identified-Payload-Type on every response
+    record with an HTTP Content-Type, and reads as the same documents."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    from bench.vs_datatrove import with_payload_types
+
+    copy = tmp_path / "typed.warc.gz"
+    added = with_payload_types(str(CC_EXCERPT), str(copy))
+    with open(copy, "rb") as fh:
+        typed = [r.rec_headers.get_header("WARC-Identified-Payload-Type") for r in ArchiveIterator(fh)
+                 if r.rec_type == "response"]
+    assert added == len(typed) > 10 and all(typed) and "text/html" in typed
+    (before, _), (after, _) = read_all(CC_EXCERPT), read_all(copy)
+    assert [(d.url, d.html) if isinstance(d, Document) else d.reason for d in before] == \
+        [(d.url, d.html) if isinstance(d, Document) else d.reason for d in after]
