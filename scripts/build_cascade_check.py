@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from stages.extraction import engines  # noqa: E402
-from stages.extraction.extract import ExtractConfig, extract_text  # noqa: E402
+from stages.extraction.extract import ExtractConfig, cascade_fallback, extract_text  # noqa: E402
 from stages.extraction.gold import DEFAULT_ROOT, load_pages, precision_recall_f1, snippet_counts  # noqa: E402
 
 THRESHOLD = 0.2  # the default extract.cascade_threshold: F1 within 1 point of trafilatura's on sites not fitted on
@@ -68,9 +68,10 @@ def main() -> None:
     options = ExtractConfig().trafilatura_options()
     traf, traf_s = timed(lambda page: extract_text(page.html, page.url, options) or "", pages)
     fast, fast_s = timed(lambda page: engines.cascade_fast_text(page.html, include_comments=False), pages)
-    # extract.cascade_fallback=fast: trafilatura's fast mode, the fast text kept where it finds none
-    quick, quick_s = timed(lambda page: extract_text(page.html, page.url, {**options, "fast": True}) or "", pages)
-    quick = [q if q.strip() else f for q, f in zip(quick, fast)]
+    # extract.cascade_fallback=fast, as the cascade runs it on a page it sends on
+    cascade_options = ExtractConfig(engine="cascade", cascade_fallback="fast").engine_options()
+    quick, quick_s = timed(lambda pair: cascade_fallback(pair[0].html, pair[0].url, cascade_options, pair[1])[0] or "",
+                           list(zip(pages, fast)))
     traf_counts = [snippet_counts(t, page) for t, page in zip(traf, pages)]
     fast_counts = [snippet_counts(t, page) for t, page in zip(fast, pages)]
     quick_counts = [snippet_counts(t, page) for t, page in zip(quick, pages)]

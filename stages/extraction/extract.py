@@ -139,6 +139,12 @@ def extract_page(html: str, url: str | None, options: dict[str, Any]) -> tuple[s
     if fast.strip() and engines.trafilatura_would_do_better(fast, html, engines.load_check()) \
             < options["cascade_threshold"]:
         return fast, ("cascade_kept_resiliparse",)
+    return cascade_fallback(html, url, options, fast)
+
+
+def cascade_fallback(html: str, url: str | None, options: dict[str, Any], fast: str) -> tuple[str | None, tuple[str, ...]]:
+    """The cascade on a page its check sends on (`fast`: Resiliparse's text of it), by `cascade_fallback`:
+    trafilatura as its engine runs it, or its fast mode with Resiliparse's text standing in where that finds none."""
     if options["cascade_fallback"] == "full":
         text, notes = extract_trafilatura(html, url, options["trafilatura"])
         return text, ("cascade_fell_back_to_trafilatura", *notes)
