@@ -61,6 +61,7 @@ _lock = threading.Lock()
 _original_selectors: dict[tuple[str, int], etree.XPath] = {}  # (list name, index) -> replaced XPath
 _lookup_swapped = False
 _original_prepare_tree = None  # trafilatura.core._prepare_tree while ours is in its place
+_tree_cleaning = _convert_tags = None  # trafilatura.core's, what ours calls in their place
 _original_invalid_chars = None  # trafilatura.utils.INVALID_XML_CHARS while ours is in its place
 _said = set()  # warnings already printed by this process
 _state: bool | None = None  # True after install(), False after uninstall()
@@ -114,15 +115,13 @@ def sequence_digest() -> str:
 
 def _prepare_tree_without_dead_copies(tree, options, url):
     """trafilatura's `_prepare_tree`, without the two copies nothing reads in fast precision mode, comments off."""
-    import trafilatura.core as core
-
     if options.fast and options.focus == "precision" and not options.comments:
-        return core.convert_tags(core.tree_cleaning(tree, options), options, url), None
+        return _convert_tags(_tree_cleaning(tree, options), options, url), None
     return _original_prepare_tree(tree, options, url)
 
 
 def _swap_prepare_tree(version: str) -> None:
-    global _original_prepare_tree
+    global _convert_tags, _original_prepare_tree, _tree_cleaning
     import trafilatura.core as core
 
     if _original_prepare_tree is not None:
@@ -134,6 +133,7 @@ def _swap_prepare_tree(version: str) -> None:
     if not verified:
         _say_once(f"fast-mode copy skip off: trafilatura {version}'s extraction sequence is not the verified one")
         return
+    _tree_cleaning, _convert_tags = core.tree_cleaning, core.convert_tags  # looked up once, not per page
     _original_prepare_tree, core._prepare_tree = core._prepare_tree, _prepare_tree_without_dead_copies
 
 
