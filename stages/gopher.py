@@ -207,12 +207,18 @@ class GopherRepetition(RuleStage):
             verdict = over(DropReason.TOP_NGRAM_CHARS, grams.top_chars(m) / total, limit, ".3f", f"n={ngram_label(n, m)}: ")
             if verdict:
                 yield verdict
-        for n, limit in c.max_dup_ngram_chars:
-            m = scaled(n, c.ngram_scale)
-            verdict = over(DropReason.DUP_NGRAM_CHARS, grams.duplicated_chars(m) / total, limit, ".3f",
-                           f"n={ngram_label(n, m)}: ")
+        rules = [(scaled(n, c.ngram_scale), n, limit) for n, limit in c.max_dup_ngram_chars]
+        for i, (m, n, limit) in enumerate(rules):
+            share = grams.duplicated_chars(m) / total
+            verdict = over(DropReason.DUP_NGRAM_CHARS, share, limit, ".3f", f"n={ngram_label(n, m)}: ")
             if verdict:
                 yield verdict
+            # A position inside a repeated longer n-gram is inside a repeated m-gram (its prefix or the one after):
+            # longer n-grams cover no more, so when this share is within every later limit, none of them can fail
+            # (the page's most common cost: 5-grams repeat little, and five np.unique passes are skipped).
+            if all(later > m and share <= (later_limit if later_limit is not None else share)
+                   for later, _, later_limit in rules[i + 1:]):
+                return
 
 
 def scaled(n: int, scale: float) -> int:

@@ -275,3 +275,28 @@ def test_a_near_miss_on_one_ngram_limit_is_rescued_by_the_quality_model_and_says
     share = grams.duplicated_chars(5) / grams.total
     config = dict(max_dup_ngram_chars=((5, round(share / 1.04, 4)),), max_top_ngram_chars=(), max_dup_line_fraction=None)
     assert isinstance(stage(**config)(doc(listing)), Drop)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.1, 1.3, 2.5])
+def test_stopping_early_on_duplicated_ngrams_gives_every_verdict_the_rules_give(scale):
+    """verdicts() stops at a duplicated-n-gram share within every longer n's limit (longer n-grams cover no more):
+    its verdicts equal every rule evaluated on its own, on texts from no repeats to many."""
+    from stages.gopher import scaled
+    from stages.record import over
+
+    config = GopherRepetitionConfig(ngram_scale=scale, max_dup_line_fraction=None, max_dup_line_chars=None,
+                                    max_dup_para_fraction=None, max_dup_para_chars=None, max_top_ngram_chars=())
+    stage, rng = GopherRepetition(config), random.Random(11)
+    texts = [prose(n=20), prose(n=8) + " " + " ".join(EN[60:62]) * 2]
+    for _ in range(150):
+        pieces = [rng.choice(EN[:80]) for _ in range(rng.randint(1, 12))]
+        texts.append(" ".join(pieces + rng.sample(pieces, rng.randint(0, len(pieces)))))
+    failed = 0
+    for text in texts:
+        grams = NGrams(normalized_words(text, "en"))
+        expected = [v for n, limit in config.max_dup_ngram_chars
+                    if (v := over(DropReason.DUP_NGRAM_CHARS, grams.duplicated_chars(scaled(n, scale)) / grams.total,
+                                  limit, ".3f", f"n={n if scaled(n, scale) == n else f'{n} (as {scaled(n, scale)} words)'}: "))]
+        assert list(stage.verdicts(text, "en")) == expected, text[:80]
+        failed += bool(expected)
+    assert 10 < failed < len(texts) - 10  # both sides of the limits were seen
