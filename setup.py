@@ -21,6 +21,7 @@ setup(
         "trafilatura>=2.3,<2.4",      # the speedups are verified per version (stages/extraction/trafilatura_speedups.py)
         "lxml_html_clean>=0.4",       # trafilatura needs lxml.html.clean, split out of lxml 5.2+
         "warcio>=1.8,<2",
+        "isal>=1.6,<2",               # ISA-L inflate for WARC gzip members (stages/extraction/warc.py)
         "resiliparse>=2.0,<3",        # extract.engine resiliparse / cascade (DCLM's extractor; wheels with its C++ code)
         "charset-normalizer>=3.3,<4",
         "brotli>=1.2,<2",             # Content-Encoding: br; 1.2 adds output_buffer_limit (bounded decoding)

@@ -167,3 +167,24 @@ def test_bench_payload_type_copy_changes_only_that_header(tmp_path):
     (before, _), (after, _) = read_all(CC_EXCERPT), read_all(copy)
     assert [(d.url, d.html) if isinstance(d, Document) else d.reason for d in before] == \
         [(d.url, d.html) if isinstance(d, Document) else d.reason for d in after]
+
+
+@pytest.mark.parametrize("path", [CC_EXCERPT, CLIPPED, WAYBACK, WARCIO_EXAMPLE], ids=lambda p: p.name)
+def test_isal_inflating_reads_the_same_records_as_warcio_as_shipped(path):
+    """The reader inflates gzip members with ISA-L in 64 KB blocks: every record's type, offset and raw block is
+    what warcio with zlib and its own block size gives, on each bundled file."""
+    from isal import isal_zlib
+    from warcio.archiveiterator import ArchiveIterator
+
+    from stages.extraction.warc import READ_BLOCK_BYTES, _inflate_with_isal
+
+    def records(fast: bool):
+        with open(path, "rb") as fh:
+            it = ArchiveIterator(fh, no_record_parse=True, **({"block_size": READ_BLOCK_BYTES} if fast else {}))
+            if fast:
+                _inflate_with_isal(it.reader)
+                assert type(it.reader.decompressor) is type(isal_zlib.decompressobj(31))
+            return [(r.rec_type, it.offset, r.content_stream().read()) for r in it]
+
+    shipped = records(fast=False)
+    assert shipped and records(fast=True) == shipped
