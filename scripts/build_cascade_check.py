@@ -7,7 +7,9 @@ A page's label: trafilatura's text gets more of its gold snippets right than the
 (found `with` snippets minus leaked `without` snippets). The card reports both fallbacks: `by_threshold` with
 extract.cascade_fallback=fast (the default: trafilatura's fast mode, the fast text kept where it finds none),
 `full_fallback_by_threshold` with trafilatura as the trafilatura engine runs it. The check is a logistic regression on
-stages/extraction/engines.check_features. Evidence is two-fold by site (stages/extraction/gold.py): fitted on
+stages/extraction/engines.check_features; the page check (`page_check`, run first) a least-squares estimate of the
+check's log-odds from the HTML's features alone (engines.page_features), so that a page the check would surely send
+on skips Resiliparse (`PAGE_CHECK_MARGIN`). Evidence is two-fold by site (stages/extraction/gold.py): fitted on
 the pages of one half of the sites, scored on the other half, and the other way round; the bundled check is
 then fitted on all pages. `--ablate` also prints, per boilerplate word, what skipping it alone does to the fast
 text's F1 on each half (how BOILERPLATE_WORDS was chosen: at least 0.1 point better on fold 0, not worse on fold 1).
@@ -29,6 +31,10 @@ from stages.extraction.extract import ExtractConfig, cascade_fallback, extract_t
 from stages.extraction.gold import DEFAULT_ROOT, load_pages, precision_recall_f1, snippet_counts  # noqa: E402
 
 THRESHOLD = 0.2  # the default extract.cascade_threshold: F1 within 1 point of trafilatura's on sites not fitted on
+# The page check sends a page on where its estimate of the check's log-odds, less this many typical errors, reaches
+# the threshold's: at 1, about a fifth of the article pages skip Resiliparse and ~1 % are decided otherwise than by
+# the check (two-fold by site; the card's `page_check_margins` has the sweep it was chosen from).
+PAGE_CHECK_MARGIN = 1.0
 L2, STEPS, RATE = 1.0, 3000, 0.1
 
 
@@ -42,6 +48,30 @@ def fit_logistic(x: np.ndarray, y: np.ndarray) -> dict:
         w -= RATE * (z.T @ (p - y) / len(y) + L2 * w / len(y))
         b -= RATE * float((p - y).mean())
     return {"mean": mean.tolist(), "scale": scale.tolist(), "weights": w.tolist(), "bias": b}
+
+
+def fit_page_check(page_x: np.ndarray, check_logit: np.ndarray) -> dict:
+    """Least squares of the check's log-odds on the page's features alone (standardised), with the typical error
+    (standard deviation of the residuals) the margin is counted in."""
+    mean, scale = page_x.mean(0), page_x.std(0) + 1e-9
+    design = np.c_[np.ones(len(page_x)), (page_x - mean) / scale]
+    coef = np.linalg.lstsq(design, check_logit, rcond=None)[0]
+    return {"features": list(engines.PAGE_FEATURE_NAMES), "mean": mean.tolist(), "scale": scale.tolist(),
+            "weights": coef[1:].tolist(), "bias": float(coef[0]),
+            "error_sd": float((check_logit - design @ coef).std()), "margin": PAGE_CHECK_MARGIN}
+
+
+def check_logits(check: dict, x: np.ndarray) -> np.ndarray:
+    return check["bias"] + ((x - np.array(check["mean"])) / np.array(check["scale"])) @ np.array(check["weights"])
+
+
+def page_check_margin(page_check: dict, page_x: np.ndarray) -> np.ndarray:
+    """The page check's estimate less its margin, in log-odds: a page goes on where this reaches logit(threshold)."""
+    return check_logits(page_check, page_x) - page_check["margin"] * page_check["error_sd"]
+
+
+def logit(p: float) -> float:
+    return float(np.log(p / (1 - p)))
 
 
 def timed(extract, pages) -> tuple[list[str], np.ndarray]:
@@ -80,23 +110,34 @@ def main() -> None:
     y = (gain > 0).astype(float)
     folds = np.array([page.fold for page in pages])
     print(f"{len(pages)} pages; trafilatura better on {int(y.sum())}, the fast text better on {int((gain < 0).sum())}")
-    # each page scored by the check fitted on the other half of the sites
-    crossed = np.zeros(len(pages))
+    page_x = np.array([engines.page_features(page.html) for page in pages])
+    # each page scored by the check and the page check fitted on the other half of the sites
+    crossed, page_z, margins = np.zeros(len(pages)), np.zeros(len(pages)), {}
     for test in (0, 1):
-        check = fit_logistic(x[folds != test], y[folds != test])
+        train = folds != test
+        check = fit_logistic(x[train], y[train])
         for i in np.where(folds == test)[0]:
             crossed[i] = engines.trafilatura_would_do_better(fast[i], pages[i].html, check)
+        page_check = fit_page_check(page_x[train], check_logits(check, x[train]))
+        page_z[~train] = page_check_margin(page_check, page_x[~train])
+        for margin in (0.5, 1.0, 1.5, 2.0):  # page_z at other margins, for the card's sweep
+            margins.setdefault(margin, np.zeros(len(pages)))[~train] = page_check_margin(
+                {**page_check, "margin": margin}, page_x[~train])
     held_out = {"trafilatura_f1": round(precision_recall_f1(traf_counts)[2], 4),
                 "fast_f1": round(precision_recall_f1(fast_counts)[2], 4), "by_threshold": [],
                 "full_fallback_by_threshold": []}
     for key, fallback_counts, fallback_s in (("by_threshold", quick_counts, quick_s),
                                              ("full_fallback_by_threshold", traf_counts, traf_s)):
         for threshold in (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5):
-            fall_back = crossed >= threshold
-            # what extraction costs, as a share of trafilatura's on every page: the fast text and check, plus trafilatura
-            # on the pages sent on (the larger pages go there more often: the cost share exceeds the page share)
-            cost = (fast_s.sum() + fallback_s[fall_back].sum()) / traf_s.sum()
+            sent_on = page_z >= logit(threshold)
+            fall_back = sent_on | (crossed >= threshold)
+            # what extraction costs, as a share of trafilatura's on every page: the fast text where the page check
+            # did not send the page on, plus trafilatura on the pages sent on (the larger pages go there more often:
+            # the cost share exceeds the page share)
+            cost = (fast_s[~sent_on].sum() + fallback_s[fall_back].sum()) / traf_s.sum()
             row = {"threshold": threshold, "fallback_share": round(float(fall_back.mean()), 4),
+                   "page_check_share": round(float(sent_on.mean()), 4),
+                   "page_check_overrules": round(float((sent_on & (crossed < threshold)).mean()), 4),
                    "cost_vs_trafilatura": round(float(cost), 3),
                    "cascade_f1": round(cascade_f1(fast_counts, fallback_counts, fall_back)[2], 4)}
             for fold in (0, 1):
@@ -107,11 +148,24 @@ def main() -> None:
                                      [c for c, k in zip(fallback_counts, keep) if k], fall_back[keep])[2], 4)]
             held_out[key].append(row)
             print(key, json.dumps(row))
+    # the margin sweep at the card's threshold: how many pages skip Resiliparse, how many the check would have kept
+    held_out["page_check_margins"] = []
+    for margin, z in sorted(margins.items()):
+        sent_on, by_check = z >= logit(args.threshold), crossed >= args.threshold
+        row = {"margin": margin, "page_check_share": round(float(sent_on.mean()), 4),
+               "page_check_overrules": round(float((sent_on & ~by_check).mean()), 4),
+               "cascade_f1": round(cascade_f1(fast_counts, quick_counts, sent_on | by_check)[2], 4),
+               "cost_vs_trafilatura": round(float((fast_s[~sent_on].sum() + quick_s[sent_on | by_check].sum())
+                                                  / traf_s.sum()), 3)}
+        held_out["page_check_margins"].append(row)
+        print("page_check_margins", json.dumps(row))
     check = fit_logistic(x, y)
+    page_check = fit_page_check(page_x, check_logits(check, x))
     everything = [engines.trafilatura_would_do_better(t, page.html, check)
                   for t, page in zip(fast, pages)]
-    fall_back = [pr >= args.threshold for pr in everything]
-    bundle = {"features": list(engines.FEATURE_NAMES), **check, "threshold": args.threshold,
+    sent_on = page_check_margin(page_check, page_x) >= logit(args.threshold)
+    fall_back = [bool(pr >= args.threshold or sent) for pr, sent in zip(everything, sent_on)]
+    bundle = {"features": list(engines.FEATURE_NAMES), **check, "page_check": page_check, "threshold": args.threshold,
               "fitted_on": f"trafilatura's evaluation pages ({len(pages)}, all sites); label: trafilatura's text "
                            "finds more gold snippets right than the fast text",
               "two_fold_by_site": held_out,  # fold_k: [trafilatura F1, cascade F1] on that half

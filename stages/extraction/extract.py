@@ -135,21 +135,30 @@ def extract_page(html: str, url: str | None, options: dict[str, Any]) -> tuple[s
         return extract_trafilatura(html, url, options["trafilatura"])
     if engine == "resiliparse":
         return engines.resiliparse_text(html, options["include_comments"]), ()
+    check, page = engines.load_check(), engines.page_features(html)
+    if engines.page_check_sends_on(page, check, options["cascade_threshold"]):
+        text, notes = cascade_fallback(html, url, options, None)
+        return text, ("cascade_sent_on_by_page_check", *notes)
     fast = engines.cascade_fast_text(html, options["include_comments"])
-    if fast.strip() and engines.trafilatura_would_do_better(fast, html, engines.load_check()) \
-            < options["cascade_threshold"]:
+    if fast.strip() and engines.trafilatura_would_do_better(fast, html, check, page) < options["cascade_threshold"]:
         return fast, ("cascade_kept_resiliparse",)
     return cascade_fallback(html, url, options, fast)
 
 
-def cascade_fallback(html: str, url: str | None, options: dict[str, Any], fast: str) -> tuple[str | None, tuple[str, ...]]:
-    """The cascade on a page its check sends on (`fast`: Resiliparse's text of it), by `cascade_fallback`:
-    trafilatura as its engine runs it, or its fast mode with Resiliparse's text standing in where that finds none."""
+def cascade_fallback(html: str, url: str | None, options: dict[str, Any],
+                     fast: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """The cascade on a page its check sends on (`fast`: Resiliparse's text of it; None: not made yet), by
+    `cascade_fallback`: trafilatura as its engine runs it, or its fast mode with Resiliparse's text standing in
+    where that finds none."""
     if options["cascade_fallback"] == "full":
         text, notes = extract_trafilatura(html, url, options["trafilatura"])
         return text, ("cascade_fell_back_to_trafilatura", *notes)
     text = extract_text(html, url, {**options["trafilatura"], "fast": True})
-    if fast.strip() and not (text and text.strip()):  # Resiliparse's text stands in for trafilatura's fallbacks
+    if text and text.strip():
+        return text, ("cascade_fell_back_to_trafilatura",)
+    if fast is None:
+        fast = engines.cascade_fast_text(html, options["include_comments"])
+    if fast.strip():  # Resiliparse's text stands in for trafilatura's fallbacks
         return fast, ("cascade_fell_back_to_trafilatura", "cascade_kept_resiliparse_where_trafilatura_found_none")
     return text, ("cascade_fell_back_to_trafilatura",)
 

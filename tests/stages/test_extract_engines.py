@@ -42,6 +42,8 @@ def test_each_engine_in_the_extraction_child_finds_the_gold_snippets_of_bundled_
     if engine == "cascade":  # every page is counted once: kept from Resiliparse or sent on to trafilatura
         assert len(routes(notes)) == len(gold_pages) and set(notes) <= set(CASCADE_NOTES)
         assert 0 < notes.count("cascade_fell_back_to_trafilatura") < len(gold_pages)
+        # the page check sent some on without Resiliparse's pass: each of those also counts as sent on
+        assert 0 < notes.count("cascade_sent_on_by_page_check") < notes.count("cascade_fell_back_to_trafilatura")
     else:
         assert notes == []
 
@@ -82,7 +84,7 @@ def test_fast_engines_keep_most_pages_of_real_warc_files(engine):
 
 
 CASCADE_NOTES = ("cascade_kept_resiliparse", "cascade_fell_back_to_trafilatura",
-                 "cascade_kept_resiliparse_where_trafilatura_found_none")
+                 "cascade_kept_resiliparse_where_trafilatura_found_none", "cascade_sent_on_by_page_check")
 
 
 def routes(notes: list[str]) -> list[str]:
@@ -132,6 +134,36 @@ def test_the_bundled_check_matches_the_features_and_says_what_it_was_measured_on
     # the default fallback (trafilatura's fast mode) costs less than trafilatura as the trafilatura engine runs it
     full = next(r for r in check["two_fold_by_site"]["full_fallback_by_threshold"] if r["threshold"] == row["threshold"])
     assert row["cost_vs_trafilatura"] < full["cost_vs_trafilatura"]
+    # the page check skips Resiliparse on some pages and decides few otherwise than the check would
+    assert check["page_check"]["features"] == list(engines.PAGE_FEATURE_NAMES)
+    assert row["page_check_share"] > 0.1 and row["page_check_overrules"] <= 0.02
+
+
+def test_the_page_check_sends_on_more_pages_as_the_threshold_falls_and_all_at_zero(gold_pages):
+    check = engines.load_check()
+    pages = [engines.page_features(html) for html, *_ in gold_pages]
+    sent = {t: sum(engines.page_check_sends_on(p, check, t) for p in pages) for t in (0.0, 0.1, 0.2, 0.5, 1.0)}
+    assert sent[0.0] == len(pages) and sent[1.0] == 0
+    assert sent[0.1] >= sent[0.2] >= sent[0.5] and sent[0.2] > 0
+
+
+def test_a_page_sent_on_by_the_page_check_is_extracted_as_one_the_check_sends_on(gold_pages):
+    """Skipping Resiliparse changes nothing where trafilatura finds text; where it finds none, Resiliparse's
+    text is made then and stands in, as on any page sent on."""
+    from stages.extraction.extract import cascade_fallback, extract_page
+
+    options = ExtractConfig(engine="cascade", cascade_threshold=0.0).engine_options()  # every page sent on first
+    for html, url, *_ in gold_pages[:6]:
+        text, notes = extract_page(html, url, options)
+        fast = engines.cascade_fast_text(html, include_comments=False)
+        assert notes[0] == "cascade_sent_on_by_page_check"
+        assert (text, notes[1:]) == cascade_fallback(html, url, options, fast)
+    # text in a bare <div>: trafilatura's fast mode finds none, so Resiliparse's pass is made after all
+    bare = "<html><body><div>The meeting is on Monday at nine in the town hall, everyone is welcome.</div></body></html>"
+    assert extract_page(bare, None, options) == (
+        engines.cascade_fast_text(bare, include_comments=False),
+        ("cascade_sent_on_by_page_check", "cascade_fell_back_to_trafilatura",
+         "cascade_kept_resiliparse_where_trafilatura_found_none"))
 
 
 def test_the_engine_is_part_of_the_phase1_digest():
