@@ -46,7 +46,8 @@ def difference(a: str, b: str) -> float:
 
 
 def run_engines(pages, repeat: int) -> tuple[dict, dict, dict]:
-    """Each engine's texts, seconds per run (engines interleaved) and pages sent to trafilatura."""
+    """Each engine's texts, seconds per run (engines interleaved) and pages sent to trafilatura (of which by the
+    page check, without Resiliparse's pass)."""
     texts, seconds, notes = {}, {e: [] for e in ENGINES}, {}
     for _ in range(repeat):
         for engine in ENGINES:
@@ -55,7 +56,8 @@ def run_engines(pages, repeat: int) -> tuple[dict, dict, dict]:
             results = [extract_page(page.html, page.url, options) for page in pages]
             seconds[engine].append(time.perf_counter() - started)
             texts[engine] = [(text or "").strip() for text, _ in results]
-            notes[engine] = sum("cascade_fell_back_to_trafilatura" in n for _, n in results)
+            notes[engine] = (sum("cascade_fell_back_to_trafilatura" in n for _, n in results),
+                             sum("cascade_sent_on_by_page_check" in n for _, n in results))
     return texts, seconds, notes
 
 
@@ -71,9 +73,10 @@ def gold_table(pages, repeat: int) -> list[str]:
         speed = statistics.median(seconds["trafilatura"]) / statistics.median(seconds[engine])
         same = sum(a == b for a, b in zip(texts[engine], base))
         diff = statistics.mean(difference(a, b) for a, b in zip(texts[engine], base))
-        through = {"trafilatura": len(pages), "resiliparse": 0}.get(engine, notes[engine])
+        through, checked = {"trafilatura": (len(pages), 0), "resiliparse": (0, 0)}.get(engine, notes[engine])
         rows.append(f"| {engine} | {p:.3f} | {r:.3f} | {f1:.4f} | {100 * (f1 - f1_base):+.2f} points | {ms:.1f} | "
-                    f"{speed:.2f}x | {same}/{len(pages)} | {diff:.3f} | {through}/{len(pages)} ({through / len(pages):.0%}) |")
+                    f"{speed:.2f}x | {same}/{len(pages)} | {diff:.3f} | {through}/{len(pages)} ({through / len(pages):.0%})"
+                    + (f", {checked} by the page check |" if engine == "cascade" else " |"))
     rows.append(f"runs (s): { {e: [round(s, 1) for s in v] for e, v in seconds.items()} }")
     return rows
 
@@ -101,11 +104,12 @@ def crawl_table(pages, repeat: int) -> list[str]:
     rows = ["| engine | pages through trafilatura | extraction time vs trafilatura | same text as trafilatura | "
             "mean difference from trafilatura |", "|---" * 5 + "|"]
     for engine in ENGINES[1:]:
-        through = notes[engine] if engine == "cascade" else 0
+        through, checked = notes[engine] if engine == "cascade" else (0, 0)
         cost = statistics.median(seconds[engine]) / statistics.median(seconds["trafilatura"])
         same = sum(a == b for a, b in zip(texts[engine], base))
         diff = statistics.mean(difference(a, b) for a, b in zip(texts[engine], base))
-        rows.append(f"| {engine} | {through} / {len(pages)} ({through / len(pages):.0%}) | {cost:.2f} | "
+        rows.append(f"| {engine} | {through} / {len(pages)} ({through / len(pages):.0%})"
+                    + (f", {checked} by the page check" if engine == "cascade" else "") + f" | {cost:.2f} | "
                     f"{same} / {len(pages)} | {diff:.3f} |")
     return rows
 
