@@ -105,6 +105,8 @@ def phase1_digest(config) -> str:
                     part_format=PART_SCHEMA.metadata[b"refinery.schema"].decode(),
                     inject_errors=settings["inject_errors"], ledger_snippet_chars=config.ledger_snippet_chars,
                     sample_fraction=config.sample_fraction, thresholds=_thresholds_digest(config.thresholds),
+                    # the cascade's bundled check decides which pages trafilatura extracts: a rebuilt one redoes the parts
+                    cascade_check=_cascade_check_digest() if config.extract.engine == "cascade" else None,
                     # the phase-1 settings the user gave beat the thresholds file: they decide too
                     overriding=sorted(k for k in config.overriding() if k.split(".", 1)[0] in sections))
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -119,6 +121,13 @@ def _thresholds_digest(path: str | None) -> str | None:
         return path
     found = file_digest(path)
     return found[1] if found else path  # unreadable: pre-flight says so when it loads the file
+
+
+def _cascade_check_digest() -> str | None:
+    from stages.extraction.engines import CHECK_PATH
+
+    found = file_digest(CHECK_PATH)
+    return found[1] if found else None
 
 
 EDGE_BYTES = 1 << 20  # the input's first and last MiB are hashed into its marker

@@ -176,6 +176,19 @@ def test_the_engine_is_part_of_the_phase1_digest():
     assert phase1_digest(load_config()) != phase1_digest(load_config(None, {"extract.engine": "cascade"}))
 
 
+def test_a_rebuilt_cascade_check_changes_the_phase1_digest_of_cascade_runs_only(tmp_path, monkeypatch):
+    """The check decides which pages trafilatura extracts: parts made with another check are redone on resume."""
+    from pipeline.job.config import load_config
+    from pipeline.job.prepare import phase1_digest
+
+    cascade, default = load_config(None, {"extract.engine": "cascade"}), load_config()
+    before = phase1_digest(cascade), phase1_digest(default)
+    rebuilt = tmp_path / "extract_cascade.json"
+    rebuilt.write_text(open(engines.CHECK_PATH, encoding="utf-8").read().replace('"threshold": 0.2', '"threshold": 0.25'))
+    monkeypatch.setattr(engines, "CHECK_PATH", str(rebuilt))
+    assert phase1_digest(cascade) != before[0] and phase1_digest(default) == before[1]
+
+
 def test_the_run_report_says_how_often_the_cascade_fell_back():
     from pipeline.reports.html_report import _fallback, _template
 
