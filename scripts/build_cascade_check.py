@@ -62,7 +62,8 @@ def fit_page_check(page_x: np.ndarray, check_logit: np.ndarray) -> dict:
 
 
 def check_logits(check: dict, x: np.ndarray) -> np.ndarray:
-    return check["bias"] + ((x - np.array(check["mean"])) / np.array(check["scale"])) @ np.array(check["weights"])
+    """Each row's log-odds, by the function the cascade runs."""
+    return np.array([engines.log_odds(check, list(row)) for row in x])
 
 
 def page_check_margin(page_check: dict, page_x: np.ndarray) -> np.ndarray:

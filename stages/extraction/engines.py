@@ -126,14 +126,15 @@ def load_check(path: str = CHECK_PATH) -> dict[str, Any]:
     return check
 
 
-def _linear(model: dict[str, Any], features: list[float]) -> float:
+def log_odds(model: dict[str, Any], features: list[float]) -> float:
+    """A fitted linear model of the card (the check, or the page check) on one page's features."""
     return model["bias"] + sum(w * (x - mu) / sd for w, x, mu, sd in
                                zip(model["weights"], features, model["mean"], model["scale"]))
 
 
 def trafilatura_would_do_better(text: str, html: str, check: dict[str, Any], page: list[float] | None = None) -> float:
     """The check's probability that trafilatura's text of this page beats the fast text."""
-    z = _linear(check, check_features(text, html, page))
+    z = log_odds(check, check_features(text, html, page))
     return 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0)))
 
 
@@ -144,4 +145,4 @@ def page_check_sends_on(page: list[float], check: dict[str, Any], threshold: flo
     if threshold <= 0.0 or threshold >= 1.0:  # 0: every page goes on anyway; 1: none
         return threshold <= 0.0
     model = check["page_check"]
-    return _linear(model, page) - model["margin"] * model["error_sd"] >= math.log(threshold / (1.0 - threshold))
+    return log_odds(model, page) - model["margin"] * model["error_sd"] >= math.log(threshold / (1.0 - threshold))

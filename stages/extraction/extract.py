@@ -47,8 +47,8 @@ class ExtractConfig:
     cascade_threshold: float = 0.2
     # cascade: how trafilatura runs on the pages sent to it. fast: its fast mode, with Resiliparse's text kept
     # where trafilatura finds none (the cascade already holds a second extraction, so trafilatura's own fallback
-    # extractors, readability and jusText, buy little: at 0.2, F1 0.912 for 49 % of trafilatura's extraction time;
-    # full: 0.914 for 73 %, or 0.909 for 55 % at 0.3; sites the check was not fitted on); full: as the
+    # extractors, readability and jusText, buy little: at 0.2, F1 0.912 for 47 % of trafilatura's extraction time;
+    # full: 0.914 for 73 %, or 0.909 for 54 % at 0.3; sites the check was not fitted on); full: as the
     # trafilatura engine runs it.
     cascade_fallback: str = "fast"
     # FineWeb's settings (datatrove Trafilatura): precision over recall, no comments, no images.
