@@ -1,7 +1,13 @@
 """Documents per second per core: this project's stages vs Hugging Face datatrove, same input, same run.
 
     .venv/bin/python bench/vs_datatrove.py [--warc ../shared/data/warc/bench_trafilatura_pages.warc.gz]
-        [--datatrove-python /tmp/dtvenv/bin/python] [--repeat 3]
+        [--datatrove-python /tmp/dtvenv/bin/python] [--repeat 3] [--payload-types] [--save RUN.json]
+    .venv/bin/python bench/vs_datatrove.py --pool RUN.json [RUN.json ...]    # the table from saved runs' passes
+
+This machine's speed moves ±15-20 % within an hour, more than most changes measured here: pool the passes of
+several runs (`--save`, then `--pool`; bench/runs/ keeps the ones RESULTS.md cites). Besides the ratio of medians,
+the table has the median of per-pass ratios: the sides run one after another within a pass, so a pass's ratio
+pairs measurements minutes apart and a slow spell of the machine moves both.
 
 Seven sides: datatrove; ours with FineWeb's extraction settings and trafilatura as shipped
 (`extract.speedups: false`); the same with our identical-output speedups (the default,
@@ -145,6 +151,56 @@ def run_datatrove(python: str, warc: str) -> dict:
     return {"wall_s": raw["wall_s"], "read": read, "kept": kept, "seconds": seconds, "cpu_s": cpu}
 
 
+TYPED = "datatrove, WARC with payload types (reads every page)"
+
+
+def median_ratio(base: list[dict], runs: list[dict]) -> float:
+    """The median over passes of datatrove's wall time / the side's in the same pass: sides run one after another
+    within a pass, so this pairs measurements minutes apart and cancels the machine's slower and faster spells."""
+    return statistics.median(b["wall_s"] / r["wall_s"] for b, r in zip(base, runs))
+
+
+def print_table(results: dict[str, list[dict]]) -> None:
+    """The comparison from every pass of every side (`results`: side name -> passes, datatrove's first)."""
+    typed = results.get(TYPED)
+    print("| pipeline | passes | docs read | kept | wall s | docs/s per core | read | extract | langid | repetition | "
+          "quality | docs/s ratio | wall-time ratio | per-pass wall-time ratio |"
+          + (" wall-time ratio, datatrove reading every page | per-pass, reading every page |" if typed else "")
+          + " CPU s | CPU-time ratio |")
+    print("|---" * (16 + (2 if typed else 0)) + "|")
+    base_runs = results["datatrove"]
+    base = statistics.median(r["read"] / r["wall_s"] for r in base_runs)
+    base_wall = statistics.median(r["wall_s"] for r in base_runs)
+    typed_wall = statistics.median(r["wall_s"] for r in typed) if typed else None
+    base_cpu = statistics.median(r["cpu_s"] for r in (typed or base_runs))
+    for name, runs in results.items():
+        rate = statistics.median(r["read"] / r["wall_s"] for r in runs)
+        per_stage = []
+        for key in ("read", "extract", "langid", "repetition", "quality"):
+            timed = [1000 * r["seconds"][key] / r["read"] for r in runs if key in r.get("seconds", {})]
+            per_stage.append(f"{statistics.median(timed):.1f}" if timed else "–")
+        wall = statistics.median(r["wall_s"] for r in runs)
+        cpu = statistics.median(r["cpu_s"] for r in runs)
+        print(f"| {name} | {len(runs)} | {runs[0]['read']} | {runs[0]['kept']} | {wall:.1f} | {rate:.1f} | "
+              + " | ".join(per_stage) + f" | {rate / base:.2f}x | {base_wall / wall:.2f}x | "
+              f"{median_ratio(base_runs, runs):.2f}x |"
+              + (f" {typed_wall / wall:.2f}x | {median_ratio(typed, runs):.2f}x |" if typed else "")
+              + f" {cpu:.1f} | {base_cpu / cpu:.2f}x |")
+    print("(per-stage columns: ms per document read; wall-time ratio = datatrove's median time for the same file / "
+          "ours; per-pass: the median of that ratio within each pass; CPU s: the side's processes, start-up "
+          "included; CPU-time ratio against datatrove" + (" reading every page)" if typed else ")"))
+    for name, runs in results.items():  # every run, in order: how much the machine moved during this one
+        print(f"{name}: wall s per run {[round(r['wall_s'], 1) for r in runs]}, "
+              f"CPU s per run {[round(r['cpu_s'], 1) for r in runs]}")
+
+
+def pooled(paths: list[str]) -> dict[str, list[dict]]:
+    """The passes of several saved runs (`--save`), side by side in run order: only sides every run has."""
+    runs = [json.load(open(path, encoding="utf-8"))["passes"] for path in paths]
+    names = [name for name in runs[0] if all(name in run for run in runs)]
+    return {name: [r for run in runs for r in run[name]] for name in names}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--warc", default=DEFAULT_WARC)
@@ -158,7 +214,13 @@ def main() -> None:
     p.add_argument("--sides", default="all", help="comma-separated side numbers to run (1-based, datatrove always)")
     p.add_argument("--payload-types", action="store_true",
                    help="also run datatrove on a copy of the WARC with Common Crawl's payload-type header")
+    p.add_argument("--save", metavar="JSON", help="also write every pass of every side to this file")
+    p.add_argument("--pool", nargs="+", metavar="JSON", help="run nothing: the table from the passes of saved runs")
     args = p.parse_args()
+    if args.pool:
+        print(f"passes of {len(args.pool)} saved run(s): {', '.join(args.pool)}")
+        print_table(pooled(args.pool))
+        return
     if args.side == "ours":
         print(json.dumps(ours(args.warc, args.fast, not args.no_speedups, args.engine, args.cascade_threshold)))
         return
@@ -172,44 +234,22 @@ def main() -> None:
         chosen = {int(k) for k in args.sides.split(",")}
         sides = {name: side for i, (name, side) in enumerate(sides.items(), 1) if i in chosen}
     results = {"datatrove": [], **{name: [] for name in sides}}
-    typed_name, typed_warc = "datatrove, WARC with payload types (reads every page)", None
+    typed_warc = None
     if args.payload_types:
         typed_warc = os.path.join(tempfile.mkdtemp(prefix="refinery-bench-"), os.path.basename(args.warc))
         print(f"payload type added to {with_payload_types(args.warc, typed_warc)} records: {typed_warc}")
-        results = {"datatrove": [], typed_name: [], **{name: [] for name in sides}}
+        results = {"datatrove": [], TYPED: [], **{name: [] for name in sides}}
     for _ in range(args.repeat):  # interleaved, so drift in machine load hits every side alike
         results["datatrove"].append(run_datatrove(args.datatrove_python, args.warc))
         if typed_warc:
-            results[typed_name].append(run_datatrove(args.datatrove_python, typed_warc))
+            results[TYPED].append(run_datatrove(args.datatrove_python, typed_warc))
         for name, side in sides.items():
             results[name].append(run_ours(args.warc, *side))
     print(f"input {os.path.basename(args.warc)}; one core each (taskset -c 0); median of {args.repeat} runs")
-    typed_wall = statistics.median(r["wall_s"] for r in results[typed_name]) if typed_warc else None
-    print("| pipeline | docs read | kept | wall s | docs/s per core | read | extract | langid | repetition | "
-          "quality | docs/s ratio | wall-time ratio |" + (" wall-time ratio, datatrove reading every page |"
-                                                          if typed_warc else "") + " CPU s | CPU-time ratio |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if typed_warc else "") + "---|---|")
-    base = statistics.median(r["read"] / r["wall_s"] for r in results["datatrove"])
-    base_wall = statistics.median(r["wall_s"] for r in results["datatrove"])
-    base_cpu = statistics.median(r["cpu_s"] for r in results[typed_name if typed_warc else "datatrove"])
-    for name, runs in results.items():
-        rate = statistics.median(r["read"] / r["wall_s"] for r in runs)
-        per_stage = []
-        for key in ("read", "extract", "langid", "repetition", "quality"):
-            ms = statistics.median(1000 * r["seconds"].get(key, 0.0) / r["read"] for r in runs)
-            per_stage.append(f"{ms:.1f}")
-        wall = statistics.median(r["wall_s"] for r in runs)
-        print(f"| {name} | {runs[0]['read']} | {runs[0]['kept']} | {wall:.1f} | {rate:.1f} | "
-              + " | ".join(per_stage) + f" | {rate / base:.2f}x | {base_wall / wall:.2f}x |"
-              + (f" {typed_wall / wall:.2f}x |" if typed_warc else "")
-              + f" {statistics.median(r['cpu_s'] for r in runs):.1f} | "
-                f"{base_cpu / statistics.median(r['cpu_s'] for r in runs):.2f}x |")
-    print("(per-stage columns: ms per document read; wall-time ratio = datatrove's time for the same file / ours; "
-          "CPU s: the side's processes, start-up included; CPU-time ratio against datatrove"
-          + (" reading every page)" if typed_warc else ")"))
-    for name, runs in results.items():  # every run, in order: how much the machine moved during this one
-        print(f"{name}: wall s per run {[round(r['wall_s'], 1) for r in runs]}, "
-              f"CPU s per run {[round(r['cpu_s'], 1) for r in runs]}")
+    print_table(results)
+    if args.save:
+        with open(args.save, "w", encoding="utf-8") as fh:
+            json.dump({"warc": os.path.basename(args.warc), "passes": results}, fh)
     for name, runs in results.items():
         if runs[0].get("notes"):
             print(f"{name}: extraction notes {runs[0]['notes']}")
