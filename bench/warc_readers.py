@@ -33,13 +33,9 @@ def warcio_records(stream) -> list[tuple[str, int]]:
 
 def warcio_isal_records(stream) -> list[tuple[str, int]]:
     """warcio as stages/extraction/warc.py runs it: ISA-L inflating, 64 KB blocks."""
-    from warcio.archiveiterator import ArchiveIterator
+    from stages.extraction.warc import archive_records
 
-    from stages.extraction.warc import READ_BLOCK_BYTES, _inflate_with_isal
-
-    records = ArchiveIterator(stream, no_record_parse=True, block_size=READ_BLOCK_BYTES)
-    _inflate_with_isal(records.reader)
-    return [(r.rec_type, len(r.content_stream().read())) for r in records]
+    return [(r.rec_type, len(r.content_stream().read())) for r in archive_records(stream)]
 
 
 def fastwarc_records(stream) -> list[tuple[str, int]]:

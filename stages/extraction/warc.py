@@ -2,7 +2,7 @@
 
 Reader choice: warcio, not FastWARC (measured by bench/warc_readers.py, RESULTS "WARC readers"). FastWARC
 read the benchmark WARC's raw records 2x faster than warcio as shipped (0.20 vs 0.43 ms a record); warcio with
-ISA-L inflating 64 KB blocks (`_inflate_with_isal`) reads them as fast as FastWARC. On the quirks this reader
+ISA-L inflating 64 KB blocks (`archive_records`) reads them as fast as FastWARC. On the quirks this reader
 ledgers FastWARC loses records: a 2 MB header line or a Content-Length too short ends the file with an exception,
 and a Content-Length too long silently swallows the next record. warcio yields every record there and lets us
 read the raw record block. We parse the HTTP header block ourselves (`no_record_parse=True`):
@@ -157,8 +157,7 @@ def read_warc(stream: BinaryIO, *, source: str, filename: str = "", config: Warc
     decodes to more than `max_payload_bytes` (the extraction cap) is ledgered here, so no
     page over the cap is ever passed on.
     """
-    records = ArchiveIterator(stream, no_record_parse=True, block_size=READ_BLOCK_BYTES)
-    _inflate_with_isal(records.reader)
+    records = archive_records(stream)
     guard = _HeaderGuard(records.reader, config.max_header_line_bytes, config.max_header_bytes)
     records.reader.readline = guard.readline
     while True:
@@ -186,6 +185,14 @@ def read_warc(stream: BinaryIO, *, source: str, filename: str = "", config: Warc
             continue
         yield _response_to_document(record, source=source, filename=filename, offset=records.offset,
                                     config=config, max_payload_bytes=max_payload_bytes, oversized=guard.oversized)
+
+
+def archive_records(stream: BinaryIO) -> ArchiveIterator:
+    """warcio's records of a WARC as this reader takes them: raw blocks (`no_record_parse`), gzip members inflated
+    by ISA-L in READ_BLOCK_BYTES blocks."""
+    records = ArchiveIterator(stream, no_record_parse=True, block_size=READ_BLOCK_BYTES)
+    _inflate_with_isal(records.reader)
+    return records
 
 
 def _gzip_member_inflater():

@@ -281,7 +281,7 @@ def test_a_near_miss_on_one_ngram_limit_is_rescued_by_the_quality_model_and_says
 def test_stopping_early_on_duplicated_ngrams_gives_every_verdict_the_rules_give(scale):
     """verdicts() stops at a duplicated-n-gram share within every longer n's limit (longer n-grams cover no more):
     its verdicts equal every rule evaluated on its own, on texts from no repeats to many."""
-    from stages.gopher import scaled
+    from stages.gopher import ngram_label, scaled
     from stages.record import over
 
     config = GopherRepetitionConfig(ngram_scale=scale, max_dup_line_fraction=None, max_dup_line_chars=None,
@@ -296,7 +296,7 @@ def test_stopping_early_on_duplicated_ngrams_gives_every_verdict_the_rules_give(
         grams = NGrams(normalized_words(text, "en"))
         expected = [v for n, limit in config.max_dup_ngram_chars
                     if (v := over(DropReason.DUP_NGRAM_CHARS, grams.duplicated_chars(scaled(n, scale)) / grams.total,
-                                  limit, ".3f", f"n={n if scaled(n, scale) == n else f'{n} (as {scaled(n, scale)} words)'}: "))]
+                                  limit, ".3f", f"n={ngram_label(n, scaled(n, scale))}: "))]
         assert list(stage.verdicts(text, "en")) == expected, text[:80]
         failed += bool(expected)
     assert 10 < failed < len(texts) - 10  # both sides of the limits were seen
