@@ -66,9 +66,21 @@ def check_logits(check: dict, x: np.ndarray) -> np.ndarray:
     return np.array([engines.log_odds(check, list(row)) for row in x])
 
 
-def page_check_margin(page_check: dict, page_x: np.ndarray) -> np.ndarray:
-    """The page check's estimate less its margin, in log-odds: a page goes on where this reaches logit(threshold)."""
-    return check_logits(page_check, page_x) - page_check["margin"] * page_check["error_sd"]
+def page_check_margin(page_check: dict, page_x: np.ndarray, margin: float | None = None) -> np.ndarray:
+    """The page check's estimate less `margin` (its own unless given) typical errors, in log-odds: a page goes on
+    where this reaches logit(threshold)."""
+    margin = page_check["margin"] if margin is None else margin
+    return check_logits(page_check, page_x) - margin * page_check["error_sd"]
+
+
+def routing(sent_on: np.ndarray, by_check: np.ndarray, fast_s, fallback_s, traf_s) -> dict:
+    """How the page check and the check route pages, and what extraction then costs as a share of trafilatura's on
+    every page: the fast text where the page check did not send the page on, plus the fallback on every page sent on
+    (the larger pages go there more often: the cost share exceeds the page share)."""
+    cost = (fast_s[~sent_on].sum() + fallback_s[sent_on | by_check].sum()) / traf_s.sum()
+    return {"page_check_share": round(float(sent_on.mean()), 4),
+            "page_check_overrules": round(float((sent_on & ~by_check).mean()), 4),
+            "cost_vs_trafilatura": round(float(cost), 3)}
 
 
 def logit(p: float) -> float:
@@ -113,33 +125,26 @@ def main() -> None:
     print(f"{len(pages)} pages; trafilatura better on {int(y.sum())}, the fast text better on {int((gain < 0).sum())}")
     page_x = np.array([engines.page_features(page.html) for page in pages])
     # each page scored by the check and the page check fitted on the other half of the sites
-    crossed, page_z, margins = np.zeros(len(pages)), np.zeros(len(pages)), {}
+    crossed, margins = np.zeros(len(pages)), {m: np.zeros(len(pages)) for m in (0.5, 1.0, 1.5, 2.0, PAGE_CHECK_MARGIN)}
     for test in (0, 1):
         train = folds != test
         check = fit_logistic(x[train], y[train])
         for i in np.where(folds == test)[0]:
             crossed[i] = engines.trafilatura_would_do_better(fast[i], pages[i].html, check)
         page_check = fit_page_check(page_x[train], check_logits(check, x[train]))
-        page_z[~train] = page_check_margin(page_check, page_x[~train])
-        for margin in (0.5, 1.0, 1.5, 2.0):  # page_z at other margins, for the card's sweep
-            margins.setdefault(margin, np.zeros(len(pages)))[~train] = page_check_margin(
-                {**page_check, "margin": margin}, page_x[~train])
+        for margin, z in margins.items():  # the bundled margin, and the others of the card's sweep
+            z[~train] = page_check_margin(page_check, page_x[~train], margin)
+    page_z = margins[PAGE_CHECK_MARGIN]
     held_out = {"trafilatura_f1": round(precision_recall_f1(traf_counts)[2], 4),
                 "fast_f1": round(precision_recall_f1(fast_counts)[2], 4), "by_threshold": [],
                 "full_fallback_by_threshold": []}
     for key, fallback_counts, fallback_s in (("by_threshold", quick_counts, quick_s),
                                              ("full_fallback_by_threshold", traf_counts, traf_s)):
         for threshold in (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5):
-            sent_on = page_z >= logit(threshold)
-            fall_back = sent_on | (crossed >= threshold)
-            # what extraction costs, as a share of trafilatura's on every page: the fast text where the page check
-            # did not send the page on, plus trafilatura on the pages sent on (the larger pages go there more often:
-            # the cost share exceeds the page share)
-            cost = (fast_s[~sent_on].sum() + fallback_s[fall_back].sum()) / traf_s.sum()
+            sent_on, by_check = page_z >= logit(threshold), crossed >= threshold
+            fall_back = sent_on | by_check
             row = {"threshold": threshold, "fallback_share": round(float(fall_back.mean()), 4),
-                   "page_check_share": round(float(sent_on.mean()), 4),
-                   "page_check_overrules": round(float((sent_on & (crossed < threshold)).mean()), 4),
-                   "cost_vs_trafilatura": round(float(cost), 3),
+                   **routing(sent_on, by_check, fast_s, fallback_s, traf_s),
                    "cascade_f1": round(cascade_f1(fast_counts, fallback_counts, fall_back)[2], 4)}
             for fold in (0, 1):
                 keep = folds == fold
@@ -153,11 +158,8 @@ def main() -> None:
     held_out["page_check_margins"] = []
     for margin, z in sorted(margins.items()):
         sent_on, by_check = z >= logit(args.threshold), crossed >= args.threshold
-        row = {"margin": margin, "page_check_share": round(float(sent_on.mean()), 4),
-               "page_check_overrules": round(float((sent_on & ~by_check).mean()), 4),
-               "cascade_f1": round(cascade_f1(fast_counts, quick_counts, sent_on | by_check)[2], 4),
-               "cost_vs_trafilatura": round(float((fast_s[~sent_on].sum() + quick_s[sent_on | by_check].sum())
-                                                  / traf_s.sum()), 3)}
+        row = {"margin": margin, **routing(sent_on, by_check, fast_s, quick_s, traf_s),
+               "cascade_f1": round(cascade_f1(fast_counts, quick_counts, sent_on | by_check)[2], 4)}
         held_out["page_check_margins"].append(row)
         print("page_check_margins", json.dumps(row))
     check = fit_logistic(x, y)
