@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from stages.mix import approx_tokens
 from stages.record import Document, Drop, Stage, StageEnvironmentError, StageResult
 
+CHUNK = 256        # documents the job takes through the stages together (batched stages see up to this many) ...
+CHUNK_CHARS = 32 << 20  # ... or fewer, once their HTML/text holds this many characters (memory per task)
+
 Count = Callable[[str, int], None]               # (counter name, n)
 RecordTime = Callable[[str, float, int], None]   # (stage name, seconds, documents)
 

@@ -7,9 +7,12 @@ word-count rule then drops it.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import string
+import threading
 import unicodedata
+from collections.abc import Callable
 
 # Languages written without spaces between words: segment them with ICU.
 NO_SPACE_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "yue", "wuu"})
@@ -86,19 +89,63 @@ def normalized_words(text: str, lang: str | None = None) -> list[str]:
     return list(_normalized_words(text, lang))
 
 
-# The quality and repetition rules (and MinHash) tokenize the same text one after another on the
-# same worker: keep the last few results instead of segmenting again. Tuples, so no caller can
-# change a cached result.
-@functools.lru_cache(maxsize=4)
-def _split_words(text: str, lang: str | None) -> tuple[str, ...]:
+class _RecentTexts:
+    """A function of (text, lang) that keeps its results for the texts seen last, while they hold at most
+    `max_chars` characters. The job takes a chunk of documents through one stage after another (stages/runner.py):
+    the FineWeb, Gopher, bad-word and MinHash steps then tokenize each text of the chunk in turn, so the cache must
+    hold a chunk's texts, and is bounded by characters, not entries, so that its memory is bounded too. Results are
+    tuples, so no caller can change one. Thread-safe (Beam may run a DoFn on several threads)."""
+
+    def __init__(self, function: Callable[[str, str | None], tuple[str, ...]], max_chars: int):
+        self._function, self._max_chars = function, max_chars
+        self._results: collections.OrderedDict[tuple[str, str | None], tuple[str, ...]] = collections.OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, function)
+
+    def __call__(self, text: str, lang: str | None) -> tuple[str, ...]:
+        key = (text, lang)
+        with self._lock:
+            found = self._results.get(key)
+            if found is not None:
+                self._results.move_to_end(key)
+                return found
+        result = self._function(text, lang)
+        if len(text) <= self._max_chars:
+            with self._lock:
+                if key not in self._results:
+                    self._results[key] = result
+                    self._chars += len(text)
+                while self._chars > self._max_chars:
+                    (old, _), _ = self._results.popitem(last=False)
+                    self._chars -= len(old)
+        return result
+
+    def clear(self) -> None:
+        with self._lock:
+            self._results.clear()
+            self._chars = 0
+
+
+# Characters of text each cache keeps tokenized: a chunk of 256 pages of up to ~16,000 characters (the bench
+# WARC's pages average 5,200). Words and their tuples take ~9 bytes a character: ~75 MB for both caches at most.
+TOKENIZED_CHARS = 4 << 20
+
+
+def _split_words_uncached(text: str, lang: str | None) -> tuple[str, ...]:
     if lang in NO_SPACE_LANGS:
         return tuple(_icu_words(text, lang))
     return tuple(text.split())
 
 
-@functools.lru_cache(maxsize=4)
-def _normalized_words(text: str, lang: str | None) -> tuple[str, ...]:
+_split_words = _RecentTexts(_split_words_uncached, TOKENIZED_CHARS)
+
+
+def _normalized_words_uncached(text: str, lang: str | None) -> tuple[str, ...]:
     return tuple(filter(is_word, [w.strip(_STRIP).lower() for w in _split_words(text, lang)]))
+
+
+_normalized_words = _RecentTexts(_normalized_words_uncached, TOKENIZED_CHARS)
 
 
 def split_paragraphs(text: str) -> list[str]:

@@ -21,3 +21,16 @@ def test_pooled_runs_keep_every_pass_and_pair_ratios_within_a_pass(tmp_path, cap
     print_table(runs)
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| ours |"))
     assert "| 4 |" in row and "| 3.55x |" in row
+
+
+def test_runs_that_took_documents_through_the_stages_differently_are_not_pooled(tmp_path):
+    import pytest
+
+    chunked = saved(tmp_path / "1.json", {"datatrove": [40], "ours": [10]})
+    data = json.loads(open(chunked).read())
+    data["per_document"] = False
+    open(chunked, "w").write(json.dumps(data))
+    before = saved(tmp_path / "2.json", {"datatrove": [40], "ours": [11]})  # saved before the flag: per document
+    with pytest.raises(SystemExit, match="different ways"):
+        pooled([chunked, before])
+    assert len(pooled([before, before])["ours"]) == 2

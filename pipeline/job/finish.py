@@ -29,8 +29,6 @@ from pipeline.job.mix import Mix, Rehydration, anneal_pick, anneal_tokens, repea
 from pipeline.job.output import STATS_DIR, ShardWriter
 from pipeline.job.paragraphs import WriteTopParagraphs, host_of
 from pipeline.job.prepare import (
-    CHUNK,
-    CHUNK_CHARS,
     PREPARED_DIR,
     PartWriter,
     RunsStages,
@@ -51,7 +49,7 @@ from pipeline.job.transforms import LEDGER, count, runner
 from stages.mix import approx_tokens, mix_rates
 from stages.paragraphs import ParagraphCut, site_sample, unit_texts
 from stages.record import Document, Drop
-from stages.runner import Step
+from stages.runner import CHUNK, CHUNK_CHARS, Step
 
 FINISHED_DIR = "_finished"
 LEDGER_ROWS, FINISHED, SIGNATURE_FILES = "ledger_rows", "finished", "signature_files"  # tagged outputs

@@ -41,14 +41,12 @@ from pipeline.job.transforms import FileReader, capture_counts, count, local_fil
 from stages.dedup import DedupConfig
 from stages.paragraphs import ParagraphDedupConfig, paragraph_hashes
 from stages.record import Document, Drop
-from stages.runner import StageRunner, Step
+from stages.runner import CHUNK, CHUNK_CHARS, StageRunner, Step
 from stages.table import GLOBAL, READ
 
 PREPARED_DIR = "prepared"
 PHASE1_END = min(spec.order for spec in TABLE if spec.runs == GLOBAL)  # phase 1: the stages before it
 READ_COUNTERS = tuple(f"{spec.name}.in" for spec in TABLE if spec.runs == READ)
-CHUNK = 256        # documents taken through the stages together (batched stages see up to this many) ...
-CHUNK_CHARS = 32 << 20  # ... or fewer, once their HTML/text holds this many characters (memory per task)
 ROW_GROUP = 1024   # rows per row group of a part: bounds the writer's buffer
 
 class InputFile(NamedTuple):

@@ -36,3 +36,30 @@ def test_is_word_fast_path_agrees_with_the_definition():
     chars += list("aZéßж東ㄱ٣²½_ ")
     tokens = [""] + chars + [ch + "word" for ch in chars] + ["word" + ch for ch in chars] + [ch * 3 for ch in chars]
     assert [is_word(t) for t in tokens] == [not is_punctuation(t) for t in tokens]
+
+
+def test_tokenized_texts_are_kept_for_a_chunk_and_bounded_by_characters():
+    from stages.text import _RecentTexts
+
+    calls = []
+
+    def words(text, lang):
+        calls.append(text)
+        return tuple(text.split())
+
+    cache = _RecentTexts(words, max_chars=5000)
+    texts = [f"page {i} " + "word " * 7 for i in range(100)]  # ~42 characters each: the cache holds all 100
+    assert [cache(t, "en") for t in texts] == [tuple(t.split()) for t in texts]
+    assert [cache(t, "en") for t in texts] == [tuple(t.split()) for t in texts]  # the stage after: no re-tokenizing
+    assert len(calls) == 100
+    assert cache(texts[0], "de") and len(calls) == 101  # the language is part of the key (ICU segments by it)
+    # past the budget the oldest texts go, and what is held never exceeds it
+    more = [f"other {i} " + "x" * 40 for i in range(100)]
+    for t in more:
+        cache(t, "en")
+        assert cache._chars <= 5000
+    calls.clear()
+    cache(more[-1], "en")
+    cache(texts[1], "en")
+    assert calls == [texts[1]]
+    assert cache("y " * 4000, "en") and cache._chars <= 5000 and "y " * 4000 not in [k for k, _ in cache._results]  # longer than the budget
