@@ -92,9 +92,10 @@ def normalized_words(text: str, lang: str | None = None) -> list[str]:
 class _RecentTexts:
     """A function of (text, lang) that keeps its results for the texts seen last, while they hold at most
     `max_chars` characters. The job takes a chunk of documents through one stage after another (stages/runner.py):
-    the FineWeb, Gopher, bad-word and MinHash steps then tokenize each text of the chunk in turn, so the cache must
-    hold a chunk's texts, and is bounded by characters, not entries, so that its memory is bounded too. Results are
-    tuples, so no caller can change one. Thread-safe (Beam may run a DoFn on several threads)."""
+    the Gopher, bad-word and MinHash steps then normalize the words of each text of the chunk in turn (strip,
+    lower-case and test every word in Python), so the cache must hold a chunk's texts, and is bounded by characters,
+    not entries, so that its memory is bounded too. Results are tuples, so no caller can change one. Thread-safe
+    (Beam may run a DoFn on several threads)."""
 
     def __init__(self, function: Callable[[str, str | None], tuple[str, ...]], max_chars: int):
         self._function, self._max_chars = function, max_chars
@@ -121,24 +122,19 @@ class _RecentTexts:
                     self._chars -= len(old)
         return result
 
-    def clear(self) -> None:
-        with self._lock:
-            self._results.clear()
-            self._chars = 0
+
+# Characters of text kept tokenized: a chunk of 256 pages of up to ~8,000 characters (the bench WARC's pages average
+# 5,200). Normalized words and their tuples take ~9 bytes a character: ~20 MB at most (a chunk of longer texts
+# misses, as every chunk did with 4 entries).
+TOKENIZED_CHARS = 2 << 20
 
 
-# Characters of text each cache keeps tokenized: a chunk of 256 pages of up to ~16,000 characters (the bench
-# WARC's pages average 5,200). Words and their tuples take ~9 bytes a character: ~75 MB for both caches at most.
-TOKENIZED_CHARS = 4 << 20
-
-
-def _split_words_uncached(text: str, lang: str | None) -> tuple[str, ...]:
+# A whitespace split is one C call: only the last few are kept, for the stages that follow each other on one text.
+@functools.lru_cache(maxsize=4)
+def _split_words(text: str, lang: str | None) -> tuple[str, ...]:
     if lang in NO_SPACE_LANGS:
         return tuple(_icu_words(text, lang))
     return tuple(text.split())
-
-
-_split_words = _RecentTexts(_split_words_uncached, TOKENIZED_CHARS)
 
 
 def _normalized_words_uncached(text: str, lang: str | None) -> tuple[str, ...]:
