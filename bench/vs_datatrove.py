@@ -17,7 +17,7 @@ changes output, see bench/extract_agreement.py); ours with `extract.engine: casc
 quality, pinned to one core (`taskset -c 0`, which the extraction child inherits), each in its own
 process. Ours runs the stage classes the Beam job runs, in production settings (extraction in a
 killable child process with a time limit), the way phase 1 runs them: a chunk of 256 documents through one stage,
-then the next (`--per-document`: every stage on one document before the next, as this bench did before 2026-12-03;
+then the next (`--per-document`: every stage on one document before the next, as this bench did up to its fourth round;
 one stage's model and code stay in the core's caches over a chunk, ~10 % faster here); datatrove runs its LocalPipelineExecutor with FineWeb's
 settings (Trafilatura(favour_precision, timeout=1)) and its JSONL writer, its language filter given
 the same bundled lid.176.ftz (nothing downloads here).
@@ -55,7 +55,7 @@ STEP_NAMES = {"READER": "read", "EXTRAC": "extract", "Language ID": "langid", "G
 def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatura", threshold: float | None = None,
          per_document: bool = False) -> dict:
     """Runs in a child process pinned to one core. `per_document`: every stage on one document before the next
-    document (how this bench ran before 2026-12-03), instead of the job's chunks."""
+    document (how this bench ran up to its fourth round), instead of the job's chunks."""
     sys.path.insert(0, REPO)
     from stages.extraction.extract import ExtractConfig, Extractor
     from stages.extraction.warc import read_warc
@@ -210,7 +210,7 @@ def print_table(results: dict[str, list[dict]]) -> None:
 def pooled(paths: list[str]) -> dict[str, list[dict]]:
     """The passes of several saved runs (`--save`), side by side in run order: only sides every run has."""
     saved = [json.load(open(path, encoding="utf-8")) for path in paths]
-    modes = {run.get("per_document", True) for run in saved}  # runs saved before 2026-12-03 ran per document
+    modes = {run.get("per_document", True) for run in saved}  # runs saved without the key ran per document
     if len(modes) > 1:
         raise SystemExit("--pool: these runs took documents through the stages in different ways (--per-document)")
     runs = [run["passes"] for run in saved]
@@ -235,7 +235,7 @@ def main() -> None:
     p.add_argument("--pool", nargs="+", metavar="JSON", help="run nothing: the table from the passes of saved runs")
     p.add_argument("--per-document", action="store_true",
                    help="our sides take each document through every stage before the next (the job, and this bench "
-                        "since 2026-12-03, take chunks of 256 through one stage after another)")
+                        "by default, take chunks of 256 through one stage after another)")
     args = p.parse_args()
     if args.pool:
         print(f"passes of {len(args.pool)} saved run(s): {', '.join(args.pool)}")
