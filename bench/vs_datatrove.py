@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_WARC = os.path.join(REPO, "..", "shared", "data", "warc", "bench_trafilatura_pages.warc.gz")
@@ -62,7 +63,7 @@ def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatur
     from stages.gopher import GopherQuality, GopherRepetition
     from stages.langid import LanguageIdentifier
     from stages.record import Document
-    from stages.runner import CHUNK, CHUNK_CHARS, StageRunner
+    from stages.runner import StageRunner, chunks, held_chars
 
     default = ExtractConfig()
     extractor = Extractor(ExtractConfig(fast=fast, speedups=speedups, engine=engine,
@@ -71,27 +72,31 @@ def ours(warc: str, fast: bool, speedups: bool = True, engine: str = "trafilatur
 
     def count(name: str, n: int = 1) -> None:  # the extraction stage's notes (how often the cascade fell back)
         if name.startswith("extract.note."):
-            notes[name[len("extract.note."):]] = notes.get(name[len("extract.note."):], 0) + n
+            note = name.removeprefix("extract.note.")
+            notes[note] = notes.get(note, 0) + n
+
     chain = StageRunner([extractor, LanguageIdentifier(), GopherRepetition(), GopherQuality()], count=count)
-    read_s, read, kept = 0.0, 0, 0
-    with open(warc, "rb") as fh, chain:
-        started = time.perf_counter()
+    read_s = 0.0
+
+    def documents(fh) -> Iterator[Document]:  # the reader, timed apart
+        nonlocal read_s
         records = iter(read_warc(fh, source="bench"))
-        chunk, chars = [], 0
         while True:
             t0 = time.perf_counter()
             doc = next(records, None)
             read_s += time.perf_counter() - t0
-            if isinstance(doc, Document):
-                read += 1
-                chunk.append(doc)
-                chars += len(doc.html or "")
-            # as phase 1 runs them (pipeline/job/prepare.py): each stage over a chunk of documents in turn
-            if chunk and (doc is None or (per_document or len(chunk) >= CHUNK or chars >= CHUNK_CHARS)):
-                kept += len(chain.run(chunk)[0])
-                chunk, chars = [], 0
             if doc is None:
-                break
+                return
+            if isinstance(doc, Document):
+                yield doc
+
+    read, kept = 0, 0
+    with open(warc, "rb") as fh, chain:
+        started = time.perf_counter()
+        # as phase 1 runs them (pipeline/job/prepare.py): each stage over a chunk of documents in turn
+        for chunk in ([doc] for doc in documents(fh)) if per_document else chunks(documents(fh), held_chars):
+            read += len(chunk)
+            kept += len(chain.run(chunk)[0])
         wall = time.perf_counter() - started
     names = {"gopher_repetition": "repetition", "gopher_quality": "quality"}  # the table's row names
     seconds = {"read": read_s, **{names.get(k, k): v for k, v in chain.seconds.items()}}

@@ -25,12 +25,15 @@ import collections
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from stages.mix import approx_tokens
 from stages.record import Document, Drop, Stage, StageEnvironmentError, StageResult
 
 CHUNK = 256        # documents the job takes through the stages together (batched stages see up to this many) ...
 CHUNK_CHARS = 32 << 20  # ... or fewer, once their HTML/text holds this many characters (memory per task)
+
+Item = TypeVar("Item")
 
 Count = Callable[[str, int], None]               # (counter name, n)
 RecordTime = Callable[[str, float, int], None]   # (stage name, seconds, documents)
@@ -181,3 +184,23 @@ def count_kept(count: Count, stage: str, tokens: int) -> None:
 
 def _injected(step: Step, doc: Document) -> bool:
     return bool(step.fail_urls) and any(part in (doc.url or "") for part in step.fail_urls)
+
+
+def held_chars(doc: Document) -> int:
+    """Characters a document holds (HTML and text): what CHUNK_CHARS counts."""
+    return len(doc.html or "") + len(doc.text or "")
+
+
+def chunks(items: Iterable[Item], chars: Callable[[Item], int]) -> Iterator[list[Item]]:
+    """`items` in lists of CHUNK, or fewer once they hold CHUNK_CHARS characters (`chars` of each): how phase 1
+    takes documents through the stages (a list is handed on as soon as it is full, before the next item is read)."""
+    chunk: list[Item] = []
+    held = 0
+    for item in items:
+        chunk.append(item)
+        held += chars(item)
+        if len(chunk) >= CHUNK or held >= CHUNK_CHARS:
+            yield chunk
+            chunk, held = [], 0
+    if chunk:
+        yield chunk

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -41,7 +41,7 @@ from pipeline.job.transforms import FileReader, capture_counts, count, local_fil
 from stages.dedup import DedupConfig
 from stages.paragraphs import ParagraphDedupConfig, paragraph_hashes
 from stages.record import Document, Drop
-from stages.runner import CHUNK, CHUNK_CHARS, StageRunner, Step
+from stages.runner import StageRunner, Step, chunks, held_chars
 from stages.table import GLOBAL, READ
 
 PREPARED_DIR = "prepared"
@@ -309,18 +309,16 @@ class PrepareFiles(RunsStages):
         docs_out, ledger_out = PartWriter(paths["docs.parquet"], PART_SCHEMA), PartWriter(paths["ledger.parquet"],
                                                                                             LEDGER_SCHEMA)
         readable = fileio.ReadableFile(FileMetadata(file.path, file.size, file.mtime))
-        chunk: list[tuple[bool, Document]] = []
-        chars = 0
-        for record, is_html in self._readers[file.source].read(readable, cap):
-            if isinstance(record, Drop):
-                ledger_out.add(ledger_row(record, self._snippet))
-                continue
-            chunk.append((is_html, record))
-            chars += len(record.html or "") + len(record.text or "")
-            if len(chunk) >= CHUNK or chars >= CHUNK_CHARS:
-                self._run_chunk(chunk, docs_out, ledger_out)
-                chunk, chars = [], 0
-        self._run_chunk(chunk, docs_out, ledger_out)
+
+        def documents() -> Iterator[tuple[bool, Document]]:  # the reader's drops go straight to the ledger
+            for record, is_html in self._readers[file.source].read(readable, cap):
+                if isinstance(record, Drop):
+                    ledger_out.add(ledger_row(record, self._snippet))
+                else:
+                    yield is_html, record
+
+        for chunk in chunks(documents(), lambda item: held_chars(item[1])):
+            self._run_chunk(chunk, docs_out, ledger_out)
         docs, ledger = docs_out.commit(), ledger_out.commit()
         return docs, ledger, {"docs.parquet": docs_out.digest, "ledger.parquet": ledger_out.digest}
 

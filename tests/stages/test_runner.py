@@ -111,3 +111,23 @@ def test_a_stage_for_some_sources_passes_the_others_by_and_extraction_sees_only_
     assert [d.text for d in kept] == ["web 1", "text 2"] and [d.id for d in drops] == ["d0"] and drops[0].source == "books"
     assert counts["no_digits.in"] == 2  # the text record did not enter: it has no HTML to extract
     assert counts["no_digits.note.not_for_source.web"] == 1
+
+
+def test_chunks_are_bounded_by_count_and_characters_and_handed_on_when_full():
+    from stages.runner import CHUNK, CHUNK_CHARS, chunks
+
+    read = []
+
+    def items(sizes):
+        for i, size in enumerate(sizes):
+            read.append(i)
+            yield size
+
+    by_count = list(chunks(items([1] * (2 * CHUNK + 3)), int))
+    assert [len(c) for c in by_count] == [CHUNK, CHUNK, 3]
+    by_chars = list(chunks(items([CHUNK_CHARS // 2, CHUNK_CHARS // 2, 1, CHUNK_CHARS, 5]), int))
+    assert by_chars == [[CHUNK_CHARS // 2, CHUNK_CHARS // 2], [1, CHUNK_CHARS], [5]]
+    read.clear()
+    first = next(chunks(items([CHUNK_CHARS, 1, 1]), int))
+    assert first == [CHUNK_CHARS] and read == [0]  # the next item is not read before the full chunk is run
+    assert list(chunks(items([]), int)) == []
