@@ -15,7 +15,11 @@ from stages.table import StageSpec
 
 _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")
 _END_MARKS = (".", "?", "!", '"')
-_SENTENCE_END = re.compile(r"[.!?]+(?:[\"')\]]*)(?=\s|$)")
+# A sentence end: a run of . ! ? and the quotes or brackets closing it, before a space or the line's end (counted
+# run by run in `sentence_ends`: as one regex, `[.!?]+[\"')\]]*(?=\s|$)`, a long run of marks with no space after
+# it took quadratic time).
+_MARK_RUN = re.compile(r"[.!?]+")
+_CLOSERS = re.compile(r"[\"')\]]*")
 _POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
 
 
@@ -81,9 +85,18 @@ def clean_lines(text: str, c: C4Config) -> tuple[list[str], int, tuple[str, str]
             return kept, sentences, (DropReason.C4_CURLY_BRACKET, line[:80])
         if c.remove_policy_lines and any(p in lower for p in _POLICY):
             continue
-        sentences += max(len(_SENTENCE_END.findall(line)), 1)
+        sentences += max(sentence_ends(line), 1)
         kept.append(line)
     return kept, sentences, None
+
+
+def sentence_ends(line: str) -> int:
+    """How many sentence ends a line has (C4's "count of end marks"), in time linear in its length."""
+    ends = 0
+    for run in _MARK_RUN.finditer(line):
+        after = _CLOSERS.match(line, run.end()).end()
+        ends += after == len(line) or line[after].isspace()
+    return ends
 
 
 SPEC = StageSpec(

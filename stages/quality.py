@@ -26,7 +26,10 @@ LINE = "¶"  # a line break, kept as a token by `normalize_page`: boilerplate is
 _PUNCT = re.compile(r"([^\w\s])", re.UNICODE)
 _DIGITS = re.compile(r"\d")
 _SPACE = re.compile(r"\s+")
-_BREAKS = re.compile(r"\s*\n\s*")
+# Line breaks as tokens in two linear passes: other whitespace runs become one space, then a break with the spaces
+# around it the token (one regex, `\s*\n\s*`, took quadratic time on a long run of spaces without a break).
+_SPACE_NOT_BREAK = re.compile(r"[^\S\n]+")
+_BREAKS = re.compile(r" ?\n[ \n]*")
 # Scripts written without spaces between words (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan): one token a
 # character, so the classifier sees character unigrams and bigrams instead of whole sentences as "words".
 _UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0eff\u1780-\u17ff\u1000-\u109f\u0f00-\u0fff"
@@ -40,7 +43,7 @@ def normalize(text: str, max_chars: int = MAX_CHARS, lines: bool = False, unspac
     text = unicodedata.normalize("NFKC", text[:max_chars]).lower()
     text = _DIGITS.sub("0", text)
     if lines:
-        text = _BREAKS.sub(f" {LINE} ", text.strip())
+        text = _BREAKS.sub(f" {LINE} ", _SPACE_NOT_BREAK.sub(" ", text.strip()))
     text = (_PUNCT_OR_UNSPACED if unspaced else _PUNCT).sub(r" \1 ", text)
     return _SPACE.sub(" ", text).strip()
 

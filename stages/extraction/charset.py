@@ -43,8 +43,10 @@ _WEB_CODECS = frozenset({
 _CODEC_SUPERSETS = {"iso8859-1": "cp1252", "ascii": "cp1252", "iso8859-9": "cp1254", "iso8859-11": "cp874",
                     "tis_620": "cp874", "gb2312": "gb18030", "gbk": "gb18030", "shift_jis": "cp932",
                     "euc_kr": "cp949", "big5": "big5hkscs"}
-_META_CHARSET = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*["']?\s*([a-zA-Z0-9_.:\-]{1,40})""", re.I)
-_CHARSET_PARAM = re.compile(r"""charset\s*=\s*["']?\s*([a-zA-Z0-9_.:\-]{1,40})""", re.I)
+# The spaces around an optional quote are one run or two (`\s*(?:["']\s*)?`, not `\s*["']?\s*`: two adjacent
+# runs of spaces try every split of a long run between them, quadratic time on a header of spaces)
+_META_CHARSET = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*(?:["']\s*)?([a-zA-Z0-9_.:\-]{1,40})""", re.I)
+_CHARSET_PARAM = re.compile(r"""charset\s*=\s*(?:["']\s*)?([a-zA-Z0-9_.:\-]{1,40})""", re.I)
 _DETECT_BYTES = 64 * 1024  # detection cost grows with input; the head of a page is enough
 
 
