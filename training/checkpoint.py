@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from common import files
 from training.data import file_sha256
 
 FORMAT = "refinery-checkpoint/1"
@@ -30,12 +31,8 @@ class CheckpointError(RuntimeError):
 
 
 def _write_atomic(path: str, write) -> None:
-    temp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
-    with open(temp, "wb") as fh:
+    with files.atomic_writer(path, fsync=True) as fh:  # never through a link planted in a shared folder
         write(fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(temp, path)
 
 
 def save(directory: str, payload: dict[str, Any], keep: int = 2) -> str:

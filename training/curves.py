@@ -11,6 +11,8 @@ import os
 import time
 from typing import Any
 
+from common import files
+
 CURVES = "curves.png"
 
 
@@ -91,10 +93,9 @@ def plot(metrics_path: str, png_path: str, title: str = "") -> str | None:
                  + (f", {len(rollbacks)} rollback(s) (dashed)" if rollbacks else ""), fontsize=11)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(png_path)), exist_ok=True)
-    temp = png_path + ".tmp.png"
-    fig.savefig(temp, dpi=100)
+    with files.atomic_writer(png_path) as fh:  # a reader never sees half a picture
+        fig.savefig(fh, dpi=100, format="png")
     plt.close(fig)
-    os.replace(temp, png_path)  # a reader never sees half a picture
     return png_path
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from common import files
 from training.curves import LivePlot
 from training.distributed import Dist, gather_to_main
 from training.measure import predicted
@@ -23,7 +24,7 @@ class Metrics:
 
     def __init__(self, path: str, total_steps: int, enabled: bool, tensorboard: bool = False) -> None:
         self.total, self.enabled = total_steps, enabled
-        self.fh = open(path, "a", encoding="utf-8") if enabled else None
+        self.fh = files.open_for_writing(path, "a") if enabled else None
         self.curves = LivePlot(path) if enabled else None
         self.board = _board(os.path.join(os.path.dirname(path), "tensorboard")) if enabled and tensorboard else None
 
@@ -57,10 +58,8 @@ class Metrics:
         path = self.fh.name
         with open(path, encoding="utf-8") as fh:
             kept = [record for record in map(json.loads, filter(str.strip, fh)) if record.get("step", 0) <= step]
-        with open(path + ".tmp", "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(record) + "\n" for record in kept)
-        os.replace(path + ".tmp", path)
-        self.fh = open(path, "a", encoding="utf-8")
+        files.write_atomically(path, "".join(json.dumps(record) + "\n" for record in kept))
+        self.fh = files.open_for_writing(path, "a")
         return next((r["loss"] for r in kept if "loss" in r and not r.get("skipped")), None)
 
     def close(self) -> None:

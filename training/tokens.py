@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from common import files
 from common.settings import error_text
 from stages.formats import parse_json
 from training.data import MANIFEST, DataError, ShardStream, Unit, file_sha256, read_manifest
@@ -115,7 +116,7 @@ def _tokenize_split(data_dir: str, out_dir: str, tokenizer, text_field: str, dty
         if text_field not in parquet.schema_arrow.names:
             raise DataError(f"--text-field {text_field!r}: {source} has no such column")
         digest, starts, groups, total = hashlib.sha256(), [0], [], 0
-        with open(bin_path + ".tmp", "wb") as fh:
+        with files.atomic_writer(bin_path) as fh:
             for g in range(parquet.metadata.num_row_groups):
                 texts = parquet.read_row_group(g, columns=[text_field]).column(0).to_pylist()
                 if texts:
@@ -128,10 +129,7 @@ def _tokenize_split(data_dir: str, out_dir: str, tokenizer, text_field: str, dty
                         total += len(ids)
                         starts.append(total)
         index = np.asarray(starts, dtype="<u8").tobytes()
-        with open(idx_path + ".tmp", "wb") as fh:
-            fh.write(index)
-        os.replace(bin_path + ".tmp", bin_path)
-        os.replace(idx_path + ".tmp", idx_path)
+        files.write_atomically(idx_path, index)
         shards.append({"path": stem + ".bin", "index": stem + ".idx", "from": shard["path"],
                        "from_sha256": shard.get("sha256"), "documents": len(starts) - 1, "tokens": total,
                        "row_groups": groups, "sha256": digest.hexdigest(),
@@ -141,10 +139,8 @@ def _tokenize_split(data_dir: str, out_dir: str, tokenizer, text_field: str, dty
 
 
 def write_manifest(out_dir: str, payload: dict[str, Any]) -> None:
-    temp = os.path.join(out_dir, "." + MANIFEST + ".tmp")
-    with open(temp, "w", encoding="utf-8") as fh:
-        json.dump(payload, fh, indent=1)
-    os.replace(temp, os.path.join(out_dir, MANIFEST))  # last: a manifest means every shard is complete
+    # last: a manifest means every shard is complete
+    files.write_atomically(os.path.join(out_dir, MANIFEST), json.dumps(payload, indent=1))
 
 
 def tokenize(data_dir: str, tokenizer_spec: str, out_dir: str, text_field: str = "text") -> dict[str, Any]:

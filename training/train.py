@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from common import files
 from common.settings import ConfigError
 from training import checkpoint
 from training.config import TrainConfig, parse
@@ -300,8 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         history = trainer.train(stop_after=cfg.stop_after, faults=FaultInjector(cfg.inject))
         summary = summarize(trainer, history)
         if summary:
-            with open(os.path.join(cfg.out, "summary.json"), "w", encoding="utf-8") as fh:
-                json.dump(summary, fh, indent=1)
+            files.write_atomically(os.path.join(cfg.out, "summary.json"), json.dumps(summary, indent=1))
             mfu = f", MFU {summary['mfu']:.1%}" if summary["mfu"] is not None else ""
             peak = max(m["peak_rss_mib"] for m in summary["memory_per_rank"])
             print(f"[train] finished at step {trainer.step}: loss {summary['first_loss']:.4f} -> "
@@ -333,8 +333,7 @@ def set_threads(cfg: TrainConfig, env: Dist) -> None:
         with open(path, encoding="utf-8") as fh:
             threads, why = int(json.load(fh)["threads"]), "as the run being resumed"
     elif env.main:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump({"threads": threads, "why": why}, fh)
+        files.write_atomically(path, json.dumps({"threads": threads, "why": why}))
     torch.set_num_threads(threads)
     if env.main:
         print(f"[train] {threads} torch thread(s) per rank ({why})", flush=True)
@@ -359,8 +358,7 @@ def prepare_out(cfg: TrainConfig) -> None:
             if os.path.exists(os.path.join(cfg.out, name)):
                 os.remove(os.path.join(cfg.out, name))
     os.makedirs(cfg.out, exist_ok=True)
-    with open(os.path.join(cfg.out, "train_config.json"), "w", encoding="utf-8") as fh:
-        fh.write(cfg.to_json())
+    files.write_atomically(os.path.join(cfg.out, "train_config.json"), cfg.to_json())
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import time
 
 from apache_beam.io.filesystems import FileSystems
 
+from common import files
 from pipeline.job.config import ConfigError
 from stages.formats import parse_json
 
@@ -88,7 +89,7 @@ class OutputLock:
         os.makedirs(folder or ".", exist_ok=True)
         owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         for _ in range(100):  # another run may unlink the file between our open and flock: open it again
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = files.open_fd(self.path, readable=True)  # never a planted link, FIFO or device
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -116,7 +117,7 @@ class OutputLock:
 
     def _exclusive_create(self, owner: dict) -> OutputLock:
         try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = files.open_fd(self.path, new=True)
         except FileExistsError:
             raise OutputError(self._held_message(_read_owner(self.path), stale=None)) from None
         with os.fdopen(fd, "w") as fh:
@@ -169,10 +170,15 @@ def _parse_owner(raw: bytes) -> dict | None:
 
 def _read_owner(path: str) -> dict | None:
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(1 << 16)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO must not make us wait
     except OSError:
         return {}
+    try:
+        raw = os.read(fd, 1 << 16) if files.kind(os.fstat(fd).st_mode) is None else b""
+    except OSError:
+        raw = b""
+    finally:
+        os.close(fd)
     return _parse_owner(raw) if raw.strip() else {}
 
 
@@ -186,12 +192,12 @@ def foreign_files(folder: str) -> list[str]:
     if not is_local(folder) or not os.path.isdir(folder):
         return []
     foreign = []
-    for root, dirs, files in os.walk(folder):
+    for root, dirs, names in os.walk(folder):
         rel_root = os.path.relpath(root, folder)
         if rel_root != "." and any(fnmatch.fnmatch(rel_root, p) for p in (*OWN_PATTERNS, *EXECUTOR_PATTERNS)):
             dirs[:] = []  # inside one of our temp folders (ledger/beam-temp-*)
             continue
-        for name in files:
+        for name in names:
             rel = os.path.normpath(os.path.join(rel_root, name))
             if not any(fnmatch.fnmatch(rel, p) for p in (*OWN_PATTERNS, *EXECUTOR_PATTERNS)):
                 foreign.append(rel)
@@ -204,6 +210,7 @@ def prepare_output(output: str, overwrite: bool, resume: bool = False) -> int:
     manifest first, so the folder never claims to be complete while this run goes on, and it comes back
     if this run does not publish (`restore_previous`); other earlier files are removed: all with
     --overwrite, all but the prepared parts with --resume. Returns how many prepared parts are kept."""
+    refuse_unsafe_entries(output)
     recover_previous(output)
     foreign = foreign_files(output)
     if foreign:
@@ -230,6 +237,20 @@ def prepare_output(output: str, overwrite: bool, resume: bool = False) -> int:
     if is_local(output):
         os.makedirs(output, exist_ok=True)
     return parts if resume else 0
+
+
+def refuse_unsafe_entries(output: str) -> None:
+    """A run writes only regular files it creates: a symbolic link or a special file anywhere in the output folder
+    (someone else's, on a shared filesystem) is refused before anything is written."""
+    if not is_local(output):
+        return
+    found = files.unsafe_entries(output)
+    if found:
+        path, what = found[0]
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise OutputError(f"--output {output} holds {what} at {path}{more}; refinery writes only regular files it "
+                          "creates in its output folder and never through a link: remove it, or choose another "
+                          "--output")
 
 
 def _set_aside(output: str) -> None:

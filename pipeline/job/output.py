@@ -13,12 +13,14 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from typing import Any
+import os
+from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from common import files
 from common.shards import MANIFEST
 from common.shards import manifest as shards_manifest
 from pipeline.job.faults import kill_point
@@ -31,9 +33,37 @@ def shard_name(index: int, count: int) -> str:
     return f"part-{index:05d}-of-{count:05d}.parquet"
 
 
+def _local(path: str) -> bool:
+    return "://" not in path
+
+
+def create(path: str) -> IO[bytes]:
+    """A new file to write at `path`, its folder made: a local path as `common.files` opens it (never through a
+    link or into a special file someone put there), others through Beam's filesystems."""
+    if not _local(path):
+        return FileSystems.create(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return files.open_for_writing(path, "wb")
+
+
+def replace(temp: str, path: str) -> None:
+    """Rename a finished temporary file over `path` (a retried attempt replaces its own earlier output)."""
+    if _local(path):
+        files.check_replaceable(path)
+        os.replace(temp, path)
+        return
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([temp], [path])
+
+
 def write_atomically(path: str, data: bytes, temp_name: str | None = None) -> None:
     """`data` to `path` all or nothing: written to a temporary name beside it (default `.NAME.tmp`), then
     renamed over any earlier file (a retried attempt replaces its own earlier output)."""
+    if _local(path):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        files.write_atomically(path, data, temp_name)
+        return
     folder, name = path.rsplit("/", 1) if "/" in path else ("", path)
     temp = temp_name or f".{name}.tmp"
     temp = FileSystems.join(folder, temp) if folder else temp
@@ -121,8 +151,7 @@ def collect_shards(output: str, data_dir: str) -> list[dict[str, Any]]:
         empty = shard_name(0, 1)
         buffer = io.BytesIO()
         pq.write_table(DOCUMENT_SCHEMA.empty_table(), buffer, compression="zstd")
-        with FileSystems.create(FileSystems.join(output, data_dir, empty)) as fh:
-            fh.write(buffer.getvalue())
+        write_atomically(FileSystems.join(output, data_dir, empty), buffer.getvalue())
         shards = [{"path": empty, "rows": 0, "originals": 0, "bytes": len(buffer.getvalue()), "row_groups": 0,
                    "sha256": hashlib.sha256(buffer.getvalue()).hexdigest(), "tokens_by_source": {},
                    "rows_by_source": {}}]

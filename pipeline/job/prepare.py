@@ -35,7 +35,7 @@ from common.version import version
 from pipeline.job.config import TABLE
 from pipeline.job.dedup import Signed, Signer, verify_shingles
 from pipeline.job.faults import kill_point
-from pipeline.job.output import write_atomically
+from pipeline.job.output import create, replace, write_atomically
 from pipeline.job.schema import LEDGER_SCHEMA, PART_SCHEMA, Signature, ledger_row, part_row, part_value
 from pipeline.job.transforms import FileReader, capture_counts, count, local_file_problem, runner
 from stages.dedup import DedupConfig
@@ -221,7 +221,7 @@ class PartWriter:
         folder, name = path.rsplit("/", 1)
         self._temp = FileSystems.join(folder, _temp_name(name))
         self._schema, self._buffer = schema, []
-        self._stream = _HashingStream(FileSystems.create(self._temp))
+        self._stream = _HashingStream(create(self._temp))
         self._writer = pq.ParquetWriter(self._stream, schema, compression="zstd")
         self.digest: dict[str, Any] = {}
 
@@ -241,9 +241,7 @@ class PartWriter:
         self._writer.close()
         self._stream.close()
         self.digest = {"bytes": self._stream.bytes, "sha256": self._stream.sha256.hexdigest()}
-        if FileSystems.exists(self.path):
-            FileSystems.delete([self.path])
-        FileSystems.rename([self._temp], [self.path])
+        replace(self._temp, self.path)
         return self.rows
 
 

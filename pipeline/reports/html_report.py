@@ -290,7 +290,6 @@ def _times(times: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
 
 
 def write(path: str, report: Mapping[str, Any], output: str, config) -> None:
-    from apache_beam.io.filesystems import FileSystems
+    from pipeline.job.output import write_atomically
 
-    with FileSystems.create(path) as fh:
-        fh.write(render(report, output, config).encode("utf-8"))
+    write_atomically(path, render(report, output, config).encode("utf-8"))

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
+from pipeline.job.output import write_atomically
 from pipeline.job.transforms import NAMESPACE
 from stages.table import READ, stage_table
 
@@ -165,9 +166,7 @@ def build_report(*, stages: Sequence[str], beam_counters: Mapping[str, int] | No
 
 
 def write_json(path: str, payload: Mapping[str, Any]) -> None:
-    data = json.dumps(payload, indent=2, ensure_ascii=False, default=str).encode("utf-8")
-    with FileSystems.create(path) as fh:
-        fh.write(data)
+    write_atomically(path, json.dumps(payload, indent=2, ensure_ascii=False, default=str).encode("utf-8"))
 
 
 def format_funnel(report: Mapping[str, Any]) -> str:
