@@ -63,6 +63,8 @@ class TrainConfig:
     anneal_data: str = ""          # a run's anneal/ folder (or its token shards): drawn from in the last steps
     anneal_fraction: float = 0.1   # with anneal_data: the share of the steps (the last ones) that draw from it
     checkpoint_every: int = 50
+    # also a checkpoint once this many minutes passed since the last (a preempted job loses at most this much)
+    checkpoint_minutes: float | None = None
     keep_checkpoints: int = 2
     resume: bool = False           # continue from OUT/checkpoints (error if none)
     overwrite: bool = False        # start afresh in OUT, deleting its checkpoints and logs
@@ -78,6 +80,8 @@ class TrainConfig:
                  if getattr(self, k) < 1]
         check(not small, "; ".join(f"--{k.replace('_', '-')} must be >= 1" for k in small))
         check(self.eval_every >= 0 and self.eval_tokens >= 1, "--eval-every must be >= 0 and --eval-tokens >= 1")
+        check(self.checkpoint_minutes is None or self.checkpoint_minutes > 0,
+              f"--checkpoint-minutes must be > 0, not {self.checkpoint_minutes}")
         check(0 < self.anneal_fraction < 1, f"--anneal-fraction must be in (0, 1), not {self.anneal_fraction}")
         check(self.decay_fraction is None or 0 < self.decay_fraction <= 1,
               f"--decay-fraction must be in (0, 1], not {self.decay_fraction}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -27,6 +29,9 @@ def split_nproc(argv: Sequence[str]) -> tuple:
 
 
 def main(argv: Sequence[str]) -> int:
+    # what the ranks print as the command that resumes this run after a signal (training/stopping.py)
+    me = sys.argv[0] if os.path.basename(sys.argv[0]) == "refinery" else "refinery"
+    os.environ["REFINERY_TRAIN_COMMAND"] = shlex.join([me, "train", *argv])
     try:
         nproc, rest = split_nproc(argv)
     except ValueError as exc:
@@ -58,28 +63,52 @@ def main(argv: Sequence[str]) -> int:
 # The elastic agent's first line once a rank has failed; what follows is its own report (a traceback of
 # the launcher and a table of the failure), which repeats what the rank already printed.
 _AGENT_FAILURE = re.compile(r"^[EW]\d{4} .*\] failed \(exitcode: (-?\d+)\)")
+SHUTDOWN_S = 120  # what torchrun gives the ranks to save a checkpoint after a signal before it kills them
+
+
+def _own_session_dying_with_us() -> None:
+    """torchrun's preexec: a terminal's Ctrl-C reaches it through us only (once), and it ends if we die."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: no parent-death signal
+        pass
 
 
 def run_torchrun(cmd: list[str], env: dict) -> int:
-    """torchrun with the ranks' output passed through as it comes, but without the launcher's report
-    after a rank failed: the rank's own error line (exit 2) is the message. Returns the rank's code."""
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
-    rank_code = None
+    """torchrun with the ranks' output passed through as it comes, but without the launcher's own report after a
+    rank failed or a signal: the rank's line is the message. SIGTERM or SIGINT reaching this process (Kubernetes
+    signals only the container's first process; a terminal, the foreground one) is passed to torchrun, which passes
+    it to the ranks: they save a checkpoint and stop (training/stopping.py). Returns the ranks' code."""
+    received: list[int] = []
+    proc = subprocess.Popen([*cmd[:3], f"--shutdown-timeout={SHUTDOWN_S}", *cmd[3:]], env=env, stderr=subprocess.PIPE,
+                            text=True, errors="replace", bufsize=1, start_new_session=True,
+                            preexec_fn=_own_session_dying_with_us)
+
+    def forward(signum, frame):
+        received.append(signum)
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    rank_code, stopped = None, None
     try:
         for line in proc.stderr:
+            if line.startswith("refinery train: stopped"):
+                stopped = line
             match = _AGENT_FAILURE.search(line) if rank_code is None else None
             if match:
                 rank_code = int(match.group(1))
-            if rank_code is None:
-                sys.stderr.write(line)
+            if line.startswith("refinery train:") or (rank_code is None and not received and stopped is None):
+                sys.stderr.write(line)  # after a signal, only the ranks' own lines: not torchrun's shutdown report
                 sys.stderr.flush()
-    except KeyboardInterrupt:  # Ctrl-C reached the ranks too: rank 0 says where to --resume from
-        for line in proc.stderr:
-            if line.startswith("refinery train: interrupted"):
-                sys.stderr.write(line)
-        proc.wait()
-        return 130
-    code = proc.wait()
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received or stopped:
+        return 128 + received[0] if received else rank_code or code
     if code and rank_code is not None:
         print(f"refinery train: a rank exited with code {rank_code} (its error is above); torchrun's report "
               "left out", file=sys.stderr)

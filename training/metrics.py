@@ -23,7 +23,7 @@ class Metrics:
     curves (curves.png next to the log) redrawn while it runs and at the end."""
 
     def __init__(self, path: str, total_steps: int, enabled: bool, tensorboard: bool = False) -> None:
-        self.total, self.enabled = total_steps, enabled
+        self.total, self.enabled, self.path = total_steps, enabled, path
         self.fh = files.open_for_writing(path, "a") if enabled else None
         self.curves = LivePlot(path) if enabled else None
         self.board = _board(os.path.join(os.path.dirname(path), "tensorboard")) if enabled and tensorboard else None
@@ -55,7 +55,7 @@ class Metrics:
         if not self.enabled:
             return None
         self.fh.close()
-        path = self.fh.name
+        path = self.path
         with open(path, encoding="utf-8") as fh:
             kept = [record for record in map(json.loads, filter(str.strip, fh)) if record.get("step", 0) <= step]
         files.write_atomically(path, "".join(json.dumps(record) + "\n" for record in kept))

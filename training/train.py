@@ -37,6 +37,7 @@ from training.metrics import Metrics, summarize
 from training.model import GPT, flops_per_token
 from training.spikes import SpikeGuard, TrainingDiverged
 from training.step import accumulation_step, clip_gradients, lr_at, make_scaler
+from training.stopping import Control, SignalFlag, Stopped, stop_message
 from training.tokenizer import load_tokenizer
 from training.tokens import TokenStream, is_token_dir, token_tokenizer
 
@@ -160,12 +161,15 @@ class Trainer:
         return self.step
 
     # -- the loop ------------------------------------------------------------------------------
-    def train(self, stop_after: int | None = None, faults: FaultInjector | None = None) -> list[dict[str, Any]]:
-        """Steps until cfg.steps (or `stop_after`, as a crash would); returns the per-step records."""
+    def train(self, stop_after: int | None = None, faults: FaultInjector | None = None,
+              signals: SignalFlag | None = None) -> list[dict[str, Any]]:
+        """Steps until cfg.steps (or `stop_after`, as a crash would); returns the per-step records. Raises Stopped
+        after saving a checkpoint when `signals` noted SIGTERM/SIGINT on any rank."""
         cfg, faults = self.cfg, faults or FaultInjector(())
         metrics = Metrics(os.path.join(cfg.out, "metrics.jsonl"), cfg.steps, self.env.main, cfg.tensorboard)
         history: list[dict[str, Any]] = []
         self._start(metrics)
+        self.control = Control(signals or SignalFlag(), cfg.checkpoint_minutes, self.env.world_size)
         self.model.train()
         attempt = 0
         while self.step < cfg.steps:
@@ -177,7 +181,13 @@ class Trainer:
                 continue  # back at a saved step: nothing new to save
             if self.eval_sets and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
                 self.evaluate(metrics)
-            self._checkpoint_if_due(metrics)
+            signum, by_clock = self.control.decide()  # the same answer on every rank
+            stopping = signum is not None and self.step < cfg.steps  # a finished run just finishes
+            self._checkpoint_if_due(metrics, now=stopping or by_clock)
+            if stopping:
+                metrics.write({"event": "stopped", "step": self.step, "signal": signum, "checkpoint": self.last_saved})
+                metrics.close()
+                raise Stopped(signum, self.step, self.last_saved)
             if stop_after is not None and self.step >= stop_after:
                 metrics.write({"event": "stopped", "step": self.step, "why": "--stop-after"})
                 break
@@ -247,13 +257,15 @@ class Trainer:
             record["skip_reason"] = reason
         return record
 
-    def _checkpoint_if_due(self, metrics: Metrics) -> None:
+    def _checkpoint_if_due(self, metrics: Metrics, now: bool = False) -> None:
+        """Every checkpoint_every steps, at the last step, and `now` (a signal, the clock)."""
         cfg = self.cfg
-        if self.step % cfg.checkpoint_every and self.step != cfg.steps:
+        if self.step % cfg.checkpoint_every and self.step != cfg.steps and not now:
             return
         if self.last_applied > self.last_saved or self.step == cfg.steps:
             self.save()
             self.last_saved = self.step
+            self.control.saved()
         else:  # weights unchanged since the last checkpoint: saving them would pass for progress
             metrics.write({"event": "checkpoint skipped", "step": self.step,
                            "why": f"no update applied since step {self.last_saved}"})
@@ -283,6 +295,8 @@ class Trainer:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    signals = SignalFlag().install()  # SIGTERM/SIGINT end the step, save, and stop (training/stopping.py)
     try:
         cfg = parse(argv)
     except ConfigError as exc:
@@ -298,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             set_threads(cfg, env)
         barrier()
         trainer = Trainer(cfg, env)
-        history = trainer.train(stop_after=cfg.stop_after, faults=FaultInjector(cfg.inject))
+        history = trainer.train(stop_after=cfg.stop_after, faults=FaultInjector(cfg.inject), signals=signals)
         summary = summarize(trainer, history)
         if summary:
             files.write_atomically(os.path.join(cfg.out, "summary.json"), json.dumps(summary, indent=1))
@@ -312,7 +326,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (checkpoint.CheckpointError, DataError, FileNotFoundError, TrainingDiverged) as exc:
         print(f"training.train: error (rank {env.rank}): {exc}", file=sys.stderr, flush=True)
         return 2
-    except KeyboardInterrupt:
+    except Stopped as stop:
+        if env.main:
+            print(stop_message(stop, argv, trainer.ckpt_dir), file=sys.stderr, flush=True)
+        return stop.exit_code
+    except KeyboardInterrupt:  # a second signal: at once, from wherever the run was
         if env.main:
             saved = trainer.last_saved if trainer is not None else 0
             print(f"refinery train: interrupted; the last checkpoint is step {saved}: the same command with --resume "

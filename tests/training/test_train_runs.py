@@ -153,27 +153,6 @@ def test_trained_bpe_tokenizer_from_the_cli_trains(shards, tmp_path):
     assert json.load(open(tmp_path / "run" / "summary.json"))["model_config"]["vocab_size"] == 800
 
 
-def test_ctrl_c_is_one_line_naming_resume_and_exit_130(shards, tmp_path):
-    import signal
-    import time
-
-    from tests.training.conftest import _env
-
-    proc = subprocess.Popen([sys.executable, "-m", "training.train", *common(shards, tmp_path, "--steps", "100000",
-                                                                            "--checkpoint-every", "5")],
-                            cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    latest = tmp_path / "checkpoints" / "latest.json"
-    deadline = time.monotonic() + 240
-    while not latest.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-3000:]
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err[-3000:]
-    assert "interrupted; the last checkpoint is step" in err and "--resume" in err
-    assert "torch thread(s) per rank (OMP_NUM_THREADS)" in out
-
-
 def test_threads_follow_the_cores_left_idle_and_the_ranks(monkeypatch):
     from training.distributed import choose_threads
 
