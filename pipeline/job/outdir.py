@@ -212,12 +212,23 @@ def prepare_output(output: str, overwrite: bool, resume: bool = False) -> int:
     --overwrite, all but the prepared parts with --resume. Returns how many prepared parts are kept."""
     refuse_unsafe_entries(output)
     recover_previous(output)
+    existing = _matching(output, [p for p in OWN_PATTERNS if p != LOCK_FILE])
     foreign = foreign_files(output)
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+    # Beside a run's outputs, a file of the user's (a screenshot of report.html, notes) stays where it is and is never
+    # removed; inside the folders readers glob (data/, ledger/, ...) it would pass for output, and a folder with no
+    # output of ours is someone else's: both are refused.
+    beside = [f for f in foreign if "/" not in f] if existing else []
+    refused = [f for f in foreign if f not in beside]
+    if refused:
+        shown = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
+        if existing:
+            raise OutputError(f"--output {output} holds files refinery did not write in the folders it writes "
+                              f"({shown}); move them out, or choose another --output")
         raise OutputError(f"--output {output} holds files refinery did not write ({shown}); "
                           "choose an empty or new folder")
-    existing = _matching(output, [p for p in OWN_PATTERNS if p != LOCK_FILE])
+    if beside:
+        print(f"[refinery] {output} also holds {', '.join(beside[:5])}{' and more' if len(beside) > 5 else ''}, "
+              "which refinery did not write: left in place", file=sys.stderr)
     prepared = _matching(output, PREPARED_PATTERNS)
     parts = sum(1 for p in prepared if p.endswith(".done.json"))
     manifests = [p for p in existing if os.path.basename(p) == "manifest.json"]

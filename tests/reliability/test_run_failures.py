@@ -135,6 +135,20 @@ def test_foreign_files_in_the_output_are_refused(tmp_path):
     assert (out / "data" / "mine.parquet").exists()
 
 
+def test_a_file_put_beside_a_runs_outputs_stays_and_one_inside_its_folders_is_refused(tmp_path, capsys):
+    """`make report-screenshot` writes report.png next to the outputs: the next `--overwrite` (make demo) must not
+    refuse the folder as foreign, nor remove the picture; a file inside data/ would pass for a shard."""
+    out = tmp_path / "out"
+    run(["--input", str(CC_EXCERPT), "--output", str(out), "--quiet"])
+    (out / "report.png").write_bytes(b"a picture of report.html")
+    run(["--input", str(CC_EXCERPT), "--output", str(out), "--overwrite", "--quiet"])
+    assert (out / "report.png").read_bytes() == b"a picture of report.html" and (out / "manifest.json").exists()
+    assert "also holds report.png, which refinery did not write: left in place" in capsys.readouterr().err
+    pq.write_table(pa.table({"text": ["not ours"]}), out / "data" / "mine.parquet")
+    with pytest.raises(OutputError, match="did not write in the folders it writes .data/mine.parquet"):
+        run(["--input", str(CC_EXCERPT), "--output", str(out), "--overwrite", "--quiet"])
+
+
 def test_unknown_options_and_language_codes_are_refused_with_a_hint(tmp_path):
     with pytest.raises(ConfigError, match="--langauges.*did you mean --languages"):
         run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--langauges", "en"])
