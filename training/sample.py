@@ -16,6 +16,7 @@ import torch
 
 from common.settings import error_text
 from training import checkpoint
+from training.distributed import use_cpu_threads
 from training.model import GPT, ModelConfig
 from training.tokenizer import load_tokenizer
 
@@ -78,6 +79,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     a = parser().parse_args(argv)
+    if a.device == "cpu":
+        threads, why = use_cpu_threads()
+        print(f"[sample] {threads} torch thread(s) ({why})", flush=True)
     try:
         model, tokenizer, step = load_model(a.run, torch.device(a.device))
     except (checkpoint.CheckpointError, OSError, ValueError, KeyError) as exc:

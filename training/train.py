@@ -30,6 +30,7 @@ from training.distributed import (
     load_full_state,
     parallelize,
     shutdown,
+    use_cpu_threads,
 )
 from training.evaluate import eval_sets, evaluate
 from training.measure import CommCounter, state_bytes
@@ -352,7 +353,7 @@ def set_threads(cfg: TrainConfig, env: Dist) -> None:
             threads, why = int(json.load(fh)["threads"]), "as the run being resumed"
     elif env.main:
         files.write_atomically(path, json.dumps({"threads": threads, "why": why}))
-    torch.set_num_threads(threads)
+    use_cpu_threads(threads=threads)
     if env.main:
         print(f"[train] {threads} torch thread(s) per rank ({why})", flush=True)
 

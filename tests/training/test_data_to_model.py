@@ -224,6 +224,11 @@ def test_training_on_token_shards_then_sampling_from_the_checkpoint(shards, tmp_
     samples = first.stdout.split("--- sample ")[1:]
     assert len(samples) == 2 and all(s.split("\n", 1)[1].startswith("The ") for s in samples)
     assert samples[0] != samples[1]
+    assert "[sample] 1 torch thread(s) (OMP_NUM_THREADS)" in first.stdout
+    chosen = subprocess.run([sys.executable, "-m", "pipeline.cli", "sample", "--run", str(run_dir), "--num-samples", "1",
+                             "--max-new-tokens", "5"], cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env={k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"})
+    assert chosen.returncode == 0 and "core(s), load" in chosen.stdout, chosen.stdout  # train's choice, not torch's
     missing = refinery("sample", "--run", str(tmp_path / "none"))
     assert missing.returncode == 2 and "no checkpoint in" in missing.stderr
 
