@@ -19,6 +19,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import shared_data  # noqa: E402
+
 from stages.harmful.badwords import LID_TO_LDNOOBW, LISTS, ORDINARY, list_languages, split_entries  # noqa: E402
 from stages.text import normalized_words  # noqa: E402
 
@@ -56,9 +58,10 @@ def ordinary_text(data: str, code: str) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
-                                                       "multilingual"))
+    parser.add_argument("--data", default=shared_data.path("multilingual"))
     args = parser.parse_args(argv)
+    shared_data.require("make badword-exclusions", {os.path.join(args.data, "ntrex128"): "NTREX-128 news",
+                                                    os.path.join(args.data, "sib200_flores"): "FLORES-200 sentences"})
     for version in ("v1", "v2"):
         out_dir = os.path.join(ORDINARY, version)
         os.makedirs(out_dir, exist_ok=True)

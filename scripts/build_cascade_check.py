@@ -26,9 +26,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import shared_data  # noqa: E402
+
 from stages.extraction import engines  # noqa: E402
 from stages.extraction.extract import ExtractConfig, cascade_fallback, extract_text  # noqa: E402
-from stages.extraction.gold import DEFAULT_ROOT, load_pages, precision_recall_f1, snippet_counts  # noqa: E402
+from stages.extraction.gold import load_pages, precision_recall_f1, snippet_counts  # noqa: E402
 
 THRESHOLD = 0.2  # the default extract.cascade_threshold: F1 within 1 point of trafilatura's on sites not fitted on
 # The page check sends a page on where its estimate of the check's log-odds, less this many typical errors, reaches
@@ -102,11 +104,13 @@ def cascade_f1(fast_counts, traf_counts, fall_back) -> tuple[float, float, float
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=DEFAULT_ROOT)
+    p.add_argument("--data", default=shared_data.path("html", "trafilatura"))
     p.add_argument("--out", default=engines.CHECK_PATH)
     p.add_argument("--ablate", action="store_true")
     p.add_argument("--threshold", type=float, default=THRESHOLD, help="the threshold the card's in-sample line uses")
     args = p.parse_args()
+    shared_data.require("make cascade-check", {os.path.join(args.data, "evaldata.json"):
+                                               "trafilatura's 990 annotated pages and their gold snippets"})
     pages = load_pages(args.data)
     options = ExtractConfig().trafilatura_options()
     traf, traf_s = timed(lambda page: extract_text(page.html, page.url, options) or "", pages)

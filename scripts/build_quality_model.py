@@ -39,6 +39,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import shared_data  # noqa: E402
+
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
 from stages.gopher import GopherQuality, GopherRepetition  # noqa: E402
@@ -48,7 +50,7 @@ from stages.record import Document  # noqa: E402
 from stages.reference import flores_documents, lid_code, ntrex_documents  # noqa: E402
 from stages.runner import StageRunner  # noqa: E402
 
-SHARED = os.environ.get("REFINERY_SHARED_DATA", "../shared/data")
+SHARED = shared_data.ROOT
 MULTILINGUAL = os.path.join(SHARED, "multilingual")
 BENCH = os.path.join(SHARED, "warc", "bench_trafilatura_pages.warc.gz")
 EVALDATA = os.path.join(SHARED, "html", "trafilatura", "evaldata.json")
@@ -170,10 +172,9 @@ def training_sets(examples: list[Example]) -> tuple[list[str], list[str], list[s
 
 
 def main() -> int:
-    missing = [p for p in (BENCH, EVALDATA, MULTILINGUAL) if not os.path.exists(p)]
-    if missing:
-        print(f"missing input: {missing} (set REFINERY_SHARED_DATA)", file=sys.stderr)
-        return 2
+    shared_data.require("make quality-model", {BENCH: "the 1,033-page benchmark WARC",
+                                               EVALDATA: "trafilatura's annotated pages",
+                                               MULTILINGUAL: "NTREX-128 and FLORES-200 reference text"})
     examples = collect()
     train_pos, train_neg, test_pos, test_neg = training_sets(examples)
     kinds: dict[str, int] = {}

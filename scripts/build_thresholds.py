@@ -19,15 +19,20 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import shared_data  # noqa: E402
+
 from pipeline.commands.calibrate import main as calibrate  # noqa: E402
 from stages.reference import flores_documents, lid_code, ntrex_documents, tatoeba_documents  # noqa: E402
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", default="../shared/data/multilingual")
+    parser.add_argument("--data", default=shared_data.path("multilingual"))
     parser.add_argument("--output", default="stages/models/thresholds.yaml")
     args = parser.parse_args(argv)
+    shared_data.require("make thresholds", {os.path.join(args.data, "ntrex128"): "NTREX-128 news in 128 languages",
+                                            os.path.join(args.data, "sib200_flores"): "FLORES-200 sentences",
+                                            os.path.join(args.data, "tatoeba_laser"): "Tatoeba sentences"})
     from stages.langid import model_codes
 
     labels = model_codes()

@@ -29,6 +29,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import shared_data  # noqa: E402
+
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, windows  # noqa: E402
@@ -52,7 +54,7 @@ from stages.langid import LanguageIdentifier  # noqa: E402
 from stages.quality_train import QualityTrainConfig, metrics, train  # noqa: E402
 from stages.runner import StageRunner  # noqa: E402
 
-SHARED = os.environ.get("REFINERY_SHARED_DATA", "../shared/data")
+SHARED = shared_data.ROOT
 TOXICITY_DATA = os.path.join(SHARED, "harmful", "toxicity")
 MULTILINGUAL = os.path.join(SHARED, "multilingual")
 BENCH = os.path.join(SHARED, "warc", "bench_trafilatura_pages.warc.gz")
@@ -134,6 +136,9 @@ def bench_pages():
 
 
 def main() -> int:
+    shared_data.require("make toxicity-model", {TOXICITY_DATA: "labelled toxicity sets",
+                                                MULTILINGUAL: "NTREX-128, FLORES-200 and Tatoeba text",
+                                                BENCH: "the 1,033-page benchmark WARC"})
     started = time.time()
     every = list(examples())
     train_set, test_set = split(every, SETTINGS.test_fraction, SETTINGS.seed)

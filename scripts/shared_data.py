@@ -1,0 +1,24 @@
+"""Where the scripts that rebuild the bundled models, lists and thresholds find the workspace's shared data sets
+(../shared/data beside the checkout, or REFINERY_SHARED_DATA), which a clone does not include, and the one line they
+print when a set is missing (exit 2), instead of a traceback."""
+from __future__ import annotations
+
+import os
+import sys
+
+ROOT = os.path.normpath(os.environ.get("REFINERY_SHARED_DATA") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
+
+
+def path(*parts: str) -> str:
+    return os.path.join(ROOT, *parts)
+
+
+def require(script: str, needed: dict[str, str]) -> None:
+    """Exit 2 with one line naming what is missing (`needed`: path -> what it is)."""
+    missing = [f"{where} ({what})" for where, what in needed.items() if not os.path.exists(where)]
+    if missing:
+        print(f"{script}: error: needs {'; '.join(missing)}: the workspace's shared data sets, which a clone of "
+              "this repository does not include; set REFINERY_SHARED_DATA (or --data) to where a copy lies",
+              file=sys.stderr)
+        sys.exit(2)
