@@ -148,14 +148,28 @@ def activated(workdir: str) -> dict[str, str]:
             "PYTHONUNBUFFERED": "1"}
 
 
+def checkout_entries(root: str = ROOT) -> list[str]:
+    """The top-level entries of the checkout that are the project's (tracked by git), and its .venv: not what the
+    README's commands write when a user ran them by hand (refined/, out/, plan.json, ...)."""
+    listed = subprocess.run(["git", "-C", root, "ls-files", "-z"], capture_output=True, text=True)
+    if listed.returncode != 0:  # not a git checkout (an unpacked sdist): the package's own folders and files
+        return sorted(e for e in os.listdir(root) if e in OWN_WITHOUT_GIT or e.endswith((".md", ".py", ".toml", ".ini")))
+    tracked = {path.split("/", 1)[0] for path in listed.stdout.split("\0") if path}
+    return sorted(tracked | ({".venv"} if os.path.isdir(os.path.join(root, ".venv")) else set()))
+
+
+OWN_WITHOUT_GIT = {".venv", "Makefile", "LICENSE", "bench", "common", "configs", "data", "docs", "pipeline", "scripts",
+                   "stages", "tests", "training"}
+
+
 def workspace(keep: str | None) -> str:
-    """A folder that looks like the checkout (its top-level entries linked) with its own out/."""
+    """A folder that looks like a fresh checkout (the project's top-level entries linked) with nothing of the
+    outputs a user's earlier commands left in theirs."""
     workdir = keep or tempfile.mkdtemp(prefix="readme-check-")
     os.makedirs(workdir, exist_ok=True)
-    for entry in os.listdir(ROOT):
-        if entry in (".git", "out") or os.path.lexists(os.path.join(workdir, entry)):
-            continue
-        os.symlink(os.path.join(ROOT, entry), os.path.join(workdir, entry))
+    for entry in checkout_entries(ROOT):
+        if not os.path.lexists(os.path.join(workdir, entry)):
+            os.symlink(os.path.join(ROOT, entry), os.path.join(workdir, entry))
     return workdir
 
 

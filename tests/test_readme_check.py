@@ -45,3 +45,26 @@ def test_the_sample_funnel_is_compared_with_the_demo_output():
     assert readme_check.differences(sample, output) == []
     assert readme_check.differences(sample, output.replace("conservation holds", "conservation FAILED")) == [
         next(row for row in sample if row.startswith("conservation holds"))]
+
+
+def test_the_check_runs_in_a_folder_of_its_own_whatever_the_checkout_holds(tmp_path, monkeypatch):
+    """A clone where the README's commands were run by hand holds refined/, out/, plan.json: the check links only
+    the project's own entries, so its commands find a fresh folder (issue 54)."""
+    import subprocess
+
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for name in ("README.md", "setup.py"):
+        (repo / name).write_text("x")
+    (repo / "data").mkdir()
+    (repo / "data" / "a.warc.gz").write_text("x")
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    for leftover in ("refined", "out", "crawl-out"):
+        (repo / leftover).mkdir()
+    (repo / "plan.json").write_text("{}")
+    (repo / ".venv").mkdir()
+    assert readme_check.checkout_entries(str(repo)) == [".venv", "README.md", "data", "setup.py"]
+    monkeypatch.setattr(readme_check, "ROOT", str(repo))
+    work = readme_check.workspace(str(tmp_path / "work"))
+    assert sorted(p.name for p in Path(work).iterdir()) == [".venv", "README.md", "data", "setup.py"]
