@@ -195,7 +195,7 @@ def _run_with_progress(p: beam.Pipeline, options: PipelineOptions, names: list[s
             with contextlib.ExitStack() as stack:
                 stream = None if in_process else stack.enter_context(workers_logging_aside())
                 with Display(TALLY.snapshot if in_process else markers, names, total_bytes, every_s, stream=stream,
-                             nothing_yet="no input file is prepared yet"):
+                             nothing_yet="starting" if in_process else "no input file is prepared yet"):
                     result = p.run()
                     result.wait_until_finish()
         finally:

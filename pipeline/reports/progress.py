@@ -94,27 +94,35 @@ def _eta(seconds: float | None) -> str:
         f"{seconds // 60}:{seconds % 60:02d}"
 
 
-def progress_line(counts: Mapping[str, int], before: Mapping[str, int], seconds: float, stages: Sequence[str],
-                  total_bytes: int) -> str:
-    """One line: input bytes read (share, rate), documents done per stage of those read so far (rate over
-    the last `seconds`), and an ETA from the first stage still behind the reader (the bottleneck)."""
-    seconds = max(seconds, 1e-9)
+# The estimate needs this much evidence: input bytes are read in bursts (a file's head, then its pages as they are
+# processed), so an estimate from the first seconds, or from the last few seconds' rate, said "2 s" with minutes left.
+MIN_SHARE, MIN_SECONDS = 0.02, 10.0
+
+
+def estimate(done: int, total: int, elapsed: float) -> str:
+    """When reading the input ends, from the bytes read since the job started (the average, never a recent rate),
+    or why there is no estimate. Phase 2 (dedup, shards) comes after reading and has none."""
+    if total <= 0:
+        return "no estimate (the input's size is unknown)"
+    if done >= total:
+        return "input read; no estimate for the rest"
+    if done <= 0 or elapsed < MIN_SECONDS or done < MIN_SHARE * total:
+        return "no estimate yet"
+    return f"reading ETA {_eta((total - done) * elapsed / done)}"
+
+
+def progress_line(counts: Mapping[str, int], elapsed: float, stages: Sequence[str], total_bytes: int) -> str:
+    """One line: input bytes read (share, average rate since the start), documents through each stage (of those
+    read, once every input byte is read), and `estimate`."""
     done = counts.get(BYTES_READ, 0)
-    byte_rate = (done - before.get(BYTES_READ, 0)) / seconds
     parts = [f"read {done / 1e6:.1f}/{total_bytes / 1e6:.1f} MB ({100 * done / max(total_bytes, 1):.0f}%, "
-             f"{byte_rate / 1e6:.2f} MB/s)"]
-    eta = (total_bytes - done) / byte_rate if byte_rate > 0 and done < total_bytes else None
-    read = documents_read(counts)
+             f"{done / max(elapsed, 1e-9) / 1e6:.2f} MB/s)"]
+    read, all_read = documents_read(counts), done >= total_bytes > 0
     for stage in stages:
         n = counts.get(f"{stage}.in", 0)
-        if not n:
-            continue
-        rate = (n - before.get(f"{stage}.in", 0)) / seconds
-        reader = stage in DOCUMENT_READERS
-        parts.append(f"{stage} {n:,}" + (f"/{read:,}" if not reader and read else "") + f" ({rate:.0f}/s)")
-        if eta is None and not reader and n < read and rate > 0:
-            eta = (read - n) / rate  # documents not yet through this stage, at its current rate
-    return "[refinery] " + " · ".join(parts) + (f" · ETA {_eta(eta)}" if eta is not None else "")
+        if n:
+            parts.append(f"{stage} {n:,}" + (f"/{read:,}" if all_read and stage not in DOCUMENT_READERS else ""))
+    return "[refinery] " + " · ".join(parts) + " · " + estimate(done, total_bytes, elapsed)
 
 
 class Display:
@@ -131,8 +139,7 @@ class Display:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="refinery-progress", daemon=True)
         self._bars: dict[str, object] = {}
-        self._before: Mapping[str, int] = {}
-        self._last = self._started = time.monotonic()
+        self._started = time.monotonic()
 
     def __enter__(self):
         if self.every_s > 0:
@@ -157,32 +164,34 @@ class Display:
                 counts = self.poll()
             except Exception:  # a runner that cannot report metrics yet: try again next time
                 continue
-            now = time.monotonic()
+            elapsed = time.monotonic() - self._started
             if not any(counts.values()):  # e.g. a portable job service reports metrics only at the end
-                print(f"[refinery] job running for {_eta(now - self._started)} ({self.nothing_yet})",
+                print(f"[refinery] job running for {_eta(elapsed)} ({self.nothing_yet}; no estimate yet)",
                       file=self.stream, flush=True)
             elif self.tty:
                 self._draw_bars(counts)
             else:
-                print(progress_line(counts, self._before, now - self._last, self.stages, self.total_bytes),
-                      file=self.stream, flush=True)
-            self._before, self._last = counts, now
+                print(progress_line(counts, elapsed, self.stages, self.total_bytes), file=self.stream, flush=True)
 
     def _draw_bars(self, counts: Mapping[str, int]) -> None:
+        """The read bar against the input's size, with `estimate` (not tqdm's, from a recent rate); each stage a
+        count with its average rate: a share of the documents read so far would show 100 % while reading goes on."""
         from tqdm import tqdm
 
-        read = documents_read(counts)
-        wanted = [("read", BYTES_READ, self.total_bytes)] + [(s, f"{s}.in", None if s in DOCUMENT_READERS else read or None)
-                                                             for s in self.stages]
-        for position, (label, key, total) in enumerate(wanted):
+        elapsed = time.monotonic() - self._started
+        for position, (label, key) in enumerate([("read", BYTES_READ)] + [(s, f"{s}.in") for s in self.stages]):
             value = counts.get(key, 0)
             if label != "read" and not value:
                 continue
             bar = self._bars.get(label)
             if bar is None:
+                reading = label == "read"
                 bar = self._bars[label] = tqdm(
-                    total=total, desc=f"{label:<18}", position=position, file=self.stream, leave=True,
-                    unit="B" if label == "read" else " docs", unit_scale=label == "read", dynamic_ncols=True)
-            if total and label != "read":
-                bar.total = max(total, value)
+                    total=self.total_bytes or None if reading else None, desc=f"{label:<18}", position=position,
+                    file=self.stream, leave=True, unit="B" if reading else " docs", unit_scale=reading,
+                    dynamic_ncols=True, smoothing=0,
+                    bar_format="{desc}{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]"
+                    if reading and self.total_bytes else None)
+            if label == "read":
+                bar.set_postfix_str(estimate(value, self.total_bytes, elapsed), refresh=False)
             bar.update(value - bar.n)
