@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_OUT ?= out/demo
 
-.PHONY: install demo test docs-test browser slurm report-screenshot clean quality-model toxicity-model cascade-check badword-exclusions thresholds cluster-demo dask-demo ablate-demo
+.PHONY: install demo test docs-test browser slurm slurm-demo report-screenshot clean quality-model toxicity-model cascade-check badword-exclusions thresholds cluster-demo dask-demo ablate-demo
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,13 @@ browser:
 		     $$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
 		     || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO apt-get install -y -qq chromium >/dev/null 2>&1; } \
 		     || echo "chromium could not be installed: the browser test of report.html will skip"; }
+
+# `refinery slurm` without a cluster: a one-node Slurm (slurmctld, slurmd, munged) started on this machine in a
+# loopback-only network namespace, the demo's WARCs as a job array (4 files a task), phase 2 as a job depending on
+# it, followed to the end; every daemon stops with it (pipeline/engines/local_slurm.py; needs root, as `make slurm`).
+slurm-demo: install slurm
+	$(BIN)/python -m pipeline.engines.local_slurm --files-per-task 4 --timeout 900 -- \
+		--input 'data/warc/*.warc.gz' --output out/slurm-demo --overwrite --quiet
 
 # Slurm and munge for the `refinery slurm` test (it starts them in a loopback-only network namespace and
 # stops them); a machine without apt or root skips that test, naming what is missing.

@@ -21,6 +21,7 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
+from common import files as safe_files
 from pipeline.job.config import ConfigError, RunConfig
 from pipeline.job.inputs import input_files, input_root
 from pipeline.job.outdir import OutputError, OutputLock, prepare_output
@@ -74,6 +75,22 @@ def _needs(tool: str) -> None:
         raise ConfigError(f"`{tool}` not found: run this on a Slurm login node (or put Slurm's commands on PATH)")
 
 
+def check_controller() -> None:
+    """Slurm's commands are here and its controller answers; else one error line, before anything is written."""
+    for tool in ("sbatch", "squeue", "sinfo", "scancel"):
+        _needs(tool)
+    try:
+        done = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=60)
+        answer = done.stderr.strip().splitlines()[-1] if done.returncode != 0 and done.stderr.strip() else ""
+        ok = done.returncode == 0
+    except subprocess.TimeoutExpired:
+        ok, answer = False, "no answer within 60 s"
+    if not ok:
+        raise ConfigError(f"no Slurm controller answers (sinfo: {answer or 'failed'}); nothing was submitted or "
+                          "written. Run this where a cluster's controller is reachable (a login node), or try "
+                          "`make slurm-demo`, which starts a one-node cluster on this machine")
+
+
 def sbatch(script: str, options: Sequence[str]) -> str:
     """Submit `script`; the job id."""
     _needs("sbatch")
@@ -89,6 +106,7 @@ def submit(run_args: list[str], config: RunConfig, files_per_task: int, resource
     and phase 2. With --overwrite the output folder is emptied first (as a local run would), its Slurm folder
     aside; a phase 2 still waiting from an earlier submission is cancelled (its array will never succeed).
     `dask`: phase 2 on a Dask cluster of Slurm jobs (workers, cores, memory per worker), else in its own job."""
+    check_controller()
     if config.overwrite:
         with OutputLock(config.output):
             prepare_output(config.output, overwrite=True)
@@ -112,19 +130,17 @@ def submit(run_args: list[str], config: RunConfig, files_per_task: int, resource
     if tasks:
         n = len(state["submissions"])
         phase1 = os.path.join(folder, f"phase1-{n}.sh")
-        with open(phase1, "w", encoding="utf-8") as fh:
-            fh.write(batch_script([shlex.join([*refinery, "slurm", "task", config.output, str(n)]) + ' "$SLURM_ARRAY_TASK_ID"'],
-                                  ["--job-name=refinery-phase1", f"--output={folder}/logs/phase1-%A_%a.out", *resources]))
+        safe_files.write_atomically(phase1, batch_script(
+            [shlex.join([*refinery, "slurm", "task", config.output, str(n)]) + ' "$SLURM_ARRAY_TASK_ID"'],
+            ["--job-name=refinery-phase1", f"--output={folder}/logs/phase1-%A_%a.out", *resources]))
         submission["phase1"] = sbatch(phase1, [f"--array=0-{len(tasks) - 1}"])
     phase2 = os.path.join(folder, "phase2.sh")
-    with open(phase2, "w", encoding="utf-8") as fh:
-        fh.write(batch_script([shlex.join([*refinery, "slurm", "phase2", config.output])],
-                              ["--job-name=refinery-phase2", f"--output={folder}/logs/phase2-%j.out", *resources]))
+    safe_files.write_atomically(phase2, batch_script(
+        [shlex.join([*refinery, "slurm", "phase2", config.output])],
+        ["--job-name=refinery-phase2", f"--output={folder}/logs/phase2-%j.out", *resources]))
     submission["phase2"] = sbatch(phase2, [f"--dependency=afterok:{submission['phase1']}"] if tasks else [])
     state["submissions"].append(submission)
-    with open(state_path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(state, fh, indent=1)
-    os.replace(state_path + ".tmp", state_path)
+    safe_files.write_atomically(state_path, json.dumps(state, indent=1))
     return submission
 
 
@@ -137,7 +153,7 @@ def run_task(output: str, submission: int, index: int) -> int:
     """Array task `index` of submission `submission`: prepare its files (a file already prepared is reused)."""
     from pipeline.job.graph import phase1_preparer
 
-    state = read_json(os.path.join(slurm_dir(output), STATE))
+    state = read_state(output)
     config = _run_config(state)
     files = input_files(config)
     mine = set(state["submissions"][submission]["tasks"][index])
@@ -158,7 +174,7 @@ def run_phase2(output: str) -> int:
     Dask workers, on a Dask cluster whose workers dask-jobqueue starts as Slurm jobs (the scheduler runs here)."""
     from pipeline.cli import main
 
-    state = read_json(os.path.join(slurm_dir(output), STATE))
+    state = read_state(output)
     submission = state["submissions"][-1]
     args = ["run", *phase2_args(state["run_args"])]
     dask = submission.get("dask")
@@ -182,6 +198,23 @@ def run_phase2(output: str) -> int:
                      f"--dask_client_address={cluster.scheduler_address}"])
 
 
+def read_state(output: str) -> dict[str, Any]:
+    """OUT/slurm/run.json as `submit` wrote it; a missing, unreadable or incomplete one is one error line."""
+    path = os.path.join(slurm_dir(output), STATE)
+    if not os.path.exists(path):
+        raise ConfigError(f"{path} not found: no `refinery slurm submit` wrote to {output}")
+    state = read_json(path)
+    if state is None:
+        raise ConfigError(f"{path} is not readable JSON (damaged or cut short): `refinery slurm submit ... --resume` "
+                          "with the run's flags writes it again")
+    good = (isinstance(state, dict) and isinstance(state.get("run_args"), list) and state.get("submissions")
+            and all(isinstance(s, dict) and {"tasks", "phase1", "phase2"} <= s.keys() for s in state["submissions"]))
+    if not good:
+        raise ConfigError(f"{path} lacks what `refinery slurm submit` writes (run_args, submissions with tasks and "
+                          "jobs): `refinery slurm submit ... --resume` with the run's flags writes it again")
+    return state
+
+
 def _run_config(state: dict[str, Any]) -> RunConfig:
     """The run's config from the flags `submit` saved: tasks, phase 2 and status read the same settings."""
     from pipeline.job.run import build_parser, config_from_args
@@ -203,9 +236,7 @@ def status(output: str) -> dict[str, Any]:
     """Each array task of the last submission (done, running, pending, failed) and phase 2's state, with the
     log tails of what failed."""
     folder = slurm_dir(output)
-    state = read_json(os.path.join(folder, STATE))
-    if not state:
-        raise ConfigError(f"{folder}/{STATE} not found: no `refinery slurm submit` wrote to {output}")
+    state = read_state(output)
     config = _run_config(state)
     files = input_files(config)
     missing = {f.path for f in missing_files(config, files)}

@@ -7,139 +7,69 @@ The demo's WARCs as a job array of 2 tasks; one task is cancelled while it runs;
 again when phase 2 is rerun on a Dask cluster of Slurm jobs (dask-jobqueue)."""
 import json
 import os
-import pathlib
 import re
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
-import time
 
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import WARC_DIR
+from pipeline.engines.local_slurm import LocalSlurm, missing_tools
+from tests.conftest import REPO, WARC_DIR
 from tests.golden import run_digests
 
-DAEMONS = ("munged", "slurmctld", "slurmd")
-CLIENTS = ("sbatch", "squeue", "scancel", "sinfo")
-MISSING = [tool for tool in (*DAEMONS, *CLIENTS, "unshare", "nsenter", "ip") if shutil.which(tool) is None]
-pytestmark = pytest.mark.skipif(bool(MISSING) or os.geteuid() != 0,
-                                reason=f"needs Slurm, munge and root for a private network namespace "
-                                       f"(`make slurm`); missing: {MISSING or 'root'}")
-
-# EnableIPv6: Slurm asks getaddrinfo for IPv4 with AI_ADDRCONFIG, which finds no address where loopback is the
-# only interface; asking for any family finds 127.0.0.1 (and the daemons' wildcard sockets exist in the namespace only).
-SLURM_CONF = """ClusterName=refinery-test
-SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=6817
-SlurmdPort=6818
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket={dir}/munge.sock
-MpiDefault=none
-CommunicationParameters=EnableIPv6
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SwitchType=switch/none
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-ReturnToService=2
-StateSaveLocation={dir}/state
-SlurmdSpoolDir={dir}/spool
-SlurmctldPidFile={dir}/slurmctld.pid
-SlurmdPidFile={dir}/slurmd.pid
-SlurmctldLogFile={dir}/slurmctld.log
-SlurmdLogFile={dir}/slurmd.log
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=2 RealMemory=4000 State=UNKNOWN
-PartitionName=main Nodes=localhost Default=YES MaxTime=INFINITE State=UP
-"""
+MISSING = missing_tools()
+pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"needs Slurm, munge and root for a private network namespace "
+                                                    f"(`make slurm`); missing: {MISSING}")
 
 
-class Cluster:
-    """Slurm's daemons in a loopback-only network namespace; `run` executes a command inside it."""
-
-    def __init__(self):
-        # munged wants every folder above its socket searchable by all (pytest's tmp folders are 0700)
-        folder = self.dir = pathlib.Path(tempfile.mkdtemp(prefix="refinery-slurm-"))
-        folder.chmod(0o755)
-        for sub in ("state", "spool"):
-            (folder / sub).mkdir(parents=True)
-        (folder / "slurm.conf").write_text(SLURM_CONF.format(dir=folder))
-        key = folder / "munge.key"
-        key.write_bytes(os.urandom(1024))
-        key.chmod(0o400)
-        self.env = dict(os.environ, SLURM_CONF=str(folder / "slurm.conf"))
-        # the namespace lives as long as this process: every daemon and command joins it
-        self.holder = subprocess.Popen(["unshare", "--net", "sh", "-c", "ip link set lo up && exec sleep infinity"])
-        self.prefix = ["nsenter", f"--net=/proc/{self.holder.pid}/ns/net"]
-        self.daemons: list = []
-        try:
-            self._start(folder, key)
-        except BaseException:  # a cluster that did not come up leaves no daemon behind either
-            self.close()
-            raise
-
-    def _start(self, folder, key):
-        time.sleep(0.5)
-        log = open(folder / "daemons.log", "w")
-        self.daemons += [subprocess.Popen(self.prefix + cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-                        for cmd in (["munged", "-F", f"--key-file={key}", f"--socket={folder}/munge.sock",
-                                     f"--pid-file={folder}/munged.pid", f"--log-file={folder}/munged.log",
-                                     f"--seed-file={folder}/munge.seed"],)]
-        time.sleep(1)
-        self.daemons += [subprocess.Popen(self.prefix + [name, "-D"] + (["-c"] if name == "slurmctld" else []),
-                                          env=self.env, stdout=log, stderr=subprocess.STDOUT)
-                         for name in ("slurmctld", "slurmd")]
-        self.wait(lambda: "idle" in self.run("sinfo", "-h", "-o", "%T").stdout, 60, "the node to come up")
-
-    def run(self, *cmd, check=False):
-        return subprocess.run(self.prefix + list(cmd), env=self.env, capture_output=True, text=True, check=check,
-                              timeout=300)
-
-    def refinery(self, *args):
-        return self.run(sys.executable, "-m", "pipeline.cli", *args)
-
-    def wait(self, done, timeout, what, logs=None):
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                tails = {p.name: p.read_text()[-800:] for p in sorted(logs.glob("*"))} if logs and logs.exists() else {}
-                raise AssertionError(f"timed out waiting for {what}; queue {self.queued()}; logs {tails}")
-            time.sleep(0.2)
-
-    def queued(self):
-        return self.run("squeue", "-h", "-r", "-o", "%i %T").stdout.split("\n")
-
-    def close(self):
-        self.run("scancel", "--full", "--user=root")
-        for proc in reversed(self.daemons):
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.daemons:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        self.holder.kill()
-        self.holder.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+def no_daemon_left(pattern: str) -> list[str]:
+    return [pid for p in (pattern, "pipeline.cli slurm", "refinery-dask-worker", "slurmctld -D", "slurmd -D")
+            for pid in subprocess.run(["pgrep", "-f", p], capture_output=True, text=True).stdout.split()]
 
 
 @pytest.fixture
 def cluster():
-    c = Cluster()
+    c = LocalSlurm.in_new_namespace()
     try:
         yield c
     finally:
         c.close()
-    left = [pid for pattern in (str(c.dir), "pipeline.cli slurm", "refinery-dask-worker")
-            for pid in subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()]
+    left = no_daemon_left(str(c.dir))
     assert left == [], f"daemons or jobs of the test cluster still running: {left}"
+
+
+def test_the_slurm_demo_runs_an_array_and_phase_2_and_leaves_no_daemon(tmp_path):
+    """`make slurm-demo`: the module starts a one-node cluster, submits, follows it to the end, compares with a
+    local run, and stops every daemon (the PID namespace ends with it)."""
+    inputs = ["--input", str(WARC_DIR / "cc_whirlwind_CC-MAIN-2024-22.warc.gz"), "--input",
+              str(WARC_DIR / "warcio_example.warc.gz"), "--quiet"]
+    local = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", *inputs, "--output", str(tmp_path / "local")],
+                           cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert local.returncode == 0, local.stderr[-2000:]
+    demo = subprocess.run([sys.executable, "-m", "pipeline.engines.local_slurm", "--timeout", "400",
+                           "--same-as", str(tmp_path / "local"), "--", *inputs, "--output", str(tmp_path / "slurm")],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+    assert "2 array task(s)" in demo.stdout and "input files prepared: 2 of 2" in demo.stdout
+    assert "shards byte-identical" in demo.stdout and "daemons stopped" in demo.stdout
+    assert no_daemon_left("refinery-slurm-") == []
+
+
+def test_submit_without_a_controller_fails_before_writing_anything(tmp_path):
+    """`make slurm` installs Slurm's commands but starts nothing: `submit` says so in one line and writes nothing
+    (it had printed sbatch's raw errors and left a slurm/ folder that `status` then disowned)."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=none\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=6817\nAuthType=auth/none\n"
+                    "MessageTimeout=2\nNodeName=localhost CPUs=1 State=UNKNOWN\nPartitionName=main Nodes=localhost\n")
+    out = tmp_path / "out"
+    done = subprocess.run(["unshare", "--net", sys.executable, "-m", "pipeline.cli", "slurm", "submit", "--input",
+                           str(WARC_DIR / "warcio_example.warc.gz"), "--output", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, SLURM_CONF=str(conf)))
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("refinery slurm: error: no Slurm controller answers") and "make slurm-demo" in lines[0]
+    assert not out.exists()
 
 
 def test_array_task_cancelled_then_resumed_gives_the_local_run(cluster, demo_run, tmp_path):
@@ -170,7 +100,7 @@ def test_array_task_cancelled_then_resumed_gives_the_local_run(cluster, demo_run
     assert again.returncode == 0, again.stderr
     assert "1 array task(s)" in again.stdout
     assert not any(line.startswith(phase2) for line in cluster.queued())  # the stale phase 2 was cancelled
-    cluster.wait(lambda: (out / "manifest.json").exists() or not cluster.queued()[0], 300, "phase 2 to finish")
+    cluster.wait(lambda: (out / "manifest.json").exists() or not cluster.queued(), 300, "phase 2 to finish")
     status = cluster.refinery("slurm", "status", str(out))
     assert "input files prepared: 8 of 8" in status.stdout and ": done" in status.stdout.splitlines()[-1], status.stdout
 
@@ -186,7 +116,7 @@ def test_array_task_cancelled_then_resumed_gives_the_local_run(cluster, demo_run
                             "--phase2-dask-memory", "2GB")
     assert dask.returncode == 0, dask.stderr
     assert "every input file is prepared already" in dask.stdout
-    cluster.wait(lambda: not cluster.queued()[0], 300, "phase 2 on Dask", out / "slurm" / "logs")
+    cluster.wait(lambda: not cluster.queued(), 300, "phase 2 on Dask", out / "slurm" / "logs")
     assert json.loads((out / "report.json").read_text())["run_id"] != first_run and (out / "manifest.json").exists()
     assert json.loads((out / "report.json").read_text())["runner"].endswith("RefineryDaskRunner")
     assert_same_outputs(out, local)
