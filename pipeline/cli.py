@@ -239,9 +239,13 @@ def console_main() -> None:
     apache/arrow#34314, open), after all outputs are written, which turned a finished run into exit
     code 134."""
     fit_address_space_limit()
-    code = main()
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # `refinery inspect ... | head`: the reader has gone, which is no error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141  # 128 + SIGPIPE, as a command that the signal ended
     _end_children()
-    sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
 

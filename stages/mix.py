@@ -45,7 +45,11 @@ def parse_weights(spec: str) -> dict[str, float]:
         name, sep, value = part.partition("=")
         if not sep or not name.strip():
             raise ValueError(f"--mix: expected NAME=WEIGHT, got {part!r}")
-        weights[name.strip()] = float(value)
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"--mix: the weight of {name.strip()!r} must be a number, got {value!r} "
+                             "(e.g. --mix web=0.7,code=0.3)") from None
     total = sum(weights.values())
     if total <= 0 or any(w < 0 for w in weights.values()):
         raise ValueError("--mix: weights must be >= 0 and not all 0")

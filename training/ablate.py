@@ -75,7 +75,7 @@ def parse_variant(spec: str) -> tuple[str, argparse.Namespace]:
 
 
 def read_pool(pool: str) -> pa.Table:
-    manifest = read_manifest(pool)
+    manifest = read_manifest(pool, "--pool")
     tables = [pq.read_table(os.path.join(pool, s["path"])) for s in manifest["shards"]]
     table = pa.concat_tables(tables) if tables else None
     if table is None or table.num_rows == 0:

@@ -43,10 +43,10 @@ class Unit:
     stop: int
 
 
-def read_manifest(data_dir: str) -> dict[str, Any]:
+def read_manifest(data_dir: str, flag: str = "--data") -> dict[str, Any]:
     path = os.path.join(data_dir, MANIFEST)
     if not os.path.isfile(path):
-        raise DataError(f"{path} not found: point --data at the output directory of `refinery run` "
+        raise DataError(f"{path} not found: point {flag} at the output directory of `refinery run` "
                         "(the manifest is written last, so a missing one also means an unfinished run)")
     try:
         with open(path, encoding="utf-8") as fh:

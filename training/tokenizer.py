@@ -102,12 +102,17 @@ def main(argv) -> int:
 
     from training.data import DataError, read_manifest
 
-    p = argparse.ArgumentParser(prog="refinery train-tokenizer")
+    p = argparse.ArgumentParser(prog="refinery train-tokenizer", description="A byte-level BPE (GPT-2's "
+                                "pre-tokenization, Hugging Face tokenizers) trained on the text of a run's shards, for "
+                                "`refinery train --tokenizer FILE` and `refinery tokenize --tokenizer FILE`.")
     p.add_argument("--data", required=True, help="output directory of `refinery run` (has manifest.json)")
     p.add_argument("--out", required=True, help="where to write tokenizer.json")
-    p.add_argument("--vocab-size", type=int, default=32000)
-    p.add_argument("--text-field", default="text")
-    p.add_argument("--max-documents", type=int, default=None)
+    p.add_argument("--vocab-size", type=int, default=32000,
+                   help="tokens wanted, the 256 bytes and EOS/PAD included; a small text can run out of pairs to "
+                        "merge before it (the command says so) (default: %(default)s)")
+    p.add_argument("--text-field", default="text", help="the shards' column to learn from (default: %(default)s)")
+    p.add_argument("--max-documents", type=int, default=None,
+                   help="learn from the first N documents of the shards, in manifest order (default: all)")
     a = p.parse_args(argv)
     folder = os.path.dirname(os.path.abspath(a.out))
     try:
@@ -123,12 +128,21 @@ def main(argv) -> int:
         print(f"refinery train-tokenizer: error: {error_text(exc)}", file=sys.stderr)
         return 2
 
+    seen = {"documents": 0, "chars": 0}
+
     def texts():
         for shard in manifest["shards"]:
             for batch in pq.ParquetFile(os.path.join(a.data, shard["path"])).iter_batches(columns=[a.text_field]):
-                yield from batch.column(0).to_pylist()
+                for text in batch.column(0).to_pylist():
+                    seen["documents"] += 1
+                    seen["chars"] += len(text or "")
+                    yield text
 
     tok = train_bpe(itertools.islice(texts(), a.max_documents), a.vocab_size, a.out)
-    print(f"wrote {a.out}: byte-level BPE, {tok.vocab_size} tokens (EOS {tok.eos_id}, PAD {tok.pad_id}); "
+    print(f"wrote {a.out}: byte-level BPE, {tok.vocab_size:,} tokens (EOS {tok.eos_id}, PAD {tok.pad_id}); "
           f"train with --tokenizer {a.out}")
+    if tok.vocab_size < a.vocab_size:
+        print(f"refinery train-tokenizer: note: {tok.vocab_size:,} tokens, not the {a.vocab_size:,} asked for: the "
+              f"training text ({seen['documents']:,} documents, {seen['chars']:,} characters) ran out of token pairs "
+              "to merge (BPE adds a token only for a pair that occurs in it); more text gives more", file=sys.stderr)
     return 0

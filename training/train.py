@@ -325,7 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{summary['tokens_per_s']:,.0f} tokens/s, {summary['achieved_tflops'] * 1e3:.2f} GFLOP/s{mfu}, "
                   f"peak RSS {peak:,.0f} MiB per rank", flush=True)
     except (checkpoint.CheckpointError, DataError, FileNotFoundError, TrainingDiverged) as exc:
-        print(f"training.train: error (rank {env.rank}): {exc}", file=sys.stderr, flush=True)
+        print(f"refinery train: error: {exc}" + (f" (rank {env.rank})" if env.world_size > 1 else ""),
+              file=sys.stderr, flush=True)
         return 2
     except Stopped as stop:
         if env.main:

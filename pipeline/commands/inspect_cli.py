@@ -152,11 +152,27 @@ def _summary(output: str) -> int:
     return 0
 
 
+def _unknown_choice(args) -> str | None:
+    """The error line for a --reason or --stage that no stage has (none when both are known or not given)."""
+    from stages.table import stage_table
+
+    table = stage_table()
+    for flag, value, known in (("--stage", args.stage, [spec.name for spec in table]),
+                               ("--reason", args.reason, sorted({r for spec in table for r in spec.reasons}))):
+        if value and value not in known and not (flag == "--reason" and value.startswith("error:")):
+            return f"{flag} {value!r} is no {flag[2:]} of refinery; one of: {', '.join(known)}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if explore.dataset(args.output, explore.DATA) is None and explore.dataset(args.output, explore.LEDGER) is None:
         print(f"refinery inspect: error: {args.output} holds no data/ or ledger/ Parquet files of a run",
               file=sys.stderr)
+        return 2
+    unknown = _unknown_choice(args)
+    if unknown:
+        print(f"refinery inspect: error: {unknown}", file=sys.stderr)
         return 2
     if args.doc_id:
         return _by_id(args)

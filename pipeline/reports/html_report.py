@@ -177,7 +177,8 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
         "funnel": svg.bars([(f["stage"], [f["kept"], f["dropped"]]) for f in funnel], ["kept", "dropped"],
                            "Documents per stage", "docs"),
         "tokens": svg.bars(tokens, ["tokens"], "Tokens leaving each stage (UTF-8 bytes / 4)", "tokens") if tokens else "",
-        "reasons": svg.bars([(f"{s.reason}", [s.count]) for s in reasons[:25]], ["dropped"], "Dropped by reason", "docs"),
+        "reasons": svg.bars([(f"{s.reason}", [s.count]) for s in reasons[:25]], ["dropped"], "Dropped by reason", "docs",
+                            colors=svg.PALETTE[1:2]),  # drops in the funnel's dropped colour, not its kept one
         "languages": svg.bars([(k, [report["languages"].get(k, 0), summary.languages.get(k, 0)]) for k in languages],
                               ["kept", "dropped"], "Languages (after language ID)", "docs"),
         "records": svg.bars([(k, [v]) for k, v in report["warc_records_by_type"].items()], ["records"],

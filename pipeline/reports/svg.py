@@ -27,10 +27,15 @@ def number(x: float) -> str:
     return f"{x:.3g}"
 
 
+LABEL_CHARS, CHAR_W = 24, 7  # longer row labels are cut (the whole label is the tooltip); ~7 px a character
+
+
 def bars(rows: Sequence[tuple[str, Sequence[float]]], series: Sequence[str], title: str, unit: str = "",
-         width: int = 560) -> str:
-    """Horizontal stacked bars: rows of (label, one value per series)."""
-    label_w, bar_h, gap, top = 150, 16, 5, 40
+         width: int = 560, colors: Sequence[str] = PALETTE) -> str:
+    """Horizontal stacked bars: rows of (label, one value per series), in `colors` (e.g. the dropped colour
+    alone for drops). The label column is as wide as the longest label shown, so none is clipped."""
+    bar_h, gap, top = 16, 5, 40
+    label_w = 12 + CHAR_W * max((min(len(label), LABEL_CHARS) for label, _ in rows), default=4)
     height = top + len(rows) * (bar_h + gap) + 8
     most = max((sum(v) for _, v in rows), default=0) or 1
     ends = [f'{" / ".join(number(v) for v in values)} {_unit(unit, values)}' for _, values in rows]
@@ -40,19 +45,19 @@ def bars(rows: Sequence[tuple[str, Sequence[float]]], series: Sequence[str], tit
            f'<title>{_e(title)}</title><text x="4" y="16" font-weight="bold">{_e(title)}</text>']
     x = label_w
     for i, name in enumerate(series if len(series) > 1 else ()):
-        out.append(f'<rect x="{x}" y="24" width="10" height="10" fill="{PALETTE[i % len(PALETTE)]}"/>'
+        out.append(f'<rect x="{x}" y="24" width="10" height="10" fill="{colors[i % len(colors)]}"/>'
                    f'<text x="{x + 14}" y="33">{_e(name)}</text>')
         x += 20 + 7 * len(name)
     for r, (label, values) in enumerate(rows):
         y = top + r * (bar_h + gap)
-        shown = label if len(label) <= 24 else label[:23] + "…"
+        shown = label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "…"
         out.append(f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end"><title>{_e(label)}</title>{_e(shown)}</text>')
         x = label_w
         for i, v in enumerate(values):
             w = max(v * scale, 0)
             if w:
                 out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" '
-                           f'fill="{PALETTE[i % len(PALETTE)]}"><title>{_e(label)}: {_e(series[i])} '
+                           f'fill="{colors[i % len(colors)]}"><title>{_e(label)}: {_e(series[i])} '
                            f'{number(v)} {_e(unit)}</title></rect>')
             x += w
         out.append(f'<text x="{x + 4:.1f}" y="{y + 13}">{_e(ends[r])}</text>')
@@ -109,15 +114,17 @@ def histogram(series: Mapping[str, Sequence[float]], title: str, xlabel: str,
                            f'–{number(lo + (b + 1) * step)}: {c[b]}</title></rect>')
             base += c[b]
     out.append(f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#333"/>')
-    for frac in (0, 0.5, 1):
-        out.append(f'<text x="{left + frac * pw:.1f}" y="{top + ph + 14}" text-anchor="middle">'
+    for frac, anchor in ((0, "start"), (0.5, "middle"), (1, "end")):  # the end labels inside the chart, not cut
+        out.append(f'<text x="{left + frac * pw:.1f}" y="{top + ph + 14}" text-anchor="{anchor}">'
                    f'{number(lo + frac * (hi - lo))}</text>')
     out.append(f'<text x="{left - 4}" y="{top + 8}" text-anchor="end">{most}</text>'
                f'<text x="{left + pw / 2:.1f}" y="{height - 4}" text-anchor="middle">{_e(xlabel)}</text>')
     if threshold is not None:
         tx = left + (threshold - lo) / (hi - lo) * pw
+        right_half = tx > left + pw / 2  # its label on the side with room
         out.append(f'<line x1="{tx:.1f}" y1="{top - 4}" x2="{tx:.1f}" y2="{top + ph}" stroke="#000" '
-                   f'stroke-dasharray="4 3"/><text x="{tx + 3:.1f}" y="{top + 14}">threshold {number(threshold)}</text>')
+                   f'stroke-dasharray="4 3"/><text x="{tx - 3 if right_half else tx + 3:.1f}" y="{top + 14}" '
+                   f'text-anchor="{"end" if right_half else "start"}">threshold {number(threshold)}</text>')
     out.append("</svg>")
     return "".join(out)
 

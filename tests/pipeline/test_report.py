@@ -62,3 +62,21 @@ def test_the_terminal_summary_says_how_the_mix_and_the_plan_came_out():
     text = format_funnel(r)
     assert "mix (token shares): web 0.690 (asked 0.700), code 0.310 (asked 0.300); out of reach: code" in text
     assert "plan plan.json: measured / predicted cpu_hours 1.2, records 1.0" in text
+
+
+def test_charts_keep_their_labels_inside_and_draw_drops_in_the_dropped_colour():
+    """report.html's charts (issue 54): the label column fits the longest label shown (gopher_too_few_words was cut
+    at the left), the axis' end labels stay inside the picture, and drops are drawn in the funnel's red."""
+    import re
+
+    from pipeline.reports import svg
+
+    chart = svg.bars([("gopher_too_few_words", [12]), ("lang_below_threshold", [9])], ["dropped"], "Dropped by reason",
+                     "docs", colors=svg.PALETTE[1:2])
+    label_x = float(re.search(r'<text x="([\d.]+)" y="\d+" text-anchor="end"><title>gopher', chart).group(1))
+    assert label_x >= svg.CHAR_W * len("gopher_too_few_words")  # the whole label right-aligned before the bars
+    assert f'fill="{svg.PALETTE[1]}"' in chart and f'fill="{svg.PALETTE[0]}"' not in chart
+    hist = svg.histogram({"kept": [0.0, 0.1, 0.47]}, "measured value", "share", threshold=0.4, width=560)
+    ends = re.findall(r'<text x="([\d.]+)" y="\d+" text-anchor="(start|middle|end)">([\d.]+)</text>', hist)[:3]
+    assert [anchor for _, anchor, _ in ends] == ["start", "middle", "end"] and float(ends[-1][0]) <= 560
+    assert re.search(r'text-anchor="end">threshold 0.4</text>', hist)  # right of the middle: its label to the left
