@@ -34,10 +34,11 @@ def test_every_option_of_every_command_has_help_and_shows_its_default():
     from training.ablate import parser as ablate
     from training.config import parser as train
     from training.sample import parser as sample
+    from training.tokenizer import parser as train_tokenizer
     from training.tokens import parser as tokenize
 
     parsers = [run(), inspect(), calibrate(), train_quality(), train_quality("train-toxicity"), train(),
-               tokenize(), sample(), ablate(),
+               tokenize(), train_tokenizer(), sample(), ablate(),
                report.memory_parser(), report.parallel_parser(), report.numerics_parser(), report.training_parser()]
     for parser in parsers:
         shows_defaults = parser.formatter_class is argparse.ArgumentDefaultsHelpFormatter
@@ -65,6 +66,36 @@ def test_bad_input_is_a_one_line_error_not_a_traceback(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert "matches no files" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_small_mistakes_are_one_line_naming_the_flag_and_what_is_valid(tmp_path):
+    """Issue 54's edges: a --mix weight that is no number names --mix; a --plan file nested too deeply is one line
+    before the run, not an internal error after it; an unknown inspect --reason lists the valid ones; inspect into a
+    closed pipe (`| head`) ends quietly."""
+    def one_line(*args):
+        done = subprocess.run([REFINERY, *map(str, args)], capture_output=True, text=True, timeout=300)
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert "Traceback" not in done.stderr and len(lines) == 1, done.stderr
+        return done.returncode, lines[0]
+
+    out = tmp_path / "o"
+    code, line = one_line("run", "--input", CC_EXCERPT, "--output", out, "--mix", "web=abc")
+    assert code == 2 and line.startswith("refinery run: error: --mix: the weight of 'web' must be a number")
+    nested = tmp_path / "plan.json"
+    nested.write_text("[" * 5000)
+    code, line = one_line("run", "--input", CC_EXCERPT, "--output", out, "--plan", nested)
+    assert code == 2 and "is not a `refinery plan --save` file" in line and not out.exists()
+    done = subprocess.run([REFINERY, "run", "--input", str(CC_EXCERPT), "--output", str(out), "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    code, line = one_line("inspect", out, "--reason", "gopher_too_few_word")
+    assert code == 2 and "--reason 'gopher_too_few_word' is no reason of refinery; one of: " in line
+    assert "gopher_too_few_words" in line
+    piped = subprocess.run(f"{REFINERY} inspect {out} --kept --sample 20 --chars 5000 | head -1; "
+                           "echo status ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", capture_output=True,
+                           text=True, timeout=300)
+    assert "Traceback" not in piped.stderr and "BrokenPipe" not in piped.stderr, piped.stderr
+    assert piped.stdout.splitlines()[-1] in ("status 141", "status 0")  # 0: all of it fitted the pipe's buffer
 
 
 def test_run_prints_the_funnel_and_progress(tmp_path):

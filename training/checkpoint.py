@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from common import files
+from stages.formats import parse_json
 from training.data import file_sha256
 
 FORMAT = "refinery-checkpoint/1"
@@ -70,8 +71,8 @@ def existing(directory: str) -> list:
 def latest_step(directory: str) -> int | None:
     try:
         with open(os.path.join(directory, LATEST), encoding="utf-8") as fh:
-            return int(json.load(fh)["step"])
-    except (OSError, ValueError, KeyError):
+            return int(parse_json(fh.read())["step"])
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
@@ -85,10 +86,14 @@ def load(directory: str, asked_by: str = "--resume") -> dict[str, Any]:
         raise CheckpointError(f"{asked_by}: no checkpoint in {directory}{hint}")
     try:
         with open(pointer, encoding="utf-8") as fh:
-            latest = json.load(fh)
-        path = os.path.join(directory, latest["file"])
+            latest = parse_json(fh.read())
+        name = latest["file"]
+        path = os.path.join(directory, name)
     except (ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(f"{pointer} is unreadable ({exc})") from exc
+    if not isinstance(name, str) or _step_of(name) is None or os.path.basename(name) != name:
+        # only a checkpoint of this folder: a pointer to ../elsewhere or /abs/path would load what it names
+        raise CheckpointError(f"{pointer} names {name!r}, which is not a step-N.pt file of {directory}")
     if not os.path.isfile(path):
         raise CheckpointError(f"{pointer} names {latest['file']}, which does not exist")
     size = os.path.getsize(path)

@@ -92,15 +92,8 @@ def load_tokenizer(spec: str):
     return ByteTokenizer() if spec in ("", "bytes") else BPETokenizer(spec)
 
 
-def main(argv) -> int:
-    """`refinery train-tokenizer --data OUT --vocab-size N --out tokenizer.json`: a byte-level BPE
-    trained on the text of a pipeline output's shards (all rows, or the first --max-documents)."""
+def parser():
     import argparse
-    import itertools
-
-    import pyarrow.parquet as pq
-
-    from training.data import DataError, read_manifest
 
     p = argparse.ArgumentParser(prog="refinery train-tokenizer", description="A byte-level BPE (GPT-2's "
                                 "pre-tokenization, Hugging Face tokenizers) trained on the text of a run's shards, for "
@@ -113,7 +106,19 @@ def main(argv) -> int:
     p.add_argument("--text-field", default="text", help="the shards' column to learn from (default: %(default)s)")
     p.add_argument("--max-documents", type=int, default=None,
                    help="learn from the first N documents of the shards, in manifest order (default: all)")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv) -> int:
+    """`refinery train-tokenizer --data OUT --vocab-size N --out tokenizer.json`: a byte-level BPE
+    trained on the text of a pipeline output's shards (all rows, or the first --max-documents)."""
+    import itertools
+
+    import pyarrow.parquet as pq
+
+    from training.data import DataError, read_manifest
+
+    a = parser().parse_args(argv)
     folder = os.path.dirname(os.path.abspath(a.out))
     try:
         manifest = read_manifest(a.data)

@@ -24,6 +24,7 @@ from pipeline.job.config import ConfigError
 from stages.formats import parse_json
 
 LOCK_FILE = ".refinery.lock"
+PREPARED_DIR = "prepared"
 # Phase 1's parts (pipeline/job/prepare.py): kept across failures, reused by --resume, removed by --overwrite.
 PREPARED_PATTERNS = ("prepared/*.docs.parquet", "prepared/*.ledger.parquet", "prepared/*.done.json",
                      "prepared/.*.tmp")
@@ -142,9 +143,12 @@ class OutputLock:
             return (f"{folder} holds a lock file refinery cannot read ({self.path}); if no refinery run is using "
                     f"this folder, delete {self.path} and rerun (or pass --resume to take it over)")
         if stale:
+            waiting = (f"; the previous complete output waits in {os.path.join(folder, PREVIOUS_DIR)}/ and the next "
+                       "run in this folder puts it back first" if os.path.isdir(os.path.join(folder, PREVIOUS_DIR))
+                       else "")
             return (f"{folder} has a stale lock from a run that is gone ({_who(owner)}): pass --resume to "
                     f"continue that run (its finished input files are not read again), or delete {self.path} "
-                    "and rerun")
+                    f"and rerun{waiting}")
         held = f"{folder} is in use by another refinery run ({_who(owner)}); wait for it or choose another --output"
         if stale is None:  # no flock here: a dead run's lock cannot be told from a live one's
             held += f" (if that run is gone, delete {self.path})"
@@ -240,7 +244,7 @@ def prepare_output(output: str, overwrite: bool, resume: bool = False) -> int:
         raise OutputError(f"{output} already holds a run's outputs ({len(existing)} files); pass --overwrite to "
                           "replace them, --resume to rerun reusing its prepared parts, or choose another --output")
     if is_local(output) and os.path.exists(os.path.join(output, "manifest.json")):
-        _set_aside(output)
+        _set_aside(output, with_prepared=overwrite)
         existing = _matching(output, [p for p in OWN_PATTERNS if p != LOCK_FILE])
     kept = set(prepared) if resume else set()
     _delete(manifests if not is_local(output) else [])
@@ -264,11 +268,13 @@ def refuse_unsafe_entries(output: str) -> None:
                           "--output")
 
 
-def _set_aside(output: str) -> None:
+def _set_aside(output: str, with_prepared: bool) -> None:
+    """The complete output into PREVIOUS_DIR, manifest first; with --overwrite its prepared parts too (a failed
+    overwrite puts back an output whose phase 2 can still be rerun with --resume); --resume reuses them in place."""
     previous = os.path.join(output, PREVIOUS_DIR)
     os.makedirs(previous)
-    for name in PUBLISHED:  # manifest.json first: from here on the folder does not claim to be complete
-        if os.path.lexists(os.path.join(output, name)):
+    for name in (*PUBLISHED, *((PREPARED_DIR,) if with_prepared else ())):  # manifest.json first: from here on the
+        if os.path.lexists(os.path.join(output, name)):                      # folder does not claim to be complete
             os.rename(os.path.join(output, name), os.path.join(previous, name))
 
 
@@ -282,8 +288,9 @@ def restore_previous(output: str) -> bool:
     for name, failed in FAILED_REPORTS.items():
         if os.path.exists(os.path.join(output, name)):
             os.replace(os.path.join(output, name), os.path.join(output, failed))
-    _delete([os.path.join(output, name) for name in PUBLISHED if os.path.lexists(os.path.join(output, name))])
-    for name in reversed(PUBLISHED):  # the manifest last: the folder claims completeness once all is back
+    replaced = [*PUBLISHED, *((PREPARED_DIR,) if os.path.lexists(os.path.join(previous, PREPARED_DIR)) else ())]
+    _delete([os.path.join(output, name) for name in replaced if os.path.lexists(os.path.join(output, name))])
+    for name in reversed(replaced):  # the manifest last: the folder claims completeness once all is back
         if os.path.lexists(os.path.join(previous, name)):
             os.rename(os.path.join(previous, name), os.path.join(output, name))
     os.rmdir(previous)

@@ -35,6 +35,7 @@ from common.version import version
 from pipeline.job.config import TABLE
 from pipeline.job.dedup import Signed, Signer, verify_shingles
 from pipeline.job.faults import kill_point
+from pipeline.job.outdir import PREPARED_DIR
 from pipeline.job.output import create, replace, write_atomically
 from pipeline.job.schema import LEDGER_SCHEMA, PART_SCHEMA, Signature, ledger_row, part_row, part_value
 from pipeline.job.transforms import FileReader, capture_counts, count, local_file_problem, runner
@@ -44,7 +45,6 @@ from stages.record import Document, Drop
 from stages.runner import StageRunner, Step, chunks, held_chars
 from stages.table import GLOBAL, READ
 
-PREPARED_DIR = "prepared"
 PHASE1_END = min(spec.order for spec in TABLE if spec.runs == GLOBAL)  # phase 1: the stages before it
 READ_COUNTERS = tuple(f"{spec.name}.in" for spec in TABLE if spec.runs == READ)
 ROW_GROUP = 1024   # rows per row group of a part: bounds the writer's buffer

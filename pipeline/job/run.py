@@ -121,6 +121,13 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
     config = config_from_args(args)
     files = input_files(config)
     preflight(config)
+    if config.plan:
+        from pipeline.reports.resources import read_plan
+
+        try:
+            read_plan(config.plan)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = [f"--runner={DEFAULT_RUNNER}", *beam_args]
     options = PipelineOptions(beam_args)

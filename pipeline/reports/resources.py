@@ -2,7 +2,6 @@
 `refinery plan` predicted for it (report.json's `plan`, when the run was given `--plan PLAN.json`)."""
 from __future__ import annotations
 
-import json
 import resource
 from typing import Any
 
@@ -47,17 +46,31 @@ def _peak_memory() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def read_plan(plan_path: str) -> dict[str, Any]:
+    """The whole-input prediction of a `refinery plan --save` file; ValueError in one line for a file that is not
+    one (checked before the run starts: a run must not end in an error over its report)."""
+    from stages.formats import parse_json
+
+    try:
+        with open(plan_path, encoding="utf-8") as fh:
+            predicted = parse_json(fh.read())["input"]
+        return {"cpu_hours": float(predicted["cpu_hours"]),
+                "peak_memory_bytes": float(predicted["peak_memory_per_worker_bytes"]["phase2_one_local_process"]),
+                "prepared_bytes": float(predicted["prepared_bytes"]),
+                "output_bytes": float(predicted["output_bytes_at_most"]), "records": float(predicted["records"])}
+    except OSError as exc:
+        raise ValueError(f"--plan {plan_path}: {exc.strerror.lower() if exc.strerror else exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"--plan {plan_path} is not a `refinery plan --save` file ({type(exc).__name__}: "
+                         f"{exc})") from None
+
+
 def compare(plan_path: str, measured: dict[str, Any]) -> dict[str, Any]:
     """report.json's `plan`: the whole-input prediction next to what the run measured, and their ratios."""
     try:
-        with open(plan_path, encoding="utf-8") as fh:
-            predicted = json.load(fh)["input"]
-    except (OSError, ValueError, KeyError) as exc:
-        return {"error": f"{plan_path}: {type(exc).__name__}: {exc}"}
-    pairs = {"cpu_hours": predicted["cpu_hours"],
-             "peak_memory_bytes": predicted["peak_memory_per_worker_bytes"]["phase2_one_local_process"],
-             "prepared_bytes": predicted["prepared_bytes"], "output_bytes": predicted["output_bytes_at_most"],
-             "records": predicted["records"]}
+        pairs = read_plan(plan_path)
+    except ValueError as exc:
+        return {"error": str(exc)}
     return {"file": plan_path, "predicted": pairs, "measured": measured,
             "measured_over_predicted": {k: round(measured[k] / v, 3) if v and measured.get(k) is not None else None
                                         for k, v in pairs.items()}}

@@ -280,9 +280,9 @@ class _ExtractionWorker:
                 return None, (DropReason.EXTRACT_TIMEOUT, f"no result after {timeout_s:g} s")
             status, value = self._conn.recv()
         except (EOFError, OSError, BrokenPipeError) as exc:  # the child died (e.g. out of memory)
-            code = self._proc.exitcode if self._proc is not None else None
+            how = _how_it_ended(self._proc)
             self.close()
-            return None, (DropReason.EXTRACT_ERROR, f"extraction worker died (exit {code}): {type(exc).__name__}")
+            return None, (DropReason.EXTRACT_ERROR, f"extraction worker died ({how}): {type(exc).__name__}")
         if status == "ok":
             return value, None
         return None, (DropReason.EXTRACT_ERROR, value)
@@ -295,6 +295,21 @@ class _ExtractionWorker:
         if self._conn is not None:
             self._conn.close()
         self._proc, self._conn = None, None
+
+
+def _how_it_ended(proc) -> str:
+    """A dead child's end in words: its pipe closes before it is reaped, so wait for that first (its exit code
+    was read as None)."""
+    if proc is None:
+        return "no process"
+    proc.join(timeout=5)
+    code = proc.exitcode
+    if code is None:
+        return "still running after its pipe closed"
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+        return f"killed by {name}" + (" (out of memory?)" if -code == signal.SIGKILL else "")
+    return f"exit code {code}"
 
 
 @contextlib.contextmanager

@@ -47,6 +47,8 @@ def test_a_failed_rerun_puts_the_previous_complete_output_back(tmp_path):
     assert "source 'books' yielded no records" in line and "previous output" in line and "put back" in line
     assert compare_outputs(str(before), str(out)) == []
     assert (out / "manifest.json").read_bytes() == (before / "manifest.json").read_bytes()
+    parts = lambda folder: {p.name: p.read_bytes() for p in (folder / "prepared").iterdir()}  # noqa: E731
+    assert parts(out) == parts(before)  # its prepared parts too: phase 2 can be rerun with --resume (issue 54)
     report = json.loads((out / "report.failed.json").read_text())  # what the failed rerun found
     assert report["status"] == "failed" and report["problems"]
     assert not (out / ".previous").exists()
@@ -57,6 +59,7 @@ def test_a_failed_rerun_puts_the_previous_complete_output_back(tmp_path):
     assert killed.returncode == -9 and not (out / "manifest.json").exists() and (out / ".previous").exists()
     plain = refinery(["run", "--input", CC_EXCERPT, "--output", out, "--quiet"])
     assert plain.returncode == 2 and "stale lock" in one_line_error(plain)
+    assert f"the previous complete output waits in {out / '.previous'}/" in one_line_error(plain)
     (out / LOCK_FILE).unlink()  # as that message says; the next run puts the previous output back first
     plain = refinery(["run", "--input", CC_EXCERPT, "--output", out, "--quiet"])
     assert plain.returncode == 2 and "already holds a run's outputs" in one_line_error(plain)

@@ -74,6 +74,24 @@ def test_slow_page_times_out_and_the_worker_is_replaced():
         e.teardown()
 
 
+def test_a_worker_that_dies_mid_page_is_ledgered_saying_how_it_died():
+    """The child's pipe closes before it is reaped: its end was reported as `exit None` (issue 54)."""
+    import os
+    import signal
+    import threading
+
+    e = Extractor(ExtractConfig(timeout_s=60))
+    e.setup()
+    try:
+        threading.Timer(0.5, lambda: os.kill(e._worker._proc.pid, signal.SIGKILL)).start()
+        died = e(doc(many_paragraphs_html(50_000)))  # seconds of work: killed in the middle of it
+        assert isinstance(died, Drop) and died.reason is DropReason.EXTRACT_ERROR
+        assert "extraction worker died (killed by SIGKILL (out of memory?))" in died.detail, died.detail
+        assert isinstance(e(doc(real_page_html())), Document)  # and the next page goes to a new child
+    finally:
+        e.teardown()
+
+
 def test_empty_and_textless_pages(extractor):
     assert extractor(doc("   ")).reason is DropReason.NO_TEXT
     nested = "<html><body>" + "<div>" * 100_000 + "deep" + "</div>" * 100_000 + "</body></html>"

@@ -96,6 +96,11 @@ def test_bad_checkpoints_are_clear_errors_never_a_restart(shards, tmp_path):
     assert proc.returncode == 2 and "corrupt" in proc.stderr
 
     latest.write_bytes(good)
+    pointer = json.loads((ckpt_dir / "latest.json").read_text())
+    for elsewhere in ("../../elsewhere/step-00000004.pt", str(latest), "notes.txt"):  # only a step file of this folder
+        (ckpt_dir / "latest.json").write_text(json.dumps({**pointer, "file": elsewhere}))
+        proc = train(args + ["--resume"])
+        assert proc.returncode == 2 and "which is not a step-N.pt file of" in proc.stderr, proc.stderr
     os.remove(ckpt_dir / "latest.json")
     proc = train(args + ["--resume"])
     assert proc.returncode == 2 and "no latest.json" in proc.stderr
@@ -146,7 +151,11 @@ def test_trained_bpe_tokenizer_from_the_cli_trains(shards, tmp_path):
     tokenizer = tmp_path / "tokenizer.json"
     made = subprocess.run([sys.executable, "-m", "pipeline.cli", "train-tokenizer", "--data", str(shards), "--out",
                            str(tokenizer), "--vocab-size", "800"], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert made.returncode == 0, made.stderr
+    assert made.returncode == 0 and "note" not in made.stderr, made.stderr
+    short = subprocess.run([sys.executable, "-m", "pipeline.cli", "train-tokenizer", "--data", str(shards), "--out",
+                            str(tmp_path / "t.json"), "--max-documents", "3"], cwd=REPO, capture_output=True, text=True,
+                           timeout=300)  # 32,000 asked of 3 documents: fewer, and it says why (it was silent)
+    assert short.returncode == 0 and "not the 32,000 asked for: the training text (3 documents" in short.stderr
     ok(train(common(shards, tmp_path / "run", "--tokenizer", str(tokenizer), "--steps", "8")))
     steps = [r for r in metrics(tmp_path / "run") if "loss" in r]
     assert steps[0]["loss"] == pytest.approx(6.68, abs=0.3)  # ln(800): uniform over the BPE vocabulary
