@@ -8,9 +8,12 @@ DEMO_OUT ?= out/demo
 .PHONY: install demo test docs-test browser slurm slurm-demo report-screenshot clean quality-model toxicity-model cascade-check badword-exclusions thresholds cluster-demo dask-demo ablate-demo
 
 $(STAMP): setup.py
+	@echo "[make] installing into $(VENV) (~4 min the first time; later runs skip this)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned: the local CPU build. An unpinned torch pulls a multi-GB CUDA build.
+	@echo "[make] 1/2 torch 2.13.0, CPU build"
 	$(BIN)/pip install --quiet torch==2.13.0
+	@echo "[make] 2/2 refinery and what it needs (Apache Beam, trafilatura, fastText, pyarrow, ...) and the test tools"
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
@@ -37,14 +40,14 @@ cluster-demo: install
 	$(BIN)/python -m pipeline.engines.local_cluster --environment external --timeout 900 -- \
 		--input 'data/warc/*.warc.gz' --output out/cluster-demo --overwrite
 
-# The job on a real distributed engine (README "Running on a cluster"): a Dask scheduler and 2 worker processes
+# The job on a real distributed engine (docs/clusters.md): a Dask scheduler and 2 worker processes
 # on 127.0.0.1 inside a loopback-only network namespace; the shards must equal the local runner's byte for byte.
 dask-demo: install
 	$(BIN)/refinery run --input 'data/warc/*.warc.gz' --output out/dask-demo-local --overwrite --quiet
 	$(BIN)/python -m pipeline.engines.local_cluster --engine dask --timeout 900 --same-as out/dask-demo-local -- \
 		--input 'data/warc/*.warc.gz' --output out/dask-demo --overwrite
 
-# From data to model (README "Comparing data by the model it trains"): the bundled WARCs as two sources (the
+# From data to model (docs/training.md "From data to model"): the bundled WARCs as two sources (the
 # Wayback captures and the rest), 10 % held out for validation, an anneal split; then two mixtures, a quality
 # threshold and an anneal phase compared by the validation loss of a tiny proxy, 3 seeds each (2 min 30 s on 2
 # cores, 2026-12-02; ~25 min on a busy machine before training chose its threads from the idle cores).
@@ -61,8 +64,9 @@ test: install browser slurm
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-# The README as a script (scripts/readme_check.py): its shell and Python blocks in order, in a temporary folder,
-# training at a few steps (README_SMALL=0: the sizes as written); CI runs it after the suite.
+# README.md and the docs/ pages it links to as a script (scripts/readme_check.py): their shell and Python blocks in
+# order, in a folder of their own, training at a few steps (README_SMALL=0: the sizes as written); CI runs it after
+# the suite.
 docs-test: install
 	$(BIN)/python scripts/readme_check.py
 
@@ -91,8 +95,8 @@ slurm:
 		     || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO apt-get install -y -qq slurm-wlm munge >/dev/null 2>&1; } \
 		     || echo "slurm-wlm could not be installed: the Slurm test will skip"; }
 
-# The README's picture of the demo's report.html (the browser test's own screenshot function).
-# A picture of the demo's report.html, next to it (SCREENSHOT=docs/report.png refreshes the README's picture).
+# A picture of the demo's report.html next to it, with the browser test's own screenshot function (a later run leaves
+# it in place; SCREENSHOT=docs/report.png refreshes the README's picture).
 SCREENSHOT ?= $(DEMO_OUT)/report.png
 report-screenshot: browser
 	$(BIN)/python -m pipeline.reports.browser $(DEMO_OUT)/report.html $(SCREENSHOT)

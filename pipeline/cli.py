@@ -77,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str]) -> int:
-    """`refinery run`: one error line and exit 2 for a mistake, 3 for a failed check, 130 on Ctrl-C."""
+    """`refinery run`: one error line and exit 2 for a mistake, 3 for a failed check, 130 on Ctrl-C, 143 on
+    SIGTERM (docs/guarantees.md, "Exit codes")."""
     from pipeline.job.config import ConfigError
     from pipeline.job.publish import RunFailed
     from pipeline.job.run import run
@@ -101,10 +102,10 @@ def _run(argv: Sequence[str]) -> int:
             state = (f"{where} holds the previous complete output again (put back)"
                      if output and os.path.exists(os.path.join(output, "manifest.json"))
                      else f" the output{where} is incomplete and has no manifest")
-            print(f"\nrefinery run: interrupted;{state}. Run the same command with --resume to continue "
-                  "(input files already prepared are not read again), or with --overwrite to start over.",
-                  file=sys.stderr)
-            return 130
+            print(f"\nrefinery run: interrupted by {signal.Signals(INTERRUPTED or signal.SIGINT).name};{state}. Run the "
+                  "same command with --resume to continue (input files already prepared are not read again), or with "
+                  "--overwrite to start over.", file=sys.stderr)
+            return 128 + (INTERRUPTED or signal.SIGINT)  # 130 for Ctrl-C, 143 for SIGTERM, as shells expect
         if isinstance(exc, RunFailed):
             print(f"refinery run: error: {exc}", file=sys.stderr)
             return RunFailed.exit_code
@@ -175,13 +176,14 @@ def _internal_error(exc: BaseException) -> int:
     return 1
 
 
-INTERRUPTED = False  # set by the signal handler: Beam re-raises a KeyboardInterrupt as another type
+INTERRUPTED = 0  # the signal that interrupted the run (the handler sets it: Beam re-raises a KeyboardInterrupt as
+#                 another type)
 
 
 def interrupt(signum, frame):
     """SIGINT/SIGTERM: remember it, silence Beam's logging of the unwinding bundle, unwind."""
     global INTERRUPTED
-    INTERRUPTED = True
+    INTERRUPTED = INTERRUPTED or signum
     import logging
 
     logging.getLogger("apache_beam").setLevel(logging.CRITICAL + 1)

@@ -1,7 +1,8 @@
-"""The README as a script: every shell (and Python) block of README.md, in order, run in a temporary folder on the
-demo data, so that the README cannot drift from what the commands do (issue 37).
+"""The README as a script: every shell (and Python) block of README.md and of the docs/ pages it links to, in that
+order, run in a temporary folder on the demo data, so that the documentation cannot drift from what the commands do
+(issue 37; the pages since issue 54).
 
-    .venv/bin/python scripts/readme_check.py [--keep DIR] [--list] [--from N]
+    .venv/bin/python scripts/readme_check.py [--keep DIR] [--list] [--from PAGE:LINE]
     make docs-test
 
 What is changed before a command runs, and only this:
@@ -74,6 +75,19 @@ def commands(readme: str) -> list[tuple[int, str]]:
     return found
 
 
+def pages(root: str | None = None) -> list[tuple[str, str]]:
+    """(name, text) of README.md and of each docs/ page it links to, in the order of the links."""
+    root = root or ROOT
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as fh:
+        readme = fh.read()
+    linked = list(dict.fromkeys(re.findall(r"\]\((docs/[\w-]+\.md)\)", readme)))
+    found = [("README.md", readme)]
+    for name in linked:
+        with open(os.path.join(root, name), encoding="utf-8") as fh:
+            found.append((name, fh.read()))
+    return found
+
+
 def sample_outputs(readme: str) -> dict[str, list[str]]:
     """{command: lines} for each plain block that follows a sentence saying `command` prints it "(real output)"."""
     samples, lines = {}, readme.splitlines()
@@ -107,8 +121,10 @@ def prepared(command: str, small: bool, demo_id: str | None, namespaces: bool = 
     for pattern, why in SKIP:
         if re.search(pattern, command):
             return None, why
-    if not namespaces and re.search(r"make (dask|cluster)-demo", command):
+    if not namespaces and re.search(r"make (dask|cluster|slurm)-demo", command):
         return None, NO_NAMESPACES
+    if re.search(r"make slurm-demo", command) and os.geteuid() != 0:
+        return None, "needs root: Slurm's daemons run as root (`make slurm-demo` as root starts them)"
     run = command
     while OPTIONAL.search(run):
         run = OPTIONAL.sub("", run)
@@ -177,15 +193,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keep", metavar="DIR", help="run in DIR and keep it (default: a temporary folder, removed)")
     parser.add_argument("--list", action="store_true", help="print what would run, run nothing")
-    parser.add_argument("--from", dest="start", type=int, default=0, metavar="N",
-                        help="start at the README's line N (with --keep DIR of an earlier check)")
+    parser.add_argument("--from", dest="start", default="", metavar="PAGE:LINE",
+                        help="start at this page's line (README.md:120, docs/training.md:1; with --keep DIR of an "
+                             "earlier check)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per command")
     args = parser.parse_args()
     small = os.environ.get("README_SMALL", "1") != "0"
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
-        readme = fh.read()
-    todo = [(line, command) for line, command in commands(readme) if line >= args.start]
-    samples = sample_outputs(readme)
+    everything = [(page, line, command) for page, text in pages() for line, command in commands(text)]
+    start_page, _, start_line = args.start.rpartition(":") if ":" in args.start else ("README.md", "", args.start)
+    order = [page for page, _ in pages()]
+    if args.start and start_page not in order:
+        parser.error(f"--from {args.start}: no page {start_page!r} (pages: {', '.join(order)})")
+    first = (order.index(start_page), int(start_line or 0)) if args.start else (0, 0)
+    todo = [(f"{page}:{line}", command) for page, line, command in everything
+            if (order.index(page), line) >= first]
+    samples = {k: v for _, text in pages() for k, v in sample_outputs(text).items()}
     namespaces = namespaces_work()
     workdir = workspace(args.keep)
     ran, skipped, started = 0, [], time.monotonic()
@@ -195,9 +217,9 @@ def main() -> int:
             run, note = prepared(command, small, demo_id, namespaces)
             if run is None:
                 skipped.append((line, command, note))
-                print(f"README.md:{line}: not run ({note}): {shown(command)}", flush=True)
+                print(f"{line}: not run ({note}): {shown(command)}", flush=True)
                 continue
-            print(f"README.md:{line}: {shown(run)}" + (f"   [README: {shown(command)}]" if note else ""), flush=True)
+            print(f"{line}: {shown(run)}" + (f"   [as written: {shown(command)}]" if note else ""), flush=True)
             if args.list:
                 continue
             began = time.monotonic()
@@ -214,7 +236,7 @@ def main() -> int:
                 code, output = "stale", "the README's sample output has lines this run did not print:\n" + "\n".join(stale)
             if code != 0:
                 print("\n".join("    | " + row for row in output.splitlines()[-40:]))
-                print(f"README check FAILED at README.md:{line} (workspace kept: {workdir})")
+                print(f"README check FAILED at {line} (workspace kept: {workdir})")
                 args.keep = workdir
                 return 1
             ran += 1

@@ -3,7 +3,7 @@
 A stage module declares `SPEC = StageSpec(...)` (or `SPECS = (...)`): the stage's name, its
 config dataclass (its section of the YAML file and its flags), where in the job it runs, when
 it is on, its pre-flight check and its drop reasons. The job (`pipeline/job/run.py`), the
-pre-flight checks, the funnel, the default config file and the README's reason table are all
+pre-flight checks, the funnel, the default config file and docs/stages.md's reason table are all
 derived from this table, so adding a filter is one file in `stages/` and its test:
 
     SPEC = StageSpec(name="short_pages", order=65, config=ShortPagesConfig, build=ShortPages,
@@ -30,7 +30,7 @@ PLACES = (READ, EXTRACT, DOCUMENT, GLOBAL, WRITE)
 class StageSpec:
     name: str                                      # funnel and ledger name
     order: int                                     # position in the recipe (the table is sorted by it)
-    reasons: Mapping[str, str]                     # drop reason -> what it means (the README table)
+    reasons: Mapping[str, str]                     # drop reason -> what it means (docs/stages.md's table)
     config: type | None = None                     # config dataclass: the YAML section `section` and its flags
     section: str | None = None                     # YAML section (default: the name); stages may share one
     runs: str = DOCUMENT
@@ -39,7 +39,7 @@ class StageSpec:
     check: Callable[[Any], None] | None = None     # run config -> raises if the stage cannot run (pre-flight)
     inputs: Callable[[Any], Mapping[str, Any]] | None = None  # run config -> keyword arguments of `build` from
                                                    # other sections (the model of another stage it asks)
-    about: str = ""                                # one line for the README table's stage column
+    about: str = ""                                # one line for docs/stages.md's stage column
 
     def __post_init__(self):
         if self.runs not in PLACES:

@@ -107,7 +107,8 @@ def test_a_new_filter_is_one_file(tmp_path):
     tree = tmp_path / "tree"
     for part in ("common", "stages", "pipeline", "configs"):
         shutil.copytree(REPO / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "README.md", tree / "README.md")
+    (tree / "docs").mkdir()
+    shutil.copy(REPO / "docs" / "stages.md", tree / "docs" / "stages.md")
     (tree / "stages" / "short_pages.py").write_text(TOY_STAGE, encoding="utf-8")
     (tree / "stages" / "letter_share.py").write_text(SCORE_STAGE, encoding="utf-8")
     schema = (tree / "pipeline" / "job" / "schema.py").read_text(encoding="utf-8")
@@ -125,7 +126,7 @@ def test_a_new_filter_is_one_file(tmp_path):
     python("-m", "pipeline.commands.docs", "--write")
     default_yaml = (tree / "configs" / "default.yaml").read_text(encoding="utf-8")
     assert "short_pages:\n  enabled: true\n  min_chars: 500" in default_yaml
-    readme = (tree / "README.md").read_text(encoding="utf-8")
+    readme = (tree / "docs" / "stages.md").read_text(encoding="utf-8")
     assert "| short_pages | document | `short_pages` | yes | drops pages under min_chars |" in readme
     assert "| short_pages | `too_short` | fewer than `min_chars` characters |" in readme
 

@@ -1,5 +1,5 @@
-"""The files derived from the stage table and the config classes: `configs/default.yaml` and the
-README's stage and drop-reason tables. A test fails when they are out of date.
+"""The files derived from the stage table and the config classes: `configs/default.yaml` and the stage and
+drop-reason tables of `docs/stages.md`. A test fails when they are out of date.
 
     python -m pipeline.commands.docs --write    # after adding a stage or changing a setting
     python -m pipeline.commands.docs --check    # exit 1 if a derived file differs
@@ -15,7 +15,7 @@ from stages.table import reason_rows
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "configs" / "default.yaml"
-README = REPO / "README.md"
+README = REPO / "docs" / "stages.md"  # the page that holds the generated tables
 BEGIN, END = "<!-- stage-table:begin (python -m pipeline.commands.docs --write) -->", "<!-- stage-table:end -->"
 
 
@@ -34,7 +34,7 @@ def stage_tables() -> str:
 
 def readme_with_tables(text: str) -> str:
     if BEGIN not in text or END not in text:
-        raise ValueError(f"README.md has no {BEGIN!r} ... {END!r} block")
+        raise ValueError(f"{README.relative_to(REPO)} has no {BEGIN!r} ... {END!r} block")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{BEGIN}\n{stage_tables()}\n{END}{tail}"

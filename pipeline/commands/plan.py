@@ -147,7 +147,7 @@ def measure_sample(config, files, sample: int) -> dict[str, Any]:
             "candidate_edges": _candidate_edges(rows), "peak_rss_bytes": phase1_rss,
             "paragraph_hashes": sum(len(row["paragraphs"] or ()) for row in rows),  # 0 with paragraph dedup off
             "bands": config.dedup.band_rows()[0],
-            # extraction is most of phase 1's cost: the plan holds for this engine (README "Choosing an extraction engine")
+            # extraction is most of phase 1's cost: the plan holds for this engine (docs/stages.md "Choosing an extraction engine")
             "extract_engine": config.extract.engine}
     if not measured["records"] or not measured["bytes_read"]:
         raise ConfigError("the sample read no records: the input holds no WARC responses or text records")

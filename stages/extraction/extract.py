@@ -39,7 +39,7 @@ class ExtractConfig:
 
     # trafilatura: best text, ~15 ms a page; resiliparse: DCLM's extractor, ~10x faster, more boilerplate;
     # cascade: Resiliparse, then trafilatura on the pages a check says it would do better on
-    # (bench/RESULTS.md "Extraction engines": F1 and speed of each; README "Choosing an extraction engine").
+    # (bench/RESULTS.md "Extraction engines": F1 and speed of each; docs/stages.md "Choosing an extraction engine").
     engine: str = "trafilatura"
     # cascade: fall back to trafilatura when the check's probability that it does better is at least this;
     # lower = more pages through trafilatura (0.2: ~55 % of article pages, F1 within 1 point of trafilatura's;
