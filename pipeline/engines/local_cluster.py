@@ -213,12 +213,17 @@ def _compare(expected: str, found: str) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def split_run_args(argv: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """(this module's own arguments, the `refinery run` arguments after `--`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    run_args: list[str] = []
-    if "--" in argv:
-        split = argv.index("--")
-        argv, run_args = argv[:split], argv[split + 1:]
+    if "--" not in argv:
+        return argv, []
+    split = argv.index("--")
+    return argv[:split], argv[split + 1:]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv, run_args = split_run_args(argv)
     p = argparse.ArgumentParser(prog="python -m pipeline.engines.local_cluster", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--engine", choices=("beam", "dask"), default="beam",

@@ -152,8 +152,10 @@ class LocalSlurm:
 
 
 def _inside(args: argparse.Namespace, run_args: list[str]) -> int:
+    from pipeline.cli import flag_value
+
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    output = _flag(run_args, "--output")
+    output = flag_value(run_args, "--output")
     if output is None:
         print("local_slurm: give the run's --output", file=sys.stderr)
         return 2
@@ -195,21 +197,10 @@ def _compare(expected: str, found: str) -> int:
     return 0
 
 
-def _flag(argv: Sequence[str], flag: str) -> str | None:
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    run_args: list[str] = []
-    if "--" in argv:
-        split = argv.index("--")
-        argv, run_args = argv[:split], argv[split + 1:]
+    from pipeline.engines.local_cluster import split_run_args
+
+    argv, run_args = split_run_args(argv)
     p = argparse.ArgumentParser(prog="python -m pipeline.engines.local_slurm", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--files-per-task", type=int, default=1, help="input files per array task")
