@@ -49,8 +49,9 @@ dask-demo: install
 
 # From data to model (docs/training.md "From data to model"): the bundled WARCs as two sources (the
 # Wayback captures and the rest), 10 % held out for validation, an anneal split; then two mixtures, a quality
-# threshold and an anneal phase compared by the validation loss of a tiny proxy, 3 seeds each (2 min 30 s on 2
-# cores, 2026-12-02; ~25 min on a busy machine before training chose its threads from the idle cores).
+# threshold and an anneal phase compared by the validation loss of a tiny proxy, 3 seeds each (3 min 42 s in all on 2
+# cores, 2026-12-03, 144 s of it training; ~25 min on a busy machine before training chose its threads from the idle
+# cores).
 ablate-demo: install
 	$(BIN)/refinery run --input 'data/warc/[!c]*.warc.gz' --input data/warc/cc_whirlwind_CC-MAIN-2024-22.warc.gz \
 		--source 'wayback=data/warc/copycat_*.warc.gz' --output out/pool --overwrite --row-group-rows 16 \
