@@ -43,11 +43,18 @@ class SignalFlag:
     def __init__(self) -> None:
         self.signum: int | None = None
         self._first_at = 0.0
+        self._previous: dict[int, object] = {}
 
     def install(self) -> SignalFlag:
-        for sig in SIGNALS:
-            signal.signal(sig, self._noted)
+        self._previous = {sig: signal.signal(sig, self._noted) for sig in SIGNALS}
         return self
+
+    def restore(self) -> None:
+        """The handlers from before `install` (`refinery ablate` trains several times in one process: a Ctrl-C
+        between two trainings must not be noted by a flag nobody reads any more)."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
 
     def _noted(self, signum: int, frame) -> None:
         if self.signum is None:

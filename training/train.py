@@ -297,12 +297,12 @@ class Trainer:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    signals = SignalFlag().install()  # SIGTERM/SIGINT end the step, save, and stop (training/stopping.py)
     try:
         cfg = parse(argv)
     except ConfigError as exc:
         print(f"refinery train: error: {exc}", file=sys.stderr, flush=True)
         return 2
+    signals = SignalFlag().install()  # SIGTERM/SIGINT end the step, save, and stop (training/stopping.py)
     env = init(cfg.device)
     trainer = None
     try:
@@ -340,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   file=sys.stderr, flush=True)
         return 130
     finally:
+        signals.restore()
         shutdown()
     return 0
 
