@@ -40,19 +40,15 @@ def cluster():
 
 
 def test_the_slurm_demo_runs_an_array_and_phase_2_and_leaves_no_daemon(tmp_path):
-    """`make slurm-demo`: the module starts a one-node cluster, submits, follows it to the end, compares with a
-    local run, and stops every daemon (the PID namespace ends with it)."""
-    inputs = ["--input", str(WARC_DIR / "cc_whirlwind_CC-MAIN-2024-22.warc.gz"), "--input",
-              str(WARC_DIR / "warcio_example.warc.gz"), "--quiet"]
-    local = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", *inputs, "--output", str(tmp_path / "local")],
-                           cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert local.returncode == 0, local.stderr[-2000:]
-    demo = subprocess.run([sys.executable, "-m", "pipeline.engines.local_slurm", "--timeout", "400",
-                           "--same-as", str(tmp_path / "local"), "--", *inputs, "--output", str(tmp_path / "slurm")],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    """`make slurm-demo`: the module starts a one-node cluster in namespaces of its own, submits, follows the jobs
+    to the end, and stops every daemon (the PID namespace ends with it). That a Slurm run's shards equal a local
+    run's is the test above; here one small file keeps it short."""
+    demo = subprocess.run([sys.executable, "-m", "pipeline.engines.local_slurm", "--timeout", "400", "--",
+                           "--input", str(WARC_DIR / "warcio_example.warc.gz"), "--output", str(tmp_path / "slurm"),
+                           "--quiet"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
-    assert "2 array task(s)" in demo.stdout and "input files prepared: 2 of 2" in demo.stdout
-    assert "shards byte-identical" in demo.stdout and "daemons stopped" in demo.stdout
+    assert "1 array task(s)" in demo.stdout and "input files prepared: 1 of 1" in demo.stdout
+    assert (tmp_path / "slurm" / "manifest.json").exists() and "daemons stopped" in demo.stdout
     assert no_daemon_left("refinery-slurm-") == []
 
 
