@@ -66,25 +66,18 @@ _AGENT_FAILURE = re.compile(r"^[EW]\d{4} .*\] failed \(exitcode: (-?\d+)\)")
 SHUTDOWN_S = 120  # what torchrun gives the ranks to save a checkpoint after a signal before it kills them
 
 
-def _own_session_dying_with_us() -> None:
-    """torchrun's preexec: a terminal's Ctrl-C reaches it through us only (once), and it ends if we die."""
-    import ctypes
-
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: no parent-death signal
-        pass
-
-
 def run_torchrun(cmd: list[str], env: dict) -> int:
     """torchrun with the ranks' output passed through as it comes, but without the launcher's own report after a
     rank failed or a signal: the rank's line is the message. SIGTERM or SIGINT reaching this process (Kubernetes
     signals only the container's first process; a terminal, the foreground one) is passed to torchrun, which passes
     it to the ranks: they save a checkpoint and stop (training/stopping.py). Returns the ranks' code."""
+    from stages.processes import die_with_parent
+
     received: list[int] = []
+    # its own session: a terminal's Ctrl-C reaches it through us only (once); SIGTERM if we die: it stops the ranks
     proc = subprocess.Popen([*cmd[:3], f"--shutdown-timeout={SHUTDOWN_S}", *cmd[3:]], env=env, stderr=subprocess.PIPE,
                             text=True, errors="replace", bufsize=1, start_new_session=True,
-                            preexec_fn=_own_session_dying_with_us)
+                            preexec_fn=lambda: die_with_parent(signal.SIGTERM))
 
     def forward(signum, frame):
         received.append(signum)
