@@ -55,7 +55,8 @@ dask-demo: install
 ablate-demo: install
 	$(BIN)/refinery run --input 'data/warc/[!c]*.warc.gz' --input data/warc/cc_whirlwind_CC-MAIN-2024-22.warc.gz \
 		--source 'wayback=data/warc/copycat_*.warc.gz' --output out/pool --overwrite --row-group-rows 16 \
-		--holdout-fraction 0.1 --anneal-fraction 0.3 --quiet
+		--holdout-fraction 0.1 --anneal-fraction 0.3 --quiet \
+		--anneal-min-quality 0.5 --anneal-max-page-share 0.15 --anneal-max-site-share 0.4  # a small pool: docs/quality.md
 	$(BIN)/refinery ablate --pool out/pool --out out/ablate --tokens 400000 --seeds 3 \
 		--set schedule=wsd --set decay_fraction=0.2 \
 		--variant natural= --variant 'web-heavy=--mix web=0.6,wayback=0.4' \

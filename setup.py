@@ -24,6 +24,7 @@ setup(
         "isal>=1.6,<2",               # ISA-L inflate for WARC gzip members (stages/extraction/warc.py)
         "resiliparse>=2.0,<3",        # extract.engine resiliparse / cascade (DCLM's extractor; wheels with its C++ code)
         "charset-normalizer>=3.3,<4",
+        "ftfy>=6.3,<7",               # text repair before language ID (stages/text_repair.py), as FineWeb-2 does
         "brotli>=1.2,<2",             # Content-Encoding: br; 1.2 adds output_buffer_limit (bounded decoding)
         # The archived `fasttext` wheel breaks predict() under numpy 2; this maintained
         # drop-in imports as `fasttext` and keeps train_supervised.

@@ -23,6 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
 
 from stages.quality import load_model, normalize, normalize_page, predict_hq  # noqa: E402
+from stages.quality_signals import RAMPS, cap, combine, signals  # noqa: E402
+from stages.text_repair import damage  # noqa: E402
 
 PAIRS = {  # what is told apart: (positive kinds, negative kinds)
     "reference prose vs machine-made": (("ntrex", "flores"), ("listing", "keywords")),
@@ -57,13 +59,17 @@ def load_examples(path: str | None) -> list[dict]:
     return [dataclasses.asdict(e) for e in collect()]
 
 
-def measure(model_path: str | None, normalization: str, examples: list[dict]) -> dict:
+def measure(model_path: str | None, normalization: str, examples: list[dict], judgment: bool = False) -> dict:
     model = load_model(model_path)
     norm = normalize_page if normalization == "lines" else normalize
     held = [e for e in examples if e["held_out"]]
     started = time.perf_counter()
     scores = predict_hq(model, [norm(e["text"]) for e in held])
     speed = len(held) / (time.perf_counter() - started)
+    if judgment:  # the quality judgment: the model's score times each signal's cap (stages/quality_signals.py)
+        measured = [{**signals(e["text"]), "encoding_damage": damage(e["text"])} for e in held]
+        per_signal = {name: [cap(name, m[name]) for m in measured] for name in RAMPS}
+        scores = [combine(s, m) for s, m in zip(scores, measured)]
     by_kind = collections.defaultdict(list)
     by_kind_lang = collections.defaultdict(list)
     for e, s in zip(held, scores):
@@ -81,10 +87,54 @@ def measure(model_path: str | None, normalization: str, examples: list[dict]) ->
         result["per_language"][lang] = {"prose_vs_machine_made": auc(pos, neg),
                                         "main_vs_boilerplate": auc(page_pos, page_neg) if len(page_pos) >= 5
                                         and len(page_neg) >= 5 else None}
+    if judgment:  # each signal alone, as a score (its cap: 1 = reads as prose, 0 = junk)
+        result["auc_per_signal"] = {}
+        for signal, caps in per_signal.items():
+            kinds = collections.defaultdict(list)
+            for e, c in zip(held, caps):
+                kinds[e["kind"]].append(c)
+            result["auc_per_signal"][signal] = {name: round(auc([c for k in pos for c in kinds[k]],
+                                                                 [c for k in neg for c in kinds[k]]) or 0, 4)
+                                                for name, (pos, neg) in PAIRS.items()}
     kept = sorted(by_kind["main_text"])
     result["kept_page_deciles"] = [round(kept[min(int(q / 10 * len(kept)), len(kept) - 1)], 3) for q in range(1, 10)]
     result["mean_score"] = {k: round(sum(v) / len(v), 3) for k, v in sorted(by_kind.items())}
     result["held_out"] = {k: len(v) for k, v in sorted(by_kind.items())}
+    return result
+
+
+LABELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "quality_demo_labels.tsv")
+
+
+def measure_pages(run: str, model_path: str | None) -> dict:
+    """On pages of other sites than any the model trained on (the demo WARCs' pages in a run's shards, labelled
+    by eye in bench/data/quality_demo_labels.tsv): AUC of prose vs junk for the model, the judgment and each
+    signal's cap, and where the menu/table and mojibake pages land."""
+    import glob
+
+    import pyarrow.parquet as pq
+
+    labels = {}
+    with open(LABELS, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.startswith("#") and line.strip():
+                url, label, _ = line.rstrip("\n").split("\t")
+                labels[url] = int(label)
+    files = glob.glob(os.path.join(run, "data", "*.parquet")) + glob.glob(os.path.join(run, "valid", "data", "*.parquet"))
+    rows = [r for f in files for r in pq.read_table(f, columns=["url", "text", "epoch"]).to_pylist()
+            if r["epoch"] == 0 and r["url"] in labels]
+    model = load_model(model_path)
+    model_scores = predict_hq(model, [normalize_page(r["text"]) for r in rows])
+    measured = [{**signals(r["text"]), "encoding_damage": damage(r["text"])} for r in rows]
+    columns = {"model": model_scores, "judgment": [combine(s, m) for s, m in zip(model_scores, measured)],
+               **{f"{name} (cap)": [cap(name, m[name]) for m in measured] for name in RAMPS}}
+    result = {"pages": len(rows), "junk": sum(1 for r in rows if not labels[r["url"]]), "auc": {}}
+    for name, scores in columns.items():
+        pos = [s for r, s in zip(rows, scores) if labels[r["url"]]]
+        neg = [s for r, s in zip(rows, scores) if not labels[r["url"]]]
+        result["auc"][name] = round(auc(pos, neg), 4)
+    result["junk_above_0.5"] = {name: sum(1 for r, s in zip(rows, scores) if not labels[r["url"]] and s >= 0.5)
+                                for name, scores in columns.items() if name in ("model", "judgment")}
     return result
 
 
@@ -93,10 +143,13 @@ def main() -> int:
     p.add_argument("--new", default=None, help="model to measure (default: the bundled one)")
     p.add_argument("--old", help="a second model, side by side")
     p.add_argument("--old-normalization", choices=("plain", "lines"), default="plain")
+    p.add_argument("--pages", metavar="RUN", help="also measure on the labelled demo pages in RUN's shards "
+                   "(bench/data/quality_demo_labels.tsv; RUN: make ablate-demo's out/pool)")
     p.add_argument("--examples", help="the recipe's examples as JSONL (default: collect them now, ~1 min)")
     args = p.parse_args()
     examples = load_examples(args.examples)
     out = {"new": measure(args.new, "lines", examples)}
+    out["judgment"] = measure(args.new, "lines", examples, judgment=True)
     if args.old:
         out["old"] = measure(args.old, args.old_normalization, examples)
     for name, r in out.items():
@@ -107,7 +160,13 @@ def main() -> int:
         pages = {k: round(v["main_vs_boilerplate"], 3) for k, v in r["per_language"].items() if v["main_vs_boilerplate"]}
         print(f"  main text vs boilerplate AUC by page language: {pages}")
         print(f"  mean score by kind: {r['mean_score']}")
-    print(json.dumps(out, ensure_ascii=False)[:0])
+        for signal, aucs in r.get("auc_per_signal", {}).items():
+            print(f"  {signal} alone: " + "; ".join(f"{k} AUC {v}" for k, v in aucs.items()))
+    if args.pages:
+        pages = measure_pages(args.pages, args.new)
+        print(f"demo pages of other sites ({pages['pages']}, {pages['junk']} junk), prose vs junk AUC: "
+              + "; ".join(f"{k} {v}" for k, v in pages["auc"].items()))
+        print(f"  junk pages scored >= 0.5: {pages['junk_above_0.5']}")
     return 0
 
 

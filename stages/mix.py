@@ -7,7 +7,9 @@ deterministic: a document's fate depends only on (seed, id), never on worker or 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from stages.record import DropReason
 from stages.table import GLOBAL, StageSpec
@@ -25,6 +27,23 @@ def unit_hash(seed: int, *parts: str) -> float:
     """A number in [0, 1) from (seed, parts): the same on every run and every worker."""
     h = hashlib.blake2b("\x1f".join((str(seed),) + parts).encode("utf-8", "surrogatepass"), digest_size=8)
     return int.from_bytes(h.digest(), "big") / 2**64
+
+
+_WAYBACK = re.compile(r"^https?://web\.archive\.org/web/[^/]*/(.*)$", re.IGNORECASE)
+
+
+def site_of(url: str | None) -> str:
+    """The site a page belongs to, for spreading a split over sites: its host, lower case, without "www."; a
+    Wayback copy (web.archive.org/web/TIMESTAMP/URL) belongs to the site it copied."""
+    url = url or ""
+    wayback = _WAYBACK.match(url)
+    if wayback:
+        url = wayback.group(1)
+    try:
+        host = urlsplit(url if "//" in url else f"//{url}").hostname or ""
+    except ValueError:  # a hostile URL ("http://[bad/"): its own site
+        host = url[:200]
+    return host.removeprefix("www.").replace("|", "%7C")  # "|" separates the anneal tallies' key parts
 
 
 def repeat_id(doc_id: str, epoch: int) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from common.settings import check
 from stages.models import bundled, load_fasttext, positive_probability
+from stages.quality_signals import combine, signals
 from stages.record import Document, DropReason, ModelStage, StageResult
 from stages.table import StageSpec
 
@@ -119,19 +120,27 @@ class QualityScorer(ModelStage):
     def __call__(self, doc: Document) -> StageResult:
         return self.process_batch([doc])[0]
 
+    def judge(self, docs: Sequence[Document]) -> list[Document]:
+        """The documents with `quality_score` set: the model's score (one fastText call for all) combined with
+        each page's signals (stages/quality_signals.py), which are set as scores too."""
+        judged = []
+        for doc, model_score in zip(docs, self.score([d.text for d in docs])):
+            measured = signals(doc.text)
+            score = combine(model_score, {**measured, "encoding_damage": doc.scores.get("encoding_damage")})
+            doc = doc.with_score("model_quality", model_score)
+            for name, value in measured.items():
+                doc = doc.with_score(name, value)
+            judged.append(doc.replace(quality_score=score))
+        return judged
+
     def process_batch(self, docs: Sequence[Document]) -> list[StageResult]:
-        """One fastText call for many documents (the pipeline feeds this stage batches)."""
-        results: list[StageResult] = []
-        for doc, score in zip(docs, self.score([d.text for d in docs])):
-            if self.config.threshold is not None and score < self.config.threshold:
-                results.append(doc.drop(STAGE, DropReason.QUALITY_BELOW_THRESHOLD,
-                                        f"{score:.3f} < {self.config.threshold}",
-                                        value=score, threshold=self.config.threshold))
-            else:
-                results.append(doc.replace(quality_score=score))
-        return results
+        """The pipeline feeds this stage batches."""
+        threshold = self.config.threshold
+        return [doc.drop(STAGE, DropReason.QUALITY_BELOW_THRESHOLD, f"{doc.quality_score:.3f} < {threshold}",
+                         value=doc.quality_score, threshold=threshold)
+                if threshold is not None and doc.quality_score < threshold else doc for doc in self.judge(docs)]
 
 
 SPEC = StageSpec(
-    name=STAGE, order=70, config=QualityConfig, build=QualityScorer, about="sets `quality_score`",
+    name=STAGE, order=70, config=QualityConfig, build=QualityScorer, about="sets `quality_score`: the model and the page's signals",
     reasons={DropReason.QUALITY_BELOW_THRESHOLD: "score under `quality.threshold` (only when one is set)"})

@@ -6,7 +6,7 @@ over them (0.153 > 0.15) for reasons of topic and length, not because they are s
 when all of these hold: the failed rule is one of the n-gram repetition rules (line, paragraph, bullet and
 word-count rules are not: near those limits the pages measured are listings and link farms), it fails that
 one rule only, by less than `rescue_margin` of the limit, no rule was waived for it before, and the quality
-model (the run's `quality.model`) scores it at least `rescue_min_quality`. Measured on trafilatura's
+judgment (the run's `quality.model` and the page's signals) scores it at least `rescue_min_quality`. Measured on trafilatura's
 benchmark articles and the demo's junk pages: bench/RESULTS.md, "Rescue by evidence".
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ class Rescue:
         value, limit = measured
         if not value <= limit * (1.0 + margin) or next(others, None) is not None:
             return None
-        score = self.scorer.score([doc.text])[0]
+        score = self.scorer.judge([doc])[0].quality_score
         if score < min_quality:
             return None
         return doc.replace(metadata={**doc.metadata, RESCUED: f"{stage}:{reason} {detail}; quality {score:.3f}"})

@@ -54,6 +54,11 @@ class JobConfig:
     anneal_fraction: float | None = None  # e.g. 0.1: also write anneal/ with high-quality documents,
                                           # about this share of the output's tokens
     anneal_min_quality: float = 0.8     # quality_score needed to enter the anneal split
+    # The anneal split's spread, so that no page, site or language owns it (the demo's split was once 52 % one
+    # spam page; defaults stated in docs/quality.md):
+    anneal_max_page_share: float = 0.05      # a page over this share of the split's tokens is left out of it
+    anneal_max_site_share: float = 0.2       # a site's pages are drawn less, so it holds at most this share
+    anneal_max_language_excess: float = 2.0  # a language holds at most this many times its share of data/
     holdout_fraction: float = 0.005     # share of documents written to valid/ instead of data/ (chosen by a
                                         # hash of the id: the same documents on every rerun); 0: no valid/
     num_shards: int = 0                 # files per ledger writer, phase 1 and 2 (0 lets the runner choose)
@@ -70,6 +75,9 @@ class JobConfig:
 
     def __post_init__(self):
         check(self.anneal_fraction is None or 0 < self.anneal_fraction <= 1, "anneal_fraction must be in (0, 1]")
+        check(0 < self.anneal_max_page_share <= 1 and 0 < self.anneal_max_site_share <= 1,
+              "anneal_max_page_share and anneal_max_site_share must be in (0, 1]")
+        check(self.anneal_max_language_excess >= 1, "anneal_max_language_excess must be >= 1")
         check(0 <= self.holdout_fraction < 1, f"holdout_fraction must be in [0, 1), got {self.holdout_fraction}")
         check(0 < self.shard_size_mb < 1e7, f"shard_size_mb must be a positive number of MB below 1e7, "
                                             f"got {self.shard_size_mb}")

@@ -25,7 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.job.dedup import Decision
 from pipeline.job.holdout import VALID
 from pipeline.job.holdout import split as holdout_split
-from pipeline.job.mix import Mix, Rehydration, anneal_pick, anneal_tokens, repeats, weight_of
+from pipeline.job.mix import Anneal, Mix, Rehydration, repeats, weight_of
 from pipeline.job.output import STATS_DIR, ShardWriter
 from pipeline.job.paragraphs import WriteTopParagraphs, host_of
 from pipeline.job.prepare import (
@@ -46,13 +46,15 @@ from pipeline.job.schema import (
 )
 from pipeline.job.signatures import SIGNATURES_DIR
 from pipeline.job.transforms import LEDGER, count, runner
-from stages.mix import approx_tokens, mix_rates
+from stages.mix import approx_tokens, mix_rates, site_of
 from stages.paragraphs import ParagraphCut, site_sample, unit_texts
 from stages.record import Document, Drop
 from stages.runner import CHUNK, CHUNK_CHARS, Step
 
 FINISHED_DIR = "_finished"
 LEDGER_ROWS, FINISHED, SIGNATURE_FILES = "ledger_rows", "finished", "signature_files"  # tagged outputs
+ANNEAL_TOP = "anneal_top"  # (kind, name, tokens) of each document drawn into the anneal split: kind page, site, lang
+ANNEAL_TOP_N = 10          # the largest pages, sites and languages of the anneal split, in report.json
 EDITS, TOP_TEXTS = "edits", "top_texts"
 ANNEAL = "anneal"
 REHYDRATE = "rehydrate"  # counters: rehydrate.repeats
@@ -67,7 +69,7 @@ class FinishPart(RunsStages):
     -> the key, once the part's finished documents are written; the part's phase-1 ledger rows (LEDGER_ROWS),
     its drops (LEDGER), the edit book's rows of what stages cut from the documents kept (EDITS), the text of
     the most repeated paragraphs met (TOP_TEXTS: side input `top`, [(hash, Owner)]) and, if `tally`, (id,
-    source, tokens, quality, rehydration weight) of each finished document (FINISHED)."""
+    source, tokens, quality, rehydration weight, language, site) of each finished document (FINISHED)."""
 
     def __init__(self, output: str, steps: Sequence[tuple[str, Step]], tally: bool, snippet_chars: int,
                  deduplicated: bool = False, rehydrate: Rehydration | None = None):
@@ -127,7 +129,8 @@ class FinishPart(RunsStages):
                 yield beam.pvalue.TaggedOutput(EDITS, row)
             if self._tally:
                 yield beam.pvalue.TaggedOutput(FINISHED, (doc.id, doc.source, approx_tokens(doc.text), doc.quality_score,
-                                                          weight_of(self._rehydrate, doc.cluster_size)))
+                                                          weight_of(self._rehydrate, doc.cluster_size), doc.lang,
+                                                          site_of(doc.url)))
         for drop in drops:
             yield self._ledgered(drop)
 
@@ -163,7 +166,7 @@ class WritePart(RunsStages):
     totals ({} when off)."""
 
     def __init__(self, output: str, shard_index: dict[str, int], write_check, mix: Mix | None,
-                 holdout_fraction: float, anneal: tuple[float, float, int] | None, shard_size_mb: float,
+                 holdout_fraction: float, anneal: Anneal | None, shard_size_mb: float,
                  row_group_rows: int, rehydrate: Rehydration | None = None):
         self._output, self._index, self._runner = output, shard_index, runner([write_check])
         self._rehydrate = rehydrate
@@ -193,7 +196,10 @@ class WritePart(RunsStages):
                 continue
             checked, drops = self._runner.run(copies)
             for copy in checked:
-                self._place(copy, row, writers, signatures, totals)
+                if self._place(copy, row, writers, signatures, totals):
+                    tokens = approx_tokens(copy.text)
+                    for kind, name in (("page", copy.url or copy.id), ("site", site_of(copy.url)), ("lang", copy.lang)):
+                        yield beam.pvalue.TaggedOutput(ANNEAL_TOP, (kind, str(name), tokens))
             for drop in drops:
                 yield beam.pvalue.TaggedOutput(LEDGER, drop)
         signatures.commit()
@@ -205,21 +211,24 @@ class WritePart(RunsStages):
                 yield line if split in ("", "repeats") else beam.pvalue.TaggedOutput(split, line)
 
     def _place(self, doc: Document, row: dict[str, Any], writers: dict, signatures: PartWriter,
-               totals: dict[str, int]) -> None:
+               totals: dict[str, int]) -> bool:
+        """Writes the document to its split; True if it also went into the anneal split."""
         split = holdout_split(doc, self._holdout)
         if split is None:
-            return
+            return False
         if doc.epoch == 0:
             signatures.add({"id": doc.id, "source": doc.source, "exact_key": row["exact_key"], "bands": row["bands"],
                             "paragraphs": row["paragraphs"]})
         shard_row = document_row(doc)
         if split == VALID:
             writers[VALID].add(shard_row)
-            return
+            return False
         writers["repeats" if doc.epoch else ""].add(shard_row)
-        if self._anneal and anneal_pick(doc, totals, *self._anneal):
+        if self._anneal and self._anneal.pick(doc, totals):
             count("anneal.rows")
             writers[ANNEAL].add(shard_row)
+            return True
+        return False
 
 
 class Finish(beam.PTransform):
@@ -264,20 +273,26 @@ class Finish(beam.PTransform):
                      | "PerSource" >> beam.CombinePerKey(sum)
                      | "TokensBySource" >> beam.combiners.ToDict()
                      | "MixRates" >> beam.Map(lambda tokens: mix_rates(weights, tokens)))
-        if c.anneal_fraction:
-            totals = (finished[FINISHED]
-                      | "AnnealTokens" >> beam.FlatMap(anneal_tokens, beam.pvalue.AsSingleton(rates), mix,
-                                                       c.holdout_fraction, c.anneal_min_quality)
-                      | "SumAnneal" >> beam.CombinePerKey(sum)
-                      | "AnnealTotals" >> beam.combiners.ToDict())
-        anneal = (c.anneal_fraction, c.anneal_min_quality, c.seed) if c.anneal_fraction else None
+        anneal = Anneal(c.anneal_fraction, c.anneal_min_quality, c.seed, c.anneal_max_page_share,
+                        c.anneal_max_site_share, c.anneal_max_language_excess) if c.anneal_fraction else None
+        if anneal:
+            totals = anneal_totals(finished[FINISHED], anneal, rates, mix, c.holdout_fraction)
         written = (finished["keys"]
                    | "SpreadFinished" >> beam.Reshuffle()
                    | "WriteParts" >> beam.ParDo(WritePart(c.output, self._file_index, self._write_check, mix,
                                                           c.holdout_fraction, anneal, c.shard_size_mb,
                                                           c.row_group_rows, self._rehydrate),
                                                 beam.pvalue.AsSingleton(rates), beam.pvalue.AsSingleton(totals))
-                   .with_outputs(LEDGER, VALID, ANNEAL, SIGNATURE_FILES, main="stats"))
+                   .with_outputs(LEDGER, VALID, ANNEAL, SIGNATURE_FILES, ANNEAL_TOP, main="stats"))
+        if anneal:
+            _ = (written[ANNEAL_TOP]
+                 | "AnnealTopKeys" >> beam.Map(lambda r: ((r[0], r[1]), r[2]))
+                 | "AnnealTopSums" >> beam.CombinePerKey(sum)
+                 | "AnnealTopByKind" >> beam.Map(lambda kv: (kv[0][0], (kv[1], kv[0][1])))
+                 | "AnnealTopN" >> beam.combiners.Top.LargestPerKey(ANNEAL_TOP_N)
+                 | "AnnealTopJson" >> beam.Map(lambda kv: json.dumps({"kind": kv[0], "top": kv[1]}, ensure_ascii=False))
+                 | "AnnealTopWrite" >> beam.io.WriteToText(FileSystems.join(c.output, STATS_DIR, ANNEAL_TOP),
+                                                           shard_name_template="-SSSSS"))
         _ = (written[SIGNATURE_FILES]
              | "SignatureFiles" >> beam.io.WriteToText(FileSystems.join(c.output, STATS_DIR, SIGNATURE_FILES),
                                                         shard_name_template="-SSSSS"))
@@ -289,6 +304,27 @@ class Finish(beam.PTransform):
                                                               shard_name_template="-SSSSS"))
         drops = (finished[LEDGER], written[LEDGER]) | "AllDrops" >> beam.Flatten()
         return drops, finished[LEDGER_ROWS], finished[EDITS]
+
+
+def anneal_totals(finished, anneal: Anneal, rates, mix: Mix | None, holdout_fraction: float):
+    """The anneal split's side input: the tallies of training and high-quality tokens, overall, per language and
+    per page size class (a few thousand numbers at most), and those of the largest sites
+    (`Anneal.sites_to_tally`: only they can be over their cap), whatever the crawl's number of sites."""
+    tallies = (finished
+               | "AnnealTallies" >> beam.FlatMap(anneal.tallies, beam.pvalue.AsSingleton(rates), mix, holdout_fraction)
+               | "SumAnneal" >> beam.CombinePerKey(sum))
+    small = tallies | "NotSites" >> beam.Filter(lambda kv: not kv[0].startswith("hq|site:"))
+    largest = (tallies
+               | "SiteTotals" >> beam.Filter(lambda kv: kv[0].startswith("hq|site:") and kv[0].count("|") == 1)
+               | "LargestSites" >> beam.combiners.Top.Of(anneal.sites_to_tally(), key=lambda kv: (kv[1], kv[0]))
+               | "LargestNames" >> beam.Map(lambda top: {key for key, _ in top}))
+    of_largest = (tallies
+                  | "SiteSizes" >> beam.Filter(lambda kv: kv[0].startswith("hq|site:") and kv[0].count("|") == 3)
+                  | "OfLargestSites" >> beam.Filter(lambda kv, names: "|".join(kv[0].split("|")[:2]) in names,
+                                                    beam.pvalue.AsSingleton(largest)))
+    return ((small, of_largest)
+            | "AnnealTotalsAll" >> beam.Flatten()
+            | "AnnealTotals" >> beam.combiners.ToDict())
 
 
 def _decisions_of_part(kv):

@@ -3,10 +3,12 @@
 (a combine), then each document is drawn against the rates they imply (a side input of a few numbers)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pipeline.job.holdout import held_out
-from stages.mix import approx_tokens, copies, rehydration_weight, repeat_id, unit_hash
+from stages.mix import approx_tokens, copies, rehydration_weight, repeat_id, site_of, unit_hash
 from stages.record import Document, Drop, DropReason
 from stages.runner import Count, count_kept, no_count
 
@@ -60,22 +62,129 @@ def weight_of(rehydrate: Rehydration | None, cluster_size: int | None) -> int:
     return rehydrate.weight(cluster_size) if rehydrate else 1
 
 
-def anneal_tokens(finished: tuple, rates: dict[str, float], mix: Mix | None, holdout_fraction: float,
-                  min_quality: float) -> list[tuple[str, int]]:
-    """(id, source, tokens, quality, rehydration weight) of a finished document -> its ("all", tokens) in the
-    training shards (one per copy the mix or rehydration makes, none if held out) and ("hq", tokens) if its
-    original may enter the anneal split."""
-    doc_id, source, tokens, quality, weight = finished
-    if held_out(doc_id, holdout_fraction):
-        return []
-    n = mix.copies(doc_id, source, rates, weight) if mix else weight
-    return [("all", tokens)] * n + ([("hq", tokens)] if n and quality is not None and quality >= min_quality else [])
+def size_class(tokens: int) -> int:
+    """A page's size class: 4 log2(tokens), rounded up (classes a quarter of a doubling wide)."""
+    return math.ceil(4 * math.log2(max(tokens, 1)))
 
 
-def anneal_pick(doc: Document, totals: dict[str, int], fraction: float, min_quality: float, seed: int) -> bool:
-    """Whether a training document also enters the anneal split: high-quality originals only, drawn so the
-    split holds `fraction` of the main output's tokens (or all such documents, if there are fewer)."""
-    if doc.epoch != 0 or doc.quality_score is None or doc.quality_score < min_quality:
-        return False
-    rate = min(1.0, fraction * totals.get("all", 0) / max(totals.get("hq", 0), 1))
-    return unit_hash(seed, "anneal", doc.id) < rate
+def size_class_top(size: int) -> float:
+    """The most tokens a page of size class `size` has."""
+    return 2 ** (size / 4)
+
+
+class AnnealPlan(NamedTuple):
+    max_size: int                 # the largest page size class drawn (-1: none)
+    lang_rates: dict[str, float]  # the rate a language's high-quality originals are drawn at ...
+    site_rates: dict[str, float]  # ... times this for the sites cut back to their cap
+    expected: float               # the split's expected tokens
+
+
+@dataclass(frozen=True)
+class Anneal:
+    """The anneal split: high-quality originals drawn to about `fraction` of the training tokens, spread so that
+    no page holds more than `max_page_share` of the split, no site more than `max_site_share`, and no language
+    more than `max_language_excess` times its share of the training shards (a quality judgment that favours one
+    site or language cannot make the split theirs). Near-copies are not both in it when dedup is on (the
+    split is drawn from dedup's survivors)."""
+
+    fraction: float
+    min_quality: float
+    seed: int
+    max_page_share: float = 0.05
+    max_site_share: float = 0.2
+    max_language_excess: float = 2.0
+
+    def tallies(self, finished: tuple, rates: dict[str, float], mix: Mix | None,
+                holdout_fraction: float) -> list[tuple[str, int]]:
+        """(id, source, tokens, quality, rehydration weight, lang, site) of a finished document -> its ("all",
+        tokens) and ("all|lang:L", tokens) per copy in the training shards (none if held out), and, if its
+        original may enter the split, its tokens under "hq|lang:L|size:B", "hq|site:S" and
+        "hq|site:S|lang:L|size:B", B its size class (a quarter of a doubling wide: ~100 classes)."""
+        doc_id, source, tokens, quality, weight, lang, site = finished
+        if held_out(doc_id, holdout_fraction):
+            return []
+        n = mix.copies(doc_id, source, rates, weight) if mix else weight
+        out = [("all", tokens * n), (f"all|lang:{lang}", tokens * n)] if n else []
+        if n and quality is not None and quality >= self.min_quality:
+            size = size_class(tokens)
+            out += [(f"hq|lang:{lang}|size:{size}", tokens), (f"hq|site:{site}", tokens),
+                    (f"hq|site:{site}|lang:{lang}|size:{size}", tokens)]
+        return out
+
+    def plan(self, totals: dict[str, int]) -> AnnealPlan:
+        """The largest page size class such that the pages up to it, drawn as `draw_at` says, are expected to hold
+        at least 1 / max_page_share times the largest page (so no page is over that share)."""
+        langs: dict[str, dict[int, int]] = {}             # lang -> size class -> tokens
+        sites: dict[str, dict[str, dict[int, int]]] = {}  # site -> lang -> size class -> tokens
+        for key, tokens in totals.items():
+            parts = key.split("|")
+            if parts[0] != "hq" or len(parts) < 3:
+                continue
+            size = int(parts[-1][5:])
+            if parts[1].startswith("lang:"):
+                langs.setdefault(parts[1][5:], {})[size] = tokens
+            else:
+                sites.setdefault(parts[1][5:], {}).setdefault(parts[2][5:], {})[size] = tokens
+        best = AnnealPlan(-1, {}, {}, 0.0)
+        for size in sorted({b for classes in langs.values() for b in classes}):
+            plan = self.draw_at(size, langs, sites, totals)
+            if size_class_top(size) <= self.max_page_share * plan.expected:
+                best = plan
+        return best
+
+    def draw_at(self, max_size: int, langs: dict, sites: dict, totals: dict[str, int]) -> AnnealPlan:
+        """The rates with pages up to size class `max_size`: each language drawn to at most max_language_excess
+        times its share of the training tokens (all of it where it has fewer high-quality pages), all scaled to
+        `fraction` of the training tokens at most; then each site over max_site_share of the result cut back to
+        it (a fixed point: cutting one back lowers every site's cap). Sites are disjoint, so the cuts add up."""
+        def upto(classes):
+            return sum(t for b, t in classes.items() if b <= max_size)
+
+        all_tokens = max(totals.get("all", 0), 1)
+        hq = {lang: upto(classes) for lang, classes in langs.items()}
+        lang_rate = {lang: min(1.0, self.max_language_excess * self.fraction * totals.get(f"all|lang:{lang}", 0)
+                               / tokens) for lang, tokens in hq.items() if tokens}
+        drawn = sum(lang_rate[lang] * tokens for lang, tokens in hq.items() if tokens)
+        scale = min(1.0, self.fraction * all_tokens / drawn) if drawn else 0.0
+        lang_rate = {lang: rate * scale for lang, rate in lang_rate.items()}
+        drawn *= scale
+        site_drawn = {site: sum(lang_rate.get(lang, 0.0) * upto(classes) for lang, classes in by_lang.items())
+                      for site, by_lang in sites.items()}
+        expected = drawn
+        for _ in range(100):
+            cut = sum(max(0.0, tokens - self.max_site_share * expected) for tokens in site_drawn.values())
+            expected, previous = max(drawn - cut, 0.0), expected
+            if abs(expected - previous) < 0.5:
+                break
+        site_rate = {site: min(1.0, self.max_site_share * expected / tokens)
+                     for site, tokens in site_drawn.items() if tokens}
+        return AnnealPlan(max_size, lang_rate, site_rate, expected)
+
+    def sites_to_tally(self) -> int:
+        """How many of the largest sites the side input names: a site over its cap holds more than
+        max_site_share of the split, so at most 1 / max_site_share are; any other site is under its cap."""
+        return math.ceil(1 / self.max_site_share) + 1
+
+    def rate(self, tokens: int, lang: str | None, site: str, totals: dict[str, int]) -> float:
+        """The probability a high-quality original enters the split. `totals`: the side input of
+        `finish.anneal_totals` (a plan is made once per side input)."""
+        plan = self._plans.get(id(totals)) or self._plans.setdefault(id(totals), self.plan(totals))
+        if size_class(tokens) > plan.max_size:
+            return 0.0
+        return plan.lang_rates.get(str(lang), 0.0) * plan.site_rates.get(site, 1.0)
+
+    @property
+    def _plans(self) -> dict:
+        plans = self.__dict__.get("_plan_cache")
+        if plans is None:
+            plans = {}
+            object.__setattr__(self, "_plan_cache", plans)
+        return plans
+
+    def pick(self, doc: Document, totals: dict[str, int]) -> bool:
+        """Whether a training document also enters the anneal split: high-quality originals only, drawn by
+        `rate` (a hash of the seed and id: the same on every rerun and worker)."""
+        if doc.epoch != 0 or doc.quality_score is None or doc.quality_score < self.min_quality:
+            return False
+        rate = self.rate(approx_tokens(doc.text), doc.lang, site_of(doc.url), totals)
+        return unit_hash(self.seed, "anneal", doc.id) < rate

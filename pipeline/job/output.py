@@ -172,6 +172,21 @@ def collect_signature_files(output: str) -> list[dict[str, Any]]:
     return sorted(files, key=lambda f: f["path"])
 
 
+def collect_anneal_top(output: str, tokens: int) -> dict[str, list[dict[str, Any]]]:
+    """The anneal split's largest pages, sites and languages (the writers' ANNEAL_TOP file), each with its
+    tokens and share of the split's `tokens`."""
+    pattern = FileSystems.join(output, STATS_DIR, "anneal_top*")
+    top: dict[str, list[dict[str, Any]]] = {"page": [], "site": [], "lang": []}
+    for path in (m.path for r in FileSystems.match([pattern]) for m in r.metadata_list):
+        with FileSystems.open(path) as fh:
+            for line in fh.read().decode("utf-8").splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    top[row["kind"]] = [{"name": name, "tokens": n, "share": round(n / max(tokens, 1), 4)}
+                                        for n, name in row["top"]]
+    return top
+
+
 def write_manifest(output: str, shards: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
     """manifest.json from the shards' stats (temp file + rename: all or nothing). The commit point of a
     run: called last, only after every check passed."""

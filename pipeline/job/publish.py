@@ -14,7 +14,7 @@ from pipeline.job.dedup import dedup_report
 from pipeline.job.inputs import source_groups
 from pipeline.job.mix import STAGE as MIX_STAGE
 from pipeline.job.outdir import ANNEAL_DIR, DATA_DIR, HTML_REPORT_FILE, LEDGER_DIR, REPORT_FILE, VALID_DIR, lock_note
-from pipeline.job.output import MANIFEST, collect_shards, collect_signature_files, write_manifest
+from pipeline.job.output import MANIFEST, collect_anneal_top, collect_shards, collect_signature_files, write_manifest
 from pipeline.job.paragraphs import edits_report
 from pipeline.job.prepare import (
     PREPARED_DIR,
@@ -101,7 +101,14 @@ def _write_manifests(config: RunConfig, report: dict[str, Any], shards: list[dic
         extra["anneal"] = {"manifest": f"{ANNEAL_DIR}/manifest.json", "rows": anneal_manifest["rows"],
                            "tokens": anneal_manifest["tokens"]}
         report["anneal"] = dict(extra["anneal"], fraction_of_tokens=round(extra["anneal"]["tokens"] / max(tokens, 1), 4),
-                                requested_fraction=config.anneal_fraction)
+                                requested_fraction=config.anneal_fraction,
+                                caps={"page": config.anneal_max_page_share, "site": config.anneal_max_site_share,
+                                      "language_excess": config.anneal_max_language_excess},
+                                largest=collect_anneal_top(config.output, anneal_manifest["tokens"]))
+        if not anneal_manifest["rows"] and report["kept"]:
+            print(f"[refinery] warning: the anneal split is empty: too few pages score >= {config.anneal_min_quality} "
+                  f"for a split where no page holds more than {config.anneal_max_page_share} of its tokens (lower "
+                  "--anneal-min-quality or raise --anneal-max-page-share)", file=sys.stderr)
         reporting.write_json(FileSystems.join(config.output, REPORT_FILE), report)
     if interrupted():
         raise KeyboardInterrupt  # a Ctrl-C during the checks: publish nothing

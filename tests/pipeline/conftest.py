@@ -36,7 +36,8 @@ def mixed_run(tmp_path_factory):
     shutil.copytree(WARC_DIR, tmp / "input" / "web")
     books = prose_jsonl(tmp / "input" / "books.jsonl", ["en", "de", "fr", "es", "nl"])
     args = ["--input", str(tmp / "input" / "web" / "*.warc.gz"), "--source", f"books={books}", "--mix", "web=0.5,books=0.5", "--mix-max-epochs", "100",
-            "--shard-size-mb", "0.1", "--seed", "7", "--quiet", "--anneal-fraction", "0.3", "--anneal-min-quality", "0.998"]
+            "--shard-size-mb", "0.1", "--seed", "7", "--quiet", "--anneal-fraction", "0.3", "--anneal-min-quality", "0.9",
+            "--anneal-max-page-share", "0.25", "--anneal-max-site-share", "0.5"]
     first = run(args + ["--output", str(tmp / "a")])
     second = run(args + ["--output", str(tmp / "b")])
     return tmp, first, second

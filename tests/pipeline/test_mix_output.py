@@ -106,13 +106,16 @@ def test_anneal_split_holds_high_quality_documents(mixed_run):
     tmp, report, _ = mixed_run
     anneal = pq.read_table(str(tmp / "a" / "anneal" / "data"))
     main = pq.read_table(str(tmp / "a" / "data"))
-    assert anneal.num_rows > 0 and min(anneal.column("quality_score").to_pylist()) >= 0.998
+    assert anneal.num_rows > 0 and min(anneal.column("quality_score").to_pylist()) >= 0.9
     def share(t):
-        return sum(q >= 0.998 for q in t.column("quality_score").to_pylist()) / t.num_rows
+        return sum(q >= 0.9 for q in t.column("quality_score").to_pylist()) / t.num_rows
 
     assert share(anneal) == 1.0 > share(main)
     assert 0 < report["anneal"]["fraction_of_tokens"] <= 0.3 + 0.1
     assert json.loads((tmp / "a" / "anneal" / "manifest.json").read_text())["rows"] == anneal.num_rows
+    largest = report["anneal"]["largest"]  # no page or site over its cap; the shares are of the split's tokens
+    assert 0 < largest["page"][0]["share"] <= 0.25 and 0 < largest["site"][0]["share"] <= 0.5
+    assert largest["page"][0]["tokens"] == max(approx_tokens(t) for t in anneal.column("text").to_pylist())
 
 
 def test_text_sources_alone_skip_extraction(tmp_path):

@@ -71,7 +71,7 @@ def test_funnel_adds_up_stage_by_stage(demo_run):
     out, report = demo_run
     assert json.loads((out / "report.json").read_text()) == json.loads(json.dumps(report, default=str))
     funnel = report["funnel"]
-    assert [f["stage"] for f in funnel] == ["warc", "url_filter", "extract", "langid", "gopher_repetition",
+    assert [f["stage"] for f in funnel] == ["warc", "url_filter", "extract", "text_repair", "langid", "gopher_repetition",
                                             "gopher_quality", "quality", "exact_dedup", "near_dedup", "bad_words",
                                             "toxicity", "pii", "write"]
     for f in funnel:

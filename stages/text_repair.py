@@ -1,0 +1,125 @@
+"""Text repair before any judgment: ftfy undoes mojibake and other Unicode damage (FineWeb-2 runs it on every
+document), and what cannot be undone is measured as `encoding_damage`, a column the rules and the quality
+score use.
+
+A page decoded with the wrong charset (UTF-8 read as Windows-1252: "cafÃ©", as Windows-1251: "РџСЂРёРІРµС‚")
+is fixed in place; one whose bytes were lost on the way ("鏄?笉鏄??": UTF-8 read as GBK with the odd bytes
+replaced by "?") cannot be, and without this stage it went through language ID, the rules and the quality model
+into the anneal split.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import ftfy
+from ftfy.badness import BADNESS_RE
+
+from common.settings import check
+from stages.record import Document, Stage, StageResult, over
+from stages.table import StageSpec
+
+STAGE = "text_repair"
+SEGMENT_CHARS = 100_000  # ftfy fixes a page line by line; a line longer than this in pieces (bounded work)
+
+# ftfy's fixes, less three that change correct text: `uncurl_quotes` (typographic quotes are text),
+# `fix_character_width` (full-width forms are how CJK text is written) and `unescape_html` (extraction
+# already turned entities into characters; a page about "&amp;" keeps it).
+FIXES = ftfy.TextFixerConfig(unescape_html=False, uncurl_quotes=False, fix_character_width=False,
+                             max_decode_length=SEGMENT_CHARS, explain=True)
+
+# ftfy's fixers that undo a wrong decoding in part of a text (reported under their own names).
+MOJIBAKE_FIXERS = frozenset({"decode_inconsistent_utf8", "restore_byte_a0", "replace_lossy_sequences"})
+
+# UTF-8 bytes read as GBK (the common Chinese mojibake) leave runs of characters whose GBK bytes are valid
+# UTF-8 of CJK text again (E4-E9 lead, two continuation bytes). Correct Chinese text gives such a run of two
+# characters by chance about once in 3,000 positions; mojibake gives it at every position.
+_GBK_AS_UTF8 = re.compile(rb"(?:[\xe4-\xe9][\x80-\xbf]{2}){2,}")
+_CJK = re.compile("[\u4e00-\u9fff]")
+# What ftfy leaves of UTF-8 read as Windows-1252 in a line too short for its evidence ("KoreÄ…"): a lead byte
+# of a 2-byte sequence as a Latin capital, then a continuation byte as a symbol no word has after a letter.
+_LATIN_MOJIBAKE = re.compile("[ÂÃÄÅÐÑØÙ][€‚ƒ„…†‡ˆ‰Š‹ŒŽ•˜™š›œžŸ¡¢£¤¥¦§¨©ª¬®¯±²³´µ¶¸¹º¼½¾¿]")
+
+
+@dataclass(frozen=True)
+class TextRepairConfig:
+    """ftfy's repair of mis-decoded text, and the share of characters damaged beyond repair."""
+
+    enabled: bool = True
+    # Drop a page when more than this share of its characters is damaged beyond repair (U+FFFD, mojibake
+    # that ftfy cannot undo); none keeps every page and only records `encoding_damage`.
+    max_damage: float | None = 0.05
+
+    def __post_init__(self):
+        check(self.max_damage is None or 0.0 <= self.max_damage <= 1.0,
+              f"max_damage must be in [0, 1] or none, got {self.max_damage}")
+
+
+def repair(text: str) -> tuple[str, list[str]]:
+    """The text with ftfy's fixes applied, and the kinds of fix made ("mojibake" for an encoding undone,
+    else ftfy's fixer names: remove_control_chars, fix_line_breaks, ...), each once."""
+    kinds: list[str] = []
+    out = []
+    pos = 0
+    while pos < len(text):
+        end = text.find("\n", pos) + 1 or len(text)
+        end = min(end, pos + SEGMENT_CHARS)
+        segment = text[pos:end]
+        if not segment.isascii() or _has_control(segment):
+            fixed, steps = ftfy.fix_and_explain(segment, FIXES)
+            if fixed != segment:
+                for action, name in steps or ():
+                    kind = "mojibake" if action in ("encode", "decode", "transcode") or name in MOJIBAKE_FIXERS \
+                        else name
+                    if kind not in kinds:
+                        kinds.append(kind)
+            segment = fixed
+        out.append(segment)
+        pos = end
+    return "".join(out), kinds
+
+
+def _has_control(segment: str) -> bool:
+    return any(ord(c) < 32 and c not in "\n\t\r" for c in segment) or "\x7f" in segment
+
+
+def damage(text: str) -> float:
+    """Share of the characters damaged beyond repair: replacement characters, the sequences ftfy's badness
+    measure calls mojibake and Windows-1252 pairs (what is left after fixing), and runs of UTF-8 read as GBK."""
+    if not text:
+        return 0.0
+    damaged = text.count("\ufffd") + sum(len(m.group()) for m in BADNESS_RE.finditer(text)) \
+        + 2 * len(_LATIN_MOJIBAKE.findall(text))
+    if _CJK.search(text):
+        gbk = text.encode("gbk", errors="replace")
+        damaged += sum(len(m.group()) for m in _GBK_AS_UTF8.finditer(gbk)) // 2  # two GBK bytes a character
+    return min(damaged / len(text), 1.0)
+
+
+class TextRepair(Stage):
+    """Stage: fixes the text (ftfy), notes each kind of fix, sets `text_fixed` and `encoding_damage`; drops
+    a page damaged beyond `max_damage`."""
+
+    name = STAGE
+
+    def __init__(self, config: TextRepairConfig | None = None):
+        self.config = config or TextRepairConfig()
+
+    def __call__(self, doc: Document) -> StageResult:
+        text, kinds = repair(doc.text)
+        for kind in kinds:
+            self.count(f"fixed.{kind}")
+        damaged = damage(text)
+        verdict = over(REASON, damaged, self.config.max_damage, ".3f", "damaged share ")
+        if verdict:
+            reason, detail, value, limit = verdict
+            return doc.replace(text=text).drop(STAGE, reason, detail, value=value, threshold=limit)
+        return doc.replace(text=text).with_score("text_fixed", 1.0 if kinds else 0.0) \
+            .with_score("encoding_damage", damaged)
+
+
+REASON = "encoding_damage"
+SPEC = StageSpec(
+    name=STAGE, order=15, config=TextRepairConfig, build=TextRepair,
+    about="ftfy's fixes (mojibake, control characters) → `text_fixed`, `encoding_damage`",
+    reasons={REASON: "more than `max_damage` of the characters damaged beyond repair (U+FFFD, mojibake)"})
