@@ -6,10 +6,11 @@ In span mode the unit is C4's instead: a run of 3 consecutive sentences.
 Beam-free. Phase 1 stores each document's `paragraph_hashes` (64 bits per distinct unit long enough to
 count); phase 2 counts them across the whole input with a combiner (pipeline/job/paragraphs.py, built on
 `occurrence`, `merge_owners` and `Owner` below), and `ParagraphCut` then cuts, from each document, the
-repeated units another document owns. The owner of a unit is the best document that has it
-(`stages.dedup.survivor_rank`: highest quality score, then longest, then smallest id), so the output
-does not depend on the order documents were read in or on the runner (Dolma's Bloom filter keeps the
-first copy seen).
+repeated units another document owns. The owner of a unit is the document most likely to be its
+original (`stages.origin.origin_rank`: not a page declaring another canonical URL, then the earliest date the
+text is known to have existed, then highest quality score, longest, smallest id): syndicated copies and
+answers quoting a source lose the paragraph to the original, and the output does not depend on the order
+documents were read in or on the runner (Dolma's Bloom filter keeps the first copy seen).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from common.settings import check
-from stages.dedup import survivor_rank
+from stages.origin import origin_rank
 from stages.record import SNIPPET_MAX_CHARS, Document, Edit, Stage, StageResult
 from stages.table import GLOBAL, StageSpec
 
@@ -154,12 +155,12 @@ class Owner(NamedTuple):
     they lie (so each part learns of the cuts it must make without a second pass over the occurrences)."""
 
     documents: int
-    best: tuple[float, int, str]
+    best: tuple[int, str, float, int, str]  # stages.origin.origin_rank of the owner
     parts: frozenset[int]
 
     @property
     def owner_id(self) -> str:
-        return self.best[2]
+        return self.best[-1]
 
     def plain(self) -> tuple:
         """Plain tuples, numbers and strings, which Beam's coder packs tightly (a NamedTuple or a set it pickles)."""
@@ -180,15 +181,15 @@ def merge_owners(owners: Iterable[Owner]) -> Owner | None:
     return merged
 
 
-def occurrence(quality: float | None, chars: int, doc_id: str, part: int) -> Owner:
-    """One document's paragraph as a partial Owner."""
-    return Owner(1, survivor_rank(quality, chars, doc_id), frozenset((part,)))
+def occurrence(rank: tuple, part: int) -> Owner:
+    """One document's paragraph as a partial Owner (`rank`: the document's stages.origin.origin_rank)."""
+    return Owner(1, tuple(rank), frozenset((part,)))
 
 
 def earlier_occurrence(doc_id: str) -> Owner:
     """A paragraph of a document of an earlier run (--dedup-against): it outranks every new document, so the
     new copies are cut (`doc_id` names the old document and its run)."""
-    return Owner(1, (float("-inf"), 0, doc_id), frozenset())
+    return Owner(1, (-1, "", float("-inf"), 0, doc_id), frozenset())
 
 
 SITE_SAMPLE = 5
@@ -287,13 +288,13 @@ def cuts_in_memory(docs: Iterable[Document], config: ParagraphDedupConfig) -> di
     owners: dict[int, Owner] = {}
     for doc in docs:
         for h in paragraph_hashes(doc.text, config):
-            found = occurrence(doc.quality_score, len(doc.text), doc.id, 0)
+            found = occurrence(origin_rank(doc.url, doc.metadata, doc.quality_score, len(doc.text), doc.id), 0)
             owners[h] = merge_owners([owners[h], found]) if h in owners else found
     return {h: o for h, o in owners.items() if o.documents >= config.min_documents}
 
 
 SPEC = StageSpec(
     name=STAGE, order=95, runs=GLOBAL, config=ParagraphDedupConfig,
-    about="a paragraph repeated across documents stays in the best one only",
+    about="a paragraph repeated across documents stays in its original only",
     reasons={TOO_MUCH_REPEATED: "lost more than max_removed_fraction of its text (or all of it) to paragraphs "
                                 "repeated in better documents (value: the fraction cut)"})

@@ -17,10 +17,15 @@ from collections.abc import Callable
 # Languages written without spaces between words: segment them with ICU.
 NO_SPACE_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "yue", "wuu"})
 
-# Terminal punctuation across scripts (FineWeb and C4 rules look for it at line ends).
-TERMINAL_PUNCTUATION = (".", "!", "?", '"', "'", "”", "»", "。", "！", "？", "…", "؟", "।", "۔", "｡")
+# Terminal punctuation across scripts (FineWeb's rule and the quality signals look for it at line ends): also
+# the double danda, Armenian, Ethiopic, Tibetan, Myanmar and Khmer full stops and the Ethiopic question mark.
+TERMINAL_PUNCTUATION = (".", "!", "?", '"', "'", "”", "»", "。", "！", "？", "…", "؟", "।", "۔", "｡",
+                        "॥", "։", "።", "፧", "།", "။", "។")
+# Characters that separate words like a space in some scripts: the Ethiopic wordspace (፡), with which Amharic
+# and Tigrinya text is traditionally written; a whitespace split made each line one "word".
+WORD_SEPARATORS = "\u1361"
 
-_PUNCT = frozenset(string.punctuation) | frozenset("«»„“”‘’‚‹›–—…·•、。，！？；：（）【】《》「」『』〈〉")
+_PUNCT = frozenset(string.punctuation) | frozenset("«»„“”‘’‚‹›–—…·•、。，！？；：（）【】《》「」『』〈〉፡።፣፤፥፦፧፨")
 _STRIP = "".join(sorted(_PUNCT))
 
 # Stop words: Gopher's rule needs >= 2 of {the, be, to, of, and, that, have, with} in English.
@@ -134,6 +139,8 @@ TOKENIZED_CHARS = 2 << 20
 def _split_words(text: str, lang: str | None) -> tuple[str, ...]:
     if lang in NO_SPACE_LANGS:
         return tuple(_icu_words(text, lang))
+    if WORD_SEPARATORS in text:
+        text = text.replace(WORD_SEPARATORS, " ")
     return tuple(text.split())
 
 

@@ -18,7 +18,7 @@ HTML_DIR = TEST_DATA / "html"
 SENTENCES_DIR = TEST_DATA / "multilingual" / "sentences"
 # Small real samples kept in the repo, so a user's clone (no ../shared) still exercises each stage
 DAVIDSON_SAMPLE = TEST_DATA / "harmful" / "davidson_labeled_sample.csv"
-MULTILINGUAL_SAMPLE = TEST_DATA / "multilingual"   # ntrex128/: the first 40 NTREX documents in 7 languages
+MULTILINGUAL_SAMPLE = TEST_DATA / "multilingual"   # ntrex128/: the first 40 NTREX documents in 9 languages
 # The workspace's full data sets: CI has them, a user's clone does not (tests that need them skip, saying so)
 SHARED_DATA = REPO.parent / "shared" / "data"
 needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"needs the full data sets in {SHARED_DATA}, "

@@ -27,6 +27,7 @@ from pipeline.job.output import STATS_DIR
 from pipeline.job.prepare import PREPARED_DIR, part_paths, read_rows
 from pipeline.job.signatures import read_signature_file
 from pipeline.job.transforms import count
+from stages.origin import origin_rank
 from stages.paragraphs import (
     STAGE,
     Owner,
@@ -65,11 +66,13 @@ class ParagraphOccurrences(beam.DoFn):
         key, decided = element
         dropped = {d.id for d in decided}
         part = self._index[key]
-        columns = ["id", "quality_score", "chars", "paragraphs"]
+        columns = ["id", "url", "metadata", "quality_score", "chars", "paragraphs"]
         for row in read_rows(part_paths(self._prepared, key)["docs.parquet"], columns):
             if row["id"] in dropped or not row["paragraphs"]:
                 continue
-            found = occurrence(row["quality_score"], row["chars"], row["id"], part).plain()
+            url = (row["url"] or b"").decode("utf-8", "surrogatepass")
+            metadata = json.loads(row["metadata"]) if row["metadata"] else {}
+            found = occurrence(origin_rank(url, metadata, row["quality_score"], row["chars"], row["id"]), part).plain()
             for h in row["paragraphs"]:
                 yield h, found
 

@@ -52,6 +52,9 @@ def publish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     shards = collect_shards(config.output, DATA_DIR)
     valid_shards = collect_shards(FileSystems.join(config.output, VALID_DIR), DATA_DIR) if config.holdout_fraction else []
     report = build_report(config, result, counters, names, shards, valid_shards, runner, elapsed, root, facts, files)
+    anneal_shards = collect_shards(FileSystems.join(config.output, ANNEAL_DIR), DATA_DIR) if config.anneal_fraction else []
+    if config.anneal_fraction:
+        report["anneal"] = _anneal_report(config, report, anneal_shards)
     problems = _checks(config, report, counters, shards)
     report["status"] = "failed" if problems else "ok"
     report["problems"] = problems
@@ -66,7 +69,7 @@ def publish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     _warn(config, report)
     if problems:
         raise RunFailed(f"run failed its checks, no manifest written ({REPORT_FILE} has details): " + "; ".join(problems))
-    _write_manifests(config, report, shards, valid_shards, interrupted)
+    _write_manifests(config, report, shards, valid_shards, anneal_shards, interrupted)
     if not quiet:
         print(f"shards: {FileSystems.join(config.output, DATA_DIR)} ({len(shards)} file(s)); "
               f"ledger: {FileSystems.join(config.output, LEDGER_DIR)}; "
@@ -74,7 +77,23 @@ def publish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     return report
 
 
+def _anneal_report(config: RunConfig, report: dict[str, Any], shards: list[dict[str, Any]]) -> dict[str, Any]:
+    """report.json's anneal section: its size, caps and largest pages, sites and languages."""
+    rows, tokens = sum(s["rows"] for s in shards), sum(s["tokens"] for s in shards)
+    return {"manifest": f"{ANNEAL_DIR}/manifest.json", "rows": rows, "tokens": tokens,
+            "fraction_of_tokens": round(tokens / max(report["output"]["tokens"], 1), 4),
+            "requested_fraction": config.anneal_fraction,
+            "caps": {"page": config.anneal_max_page_share, "site": config.anneal_max_site_share,
+                     "language_excess": config.anneal_max_language_excess},
+            "largest": collect_anneal_top(config.output, tokens)}
+
+
 def _warn(config: RunConfig, report: dict[str, Any]) -> None:
+    anneal = report.get("anneal")
+    if anneal is not None and not anneal["rows"] and report["kept"]:
+        print(f"[refinery] warning: the anneal split is empty: too few pages score >= {config.anneal_min_quality} "
+              f"for a split where no page holds more than {config.anneal_max_page_share} of its tokens (lower "
+              "--anneal-min-quality or raise --anneal-max-page-share)", file=sys.stderr)
     if report["kept"] == 0:
         print("[refinery] WARNING: this run kept 0 documents (see the funnel above and the ledger); "
               "--strict makes that an error", file=sys.stderr)
@@ -85,9 +104,9 @@ def _warn(config: RunConfig, report: dict[str, Any]) -> None:
 
 
 def _write_manifests(config: RunConfig, report: dict[str, Any], shards: list[dict[str, Any]],
-                     valid_shards: list[dict[str, Any]], interrupted: Callable[[], bool]) -> None:
+                     valid_shards: list[dict[str, Any]], anneal_shards: list[dict[str, Any]],
+                     interrupted: Callable[[], bool]) -> None:
     """valid/ and anneal/ manifests, then the output's: the last file a run writes."""
-    tokens = report["output"]["tokens"]
     valid_dir = FileSystems.join(config.output, VALID_DIR)
     extra = {"config": config.to_dict(), "refinery_version": version(), "extraction": trafilatura_speedups.versions(),
              "signatures": signature_settings(config.dedup),
@@ -96,20 +115,8 @@ def _write_manifests(config: RunConfig, report: dict[str, Any], shards: list[dic
         write_manifest(valid_dir, valid_shards, dict(extra, split=VALID_DIR))
         extra[VALID_DIR] = {k: report["valid"][k] for k in ("manifest", "rows", "tokens", "fraction")}
     if config.anneal_fraction:
-        anneal = FileSystems.join(config.output, ANNEAL_DIR)
-        anneal_manifest = write_manifest(anneal, collect_shards(anneal, DATA_DIR), extra)
-        extra["anneal"] = {"manifest": f"{ANNEAL_DIR}/manifest.json", "rows": anneal_manifest["rows"],
-                           "tokens": anneal_manifest["tokens"]}
-        report["anneal"] = dict(extra["anneal"], fraction_of_tokens=round(extra["anneal"]["tokens"] / max(tokens, 1), 4),
-                                requested_fraction=config.anneal_fraction,
-                                caps={"page": config.anneal_max_page_share, "site": config.anneal_max_site_share,
-                                      "language_excess": config.anneal_max_language_excess},
-                                largest=collect_anneal_top(config.output, anneal_manifest["tokens"]))
-        if not anneal_manifest["rows"] and report["kept"]:
-            print(f"[refinery] warning: the anneal split is empty: too few pages score >= {config.anneal_min_quality} "
-                  f"for a split where no page holds more than {config.anneal_max_page_share} of its tokens (lower "
-                  "--anneal-min-quality or raise --anneal-max-page-share)", file=sys.stderr)
-        reporting.write_json(FileSystems.join(config.output, REPORT_FILE), report)
+        write_manifest(FileSystems.join(config.output, ANNEAL_DIR), anneal_shards, extra)
+        extra["anneal"] = {k: report["anneal"][k] for k in ("manifest", "rows", "tokens")}
     if interrupted():
         raise KeyboardInterrupt  # a Ctrl-C during the checks: publish nothing
     # last: its presence means every check passed; it lists the signature files --dedup-against checks

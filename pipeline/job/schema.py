@@ -36,6 +36,8 @@ METADATA_FIELDS = [
     pa.field("charset_source", pa.string()),   # bom | http | warc | meta | utf-8 | detected | replace
     pa.field("source_file", pa.string()),      # text sources (JSONL/Parquet): the file, below the inputs' folder
     pa.field("source_line", pa.int64()),       # ... and the record's line (JSONL) or row (Parquet), from 1
+    pa.field("last_modified", pa.string()),    # the HTTP Last-Modified header, ISO 8601 UTC (stages/origin.py)
+    pa.field("canonical_url", pa.string()),    # the page's <link rel="canonical">, absolute (stages/origin.py)
     pa.field("rescued", pa.string()),          # kept although it missed one repetition limit by a hair: the rule,
                                                # its value and limit, the quality score (stages/rescue.py); else null
 ]

@@ -19,6 +19,7 @@ import jinja2
 from markupsafe import Markup
 
 from pipeline.reports import explore, svg
+from stages.quality_signals import RAMPS, cap
 
 # What a drop reason measures, as `refinery calibrate` names it (stages/calibration.py), or a score column
 # of the output: lets kept pages be measured the same way and shown next to the dropped ones.
@@ -185,13 +186,14 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
                             "WARC records by type") if report.get("warc_records_by_type") else ""}
     applied = report.get("langid_thresholds") or {}
     scores = explore.score_columns(output, ["quality_score", "toxicity_score", "lang_score"])
+    signals = explore.score_columns(output, ["model_quality", *RAMPS], max_values=50000)
     return _template().render(
         report=report, status=report.get("status", "?"), engine=config.extract.engine, fallback=_fallback(report),
         charts={k: Markup(v) for k, v in charts.items()},
         langid_rows=[[lang, svg.number(applied[lang]["threshold"]), _number(applied[lang]["confident"]),
                       applied[lang]["from"]] for lang in languages if lang in applied],
         reasons=[_reason(s, measured, stages) for s in reasons],
-        output_cards=_output_cards(scores, kept, config), quality=_quality(report, kept, scores.get("quality_score") or []),
+        output_cards=_output_cards(scores, kept, config), quality=_quality(report, kept, scores.get("quality_score") or [], signals),
         rescued=_rescued(output), dedup=_dedup(report, output, summary), edits=_edits(report),
         counts=_counts(report, output),
         times=_times(report.get("stage_times") or []))
@@ -226,9 +228,11 @@ def _toxicity_shares(values: Sequence[float], threshold: float | None) -> dict[s
     return {"shares": shares, "chosen": chosen}
 
 
-def _quality(report: Mapping[str, Any], kept: Sequence[Mapping[str, Any]], scores: Sequence[float]) -> dict | None:
-    """Deciles of quality_score over the output, and what the top and bottom deciles hold (the anneal split
-    takes the top; a quality threshold cuts the bottom)."""
+def _quality(report: Mapping[str, Any], kept: Sequence[Mapping[str, Any]], scores: Sequence[float],
+             signals: Mapping[str, Sequence[float]]) -> dict | None:
+    """Deciles of quality_score over the output, what the top and bottom deciles hold (the anneal split
+    takes the top; a quality threshold cuts the bottom), what each signal did to the model's scores, and the
+    anneal split's largest pages, sites and languages."""
     if not scores:
         return None
     ordered = sorted(scores)
@@ -239,8 +243,33 @@ def _quality(report: Mapping[str, Any], kept: Sequence[Mapping[str, Any]], score
                        _snippet(d["text"])] for d in docs])
              for title, docs in (("Top decile", scored[::-1][:3]), ("Bottom decile", scored[:3]))
              if docs and len(scored) >= 10]
+    cut = report.get("config", {}).get("anneal_min_quality", 0.8)
     return {"deciles": [svg.number(round(v, 3)) for v in deciles], "deciles_shown": shown,
-            "anneal": {"fraction": anneal, "min_quality": report["config"].get("anneal_min_quality")} if anneal else None}
+            "signals": _signal_rows(signals, cut),
+            "anneal": {"fraction": anneal, "min_quality": cut, "largest": _anneal_rows(report)} if anneal else None}
+
+
+def _signal_rows(signals: Mapping[str, Sequence[float]], cut: float) -> list[list[str]]:
+    """Per signal: its ramp, the share of pages it capped and zeroed, and how many pages the model alone
+    scored at or over `cut` that this signal's cap took under it."""
+    model = signals.get("model_quality") or []
+    rows = []
+    for name, (fine, junk) in RAMPS.items():
+        values = signals.get(name) or []
+        if not values:
+            continue
+        caps = [cap(name, v) for v in values]
+        lowered = sum(1 for m, c in zip(model, caps) if m >= cut > m * c) if len(model) == len(values) else None
+        rows.append([name, f"{svg.number(fine)} – {svg.number(junk)}", f"{sum(c < 1 for c in caps) / len(caps):.1%}",
+                     f"{sum(c == 0 for c in caps) / len(caps):.1%}", "" if lowered is None else f"{lowered:,}"])
+    return rows
+
+
+def _anneal_rows(report: Mapping[str, Any]) -> list[list[str]]:
+    """The anneal split's largest page, site and language with their shares (report.json's anneal.largest)."""
+    largest = report.get("anneal", {}).get("largest") or {}
+    return [[kind, _url(top[0]["name"]) if kind == "page" else top[0]["name"], f"{top[0]['share']:.1%}"]
+            for kind, top in largest.items() if top]
 
 
 def _rescued(output: str) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from typing import Any
 from common.settings import check
 from stages.extraction import engines
 from stages.extraction.engines import ENGINES
+from stages.origin import canonical_url
 from stages.processes import die_with_parent
 from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
 from stages.table import EXTRACT, StageSpec
@@ -234,7 +235,9 @@ class Extractor(Stage):
                 return doc.drop(STAGE, DropReason.NO_TEXT, "no main text found by fast mode (trafilatura's "
                                                            "fallback extractors would have found some)")
             return doc.drop(STAGE, DropReason.NO_TEXT, "no main text found")
-        return doc.replace(text=text.strip(), html=None)
+        canonical = canonical_url(doc.html or "", doc.url)  # the page's own word on where its original is
+        metadata = {**doc.metadata, "canonical_url": canonical} if canonical else doc.metadata
+        return doc.replace(text=text.strip(), html=None, metadata=metadata)
 
     def __getstate__(self):  # Beam pickles stages; a live child process does not travel
         return {"config": self.config, "_worker": None}

@@ -24,6 +24,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from common.settings import check
 from stages.extraction.charset import charset_from_content_type, decode_html
+from stages.origin import http_date
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
 from stages.table import READ, StageSpec
 
@@ -293,6 +294,8 @@ def _read_payload(doc: Document, metadata: dict, block: bytes, declared_length: 
     if not mime and not _looks_like_html(body):
         return doc.drop(STAGE, DropReason.NON_HTML, "no content type and no HTML markup")
 
+    if http_headers is not None:
+        metadata.update(last_modified=http_date(http_headers.get("last-modified")))
     html, charset, charset_source = decode_html(body, declared)
     metadata.update(charset=charset, charset_source=charset_source)
     control = _control_fraction(html[:_BINARY_SNIFF_CHARS])

@@ -66,7 +66,7 @@ def test_each_rule_family_leaves_its_reason_in_the_ledger(tmp_path):
     assert kept["http://t.example/german"]["lang"] == "de"
 
     stages = [f["stage"] for f in report["funnel"]]
-    assert stages == ["warc", "url_filter", "extract", "langid", "gopher_repetition", "gopher_quality", "c4", "fineweb",
+    assert stages == ["warc", "url_filter", "extract", "text_repair", "langid", "gopher_repetition", "gopher_quality", "c4", "fineweb",
                       "quality", "exact_dedup", "near_dedup", "bad_words", "toxicity", "pii", "write"]
     assert report["conservation"]["holds"]
     pii = next(f for f in report["funnel"] if f["stage"] == "pii")

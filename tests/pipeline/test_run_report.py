@@ -38,7 +38,7 @@ def test_ledger_rows_say_where_the_page_came_from_and_what_was_measured(demo_run
         assert r["value"] < r["threshold"] and r["detail"].startswith(f"{int(r['value'])} < {int(r['threshold'])}")
         assert r["snippet"] and r["lang"]
     for r in rows:  # after language ID every row knows its language; after extraction, its text
-        if r["stage"] not in ("warc", "url_filter", "extract", "langid"):
+        if r["stage"] not in ("warc", "url_filter", "extract", "text_repair", "langid"):
             assert r["lang"] and r["snippet"], r
 
 

@@ -300,3 +300,20 @@ def test_stopping_early_on_duplicated_ngrams_gives_every_verdict_the_rules_give(
         assert list(stage.verdicts(text, "en")) == expected, text[:80]
         failed += bool(expected)
     assert 10 < failed < len(texts) - 10  # both sides of the limits were seen
+
+
+def test_amharic_written_with_the_ethiopic_wordspace_is_judged_like_amharic_with_spaces():
+    """Traditional Ethiopic text separates words with ፡ (U+1361), not spaces: each line was one "word" and
+    failed the mean-word-length rule. Real NTREX Amharic news, its spaces written as wordspaces."""
+    from stages.reference import ntrex_documents
+    from stages.text import TERMINAL_PUNCTUATION, split_words
+    from tests.conftest import MULTILINGUAL_SAMPLE
+
+    articles = [text for code, _, text in ntrex_documents(str(MULTILINGUAL_SAMPLE)) if code == "amh"][:10]
+    assert len(articles) == 10 and "።" in TERMINAL_PUNCTUATION
+    quality = GopherQuality()
+    for text in articles:
+        traditional = text.replace(" ", "፡")
+        assert split_words(traditional, "am") == [w for w in text.replace("፡", " ").split()]
+        assert quality.evaluate(traditional, "am") == quality.evaluate(text, "am")
+        assert GopherRepetition().evaluate(traditional, "am") == GopherRepetition().evaluate(text, "am")

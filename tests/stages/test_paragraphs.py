@@ -5,6 +5,7 @@ import itertools
 import pytest
 
 from common.settings import ConfigError
+from stages.origin import origin_rank
 from stages.paragraphs import (
     STAGE,
     TOO_MUCH_REPEATED,
@@ -77,7 +78,7 @@ def test_cut_lines_take_their_blank_separators_with_them():
 
 
 def test_counting_gives_the_same_owner_and_sites_in_any_order():
-    found = [occurrence(q, n, doc_id, part) for q, n, doc_id, part in [
+    found = [occurrence(origin_rank("", {}, q, n, doc_id), part) for q, n, doc_id, part in [
         (0.5, 100, "d1", 0), (0.5, 300, "d2", 1), (0.9, 50, "d3", 1), (None, 900, "d4", 2), (0.9, 50, "d0", 3),
         (0.1, 10, "d5", 3), (0.1, 10, "d6", 4)]]
     results = {merge_owners(order) for order in itertools.permutations(found)}
@@ -136,3 +137,52 @@ def test_span_settings_are_checked():
         ParagraphDedupConfig(unit="sentence")
     with pytest.raises(ConfigError):
         ParagraphDedupConfig(unit="span", span_sentences=0)
+
+
+def test_the_original_keeps_its_paragraphs_and_its_copies_lose_them():
+    """A real news article (NTREX) and two copies the quality model might prefer: a syndicated copy whose page
+    names the original as canonical, and a later repost. Evidence of origin decides; quality breaks ties only."""
+    from stages.reference import ntrex_documents
+    from tests.conftest import MULTILINGUAL_SAMPLE
+
+    article = next(text for code, _, text in ntrex_documents(str(MULTILINGUAL_SAMPLE)) if code == "eng-GB")
+    paragraphs = [line for line in article.splitlines() if len(line) > 60][:6]
+    original = Document(id="z-original", url="https://news.example/story", source="web", quality_score=0.6,
+                        text="\n".join(paragraphs), metadata={"warc_date": "2024-05-20T10:00:00Z",
+                                                              "last_modified": "2019-03-01T08:00:00Z"})
+    syndicated = Document(id="a-copy", url="https://portal.example/story-copy", source="web", quality_score=0.99,
+                          text="\n".join(["A portal's own introduction to the story, written for its readers.",
+                                           *paragraphs]),
+                          metadata={"warc_date": "2024-05-01T10:00:00Z",
+                                    "canonical_url": "https://www.news.example/story/"})
+    repost = Document(id="b-repost", url="https://blog.example/p/1", source="web", quality_score=0.95,
+                      text="\n".join(paragraphs[:3]), metadata={"warc_date": "2024-05-10T10:00:00Z"})
+    config = ParagraphDedupConfig(enabled=True, max_removed_fraction=1.0)
+    owners = cuts_in_memory([syndicated, repost, original], config)
+    assert {o.owner_id for o in owners.values()} == {"z-original"}
+    cut = ParagraphCut(config, {h: o.owner_id for h, o in owners.items()})
+    assert cut(original).text == original.text
+    assert cut(syndicated).text == "A portal's own introduction to the story, written for its readers."
+    assert isinstance(cut(repost), Drop)  # nothing of its own left
+    # without evidence, the copy the quality model likes best would have owned them (the old rule)
+    plain = [d.replace(metadata={}) for d in (syndicated, repost, original)]
+    assert {o.owner_id for o in cuts_in_memory(plain, config).values()} == {"a-copy"}
+
+
+def test_evidence_of_origin_is_read_from_the_page():
+    from stages.extraction.warc import read_warc
+    from stages.origin import canonical_url, earliest_date, http_date, is_declared_copy
+    from tests.conftest import HTML_DIR, WAYBACK
+
+    html = (HTML_DIR / "salon.com.emissions.html").read_text(encoding="utf-8")
+    assert canonical_url(html, "https://www.salon.com/x") == \
+        "https://www.salon.com/2020/01/10/despite-everything-u-s-emissions-dipped-in-2019_partner/"
+    assert canonical_url('<link href="/a/b" rel="canonical">', "https://x.example/c?d") == "https://x.example/a/b"
+    assert canonical_url("<link rel=stylesheet href=s.css>" * 3, "https://x.example/") is None
+    assert is_declared_copy("https://copy.example/1", "https://orig.example/1")
+    assert not is_declared_copy("http://web.archive.org/web/20110102164421/http://www.orig.example:80/1",
+                                "https://orig.example/1/")
+    assert http_date("Wed, 21 Oct 2015 07:28:00 GMT") == "2015-10-21T07:28:00Z" and http_date("soon") is None
+    with open(WAYBACK, "rb") as fh:  # a Wayback copy is as old as its capture, not as its fetch
+        doc = next(d for d in read_warc(fh, source="web") if isinstance(d, Document))
+    assert earliest_date(doc.url, doc.metadata) < "2013"
