@@ -139,6 +139,8 @@ def main() -> None:
         for margin, z in margins.items():  # the bundled margin, and the others of the card's sweep
             z[~train] = page_check_margin(page_check, page_x[~train], margin)
     page_z = margins[PAGE_CHECK_MARGIN]
+    # the guard (engines.fast_text_is_broken: rules, not fitted) sends on fast texts the filters would drop
+    guard = np.array([engines.fast_text_is_broken(t, page.html) is not None for t, page in zip(fast, pages)])
     held_out = {"trafilatura_f1": round(precision_recall_f1(traf_counts)[2], 4),
                 "fast_f1": round(precision_recall_f1(fast_counts)[2], 4), "by_threshold": [],
                 "full_fallback_by_threshold": []}
@@ -146,7 +148,7 @@ def main() -> None:
                                              ("full_fallback_by_threshold", traf_counts, traf_s)):
         for threshold in (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5):
             sent_on, by_check = page_z >= logit(threshold), crossed >= threshold
-            fall_back = sent_on | by_check
+            fall_back = sent_on | by_check | guard
             row = {"threshold": threshold, "fallback_share": round(float(fall_back.mean()), 4),
                    **routing(sent_on, by_check, fast_s, fallback_s, traf_s),
                    "cascade_f1": round(cascade_f1(fast_counts, fallback_counts, fall_back)[2], 4)}
@@ -171,7 +173,7 @@ def main() -> None:
     everything = [engines.trafilatura_would_do_better(t, page.html, check)
                   for t, page in zip(fast, pages)]
     sent_on = page_check_margin(page_check, page_x) >= logit(args.threshold)
-    fall_back = [bool(pr >= args.threshold or sent) for pr, sent in zip(everything, sent_on)]
+    fall_back = [bool(pr >= args.threshold or sent or g) for pr, sent, g in zip(everything, sent_on, guard)]
     bundle = {"features": list(engines.FEATURE_NAMES), **check, "page_check": page_check, "threshold": args.threshold,
               "fitted_on": f"trafilatura's evaluation pages ({len(pages)}, all sites); label: trafilatura's text "
                            "finds more gold snippets right than the fast text",

@@ -83,6 +83,52 @@ def cascade_fast_text(html: str, include_comments: bool) -> str:
     return trim_lines(resiliparse_text(html, include_comments, SKIP_SELECTORS))
 
 
+REPEAT_LINE_CHARS = 20  # a line of this many characters found twice: a caption or pull quote printed again
+_P_TEXT = re.compile(r"<p\b[^>]{0,500}>([^<]{1,5000})", re.IGNORECASE)  # bounded: linear on any page
+SHORTER_THAN_PARAGRAPHS = 0.5   # the fast text holds less than this share of the text of the page's <p> elements
+MIN_PARAGRAPH_CHARS = 1000      # ... on a page with at least this much of it
+
+
+GUARD_REASONS = ("repeats_a_line", "too_few_words", "fails_a_repetition_rule", "shorter_than_the_paragraphs")
+MIN_WORDS = 50  # Gopher's minimum: a fast text of fewer words in a spaced script is dropped whatever it holds
+
+
+def too_few_words(text: str) -> bool:
+    """Fewer words than Gopher's minimum, in a spaced script (an unspaced one is few "words" anyway)."""
+    words = len(text.split())
+    return words < MIN_WORDS and words * 20 > len(text)
+
+
+def fast_text_is_broken(text: str, html: str) -> str | None:
+    """Why the fast text should not be kept whatever the check says, or None: it repeats a line (Resiliparse
+    prints a photo caption or pull quote again where trafilatura's text has it once), it fails a Gopher
+    repetition rule or has too few words to pass Gopher's length rule (the filters would drop a page
+    trafilatura's text may keep), or it holds much less than the page's paragraphs (half an article)."""
+    seen = set()
+    for line in text.split("\n"):
+        line = line.strip()
+        if len(line) >= REPEAT_LINE_CHARS:
+            if line in seen:
+                return "repeats_a_line"
+            seen.add(line)
+    if too_few_words(text):
+        return "too_few_words"
+    if _repetition().evaluate(text, None) is not None:
+        return "fails_a_repetition_rule"
+    paragraphs = sum(len(m.group(1).strip()) for m in _P_TEXT.finditer(html))
+    if paragraphs >= MIN_PARAGRAPH_CHARS and len(text) < SHORTER_THAN_PARAGRAPHS * paragraphs:
+        return "shorter_than_the_paragraphs"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _repetition():
+    """The Gopher repetition rules at their defaults (English-shaped: the page's language is not known yet)."""
+    from stages.gopher import GopherRepetition
+
+    return GopherRepetition()
+
+
 def page_features(html: str) -> list[float]:
     """What the check reads of the HTML alone: its size and the density of its layout tags (one regex pass,
     ~0.15 ms a page)."""

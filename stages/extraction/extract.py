@@ -142,7 +142,11 @@ def extract_page(html: str, url: str | None, options: dict[str, Any]) -> tuple[s
         return text, ("cascade_sent_on_by_page_check", *notes)
     fast = engines.cascade_fast_text(html, options["include_comments"])
     if fast.strip() and engines.trafilatura_would_do_better(fast, html, check, page) < options["cascade_threshold"]:
-        return fast, ("cascade_kept_resiliparse",)
+        broken = engines.fast_text_is_broken(fast, html) if options.get("cascade_guard", True) else None
+        if broken is None:
+            return fast, ("cascade_kept_resiliparse",)
+        text, notes = cascade_fallback(html, url, options, fast)
+        return text, (f"cascade_guard_{broken}", *notes)
     return cascade_fallback(html, url, options, fast)
 
 
@@ -155,6 +159,12 @@ def cascade_fallback(html: str, url: str | None, options: dict[str, Any],
         text, notes = extract_trafilatura(html, url, options["trafilatura"])
         return text, ("cascade_fell_back_to_trafilatura", *notes)
     text = extract_text(html, url, {**options["trafilatura"], "fast": True})
+    if text and text.strip() and engines.too_few_words(text):
+        # fast mode found a few lines that Gopher's length rule would drop: trafilatura's own fallbacks, as its
+        # engine runs it, often find the article (bench/cascade_articles.py)
+        full = extract_text(html, url, {**options["trafilatura"], "fast": False})
+        if full and len(full) > len(text):
+            return full, ("cascade_fell_back_to_trafilatura", "cascade_fast_mode_too_short_ran_full")
     if text and text.strip():
         return text, ("cascade_fell_back_to_trafilatura",)
     if fast is None:

@@ -84,7 +84,8 @@ def test_fast_engines_keep_most_pages_of_real_warc_files(engine):
 
 
 CASCADE_NOTES = ("cascade_kept_resiliparse", "cascade_fell_back_to_trafilatura",
-                 "cascade_kept_resiliparse_where_trafilatura_found_none", "cascade_sent_on_by_page_check")
+                 "cascade_kept_resiliparse_where_trafilatura_found_none", "cascade_sent_on_by_page_check",
+                 "cascade_fast_mode_too_short_ran_full", *(f"cascade_guard_{why}" for why in engines.GUARD_REASONS))
 
 
 def routes(notes: list[str]) -> list[str]:
@@ -136,9 +137,9 @@ def test_the_bundled_check_matches_the_features_and_says_what_it_was_measured_on
     check = engines.load_check()
     assert check["features"] == list(engines.FEATURE_NAMES)
     row = next(r for r in check["two_fold_by_site"]["by_threshold"] if r["threshold"] == ExtractConfig().cascade_threshold)
-    # at the default threshold, on sites it was not fitted on: within 1 point of trafilatura's F1
-    assert check["two_fold_by_site"]["trafilatura_f1"] - row["cascade_f1"] <= 0.01
-    assert 0.1 < row["fallback_share"] < 0.6
+    # at the default threshold, on sites it was not fitted on: within half a point of trafilatura's F1
+    assert check["two_fold_by_site"]["trafilatura_f1"] - row["cascade_f1"] <= 0.005
+    assert 0.1 < row["fallback_share"] < 0.7
     # the default fallback (trafilatura's fast mode) costs less than trafilatura as the trafilatura engine runs it
     full = next(r for r in check["two_fold_by_site"]["full_fallback_by_threshold"] if r["threshold"] == row["threshold"])
     assert row["cost_vs_trafilatura"] < full["cost_vs_trafilatura"]
@@ -208,3 +209,22 @@ def test_the_run_report_says_how_often_the_cascade_fell_back():
                               langid_rows=[], reasons=[], output_cards=[], quality=None, rescued=None, dedup=None,
                               edits=None, counts=None, times=None)
     assert "Extraction engine <b>cascade</b>: 321 of 1,033 pages through trafilatura" in page
+
+
+def test_the_guard_sends_on_fast_texts_the_filters_would_drop():
+    """Resiliparse prints a caption or pull quote twice, or keeps a few lines of a long article: the check's
+    features cannot see it, the Gopher rules would drop the page; the guard sends such a page to trafilatura.
+    A real news article (NTREX) stands for the fast text."""
+    from stages.reference import ntrex_documents
+    from tests.conftest import MULTILINGUAL_SAMPLE
+
+    article = next(text for code, _, text in ntrex_documents(str(MULTILINGUAL_SAMPLE)) if code == "eng-GB")
+    lines = article.split("\n")
+    page = "".join(f"<p>{line}</p>" for line in lines)
+    assert engines.fast_text_is_broken(article, page) is None
+    caption = "Photo: the council chamber on Monday evening, AP"
+    assert engines.fast_text_is_broken(f"{caption}\n{article}\n{caption}", page) == "repeats_a_line"
+    assert engines.fast_text_is_broken(lines[0], page) == "too_few_words"
+    assert engines.fast_text_is_broken("短い日本語の文章です。" * 3, "") is None  # unspaced: few "words" anyway
+    half = "\n".join(lines[: len(lines) // 3])
+    assert engines.fast_text_is_broken(half, page) == "shorter_than_the_paragraphs"
