@@ -10,10 +10,12 @@ into the anneal split.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 import ftfy
-from ftfy.badness import BADNESS_RE
+import re2
+from ftfy.badness import BADNESS_RE as _FTFY_BADNESS
 
 from common.settings import check
 from stages.record import Document, Stage, StageResult, over
@@ -55,9 +57,53 @@ class TextRepairConfig:
               f"max_damage must be in [0, 1] or none, got {self.max_damage}")
 
 
+def _without_verbose(pattern: str) -> str:
+    """A re.VERBOSE pattern as a plain one (RE2 has no verbose mode): whitespace and comments outside character
+    classes dropped."""
+    out, in_class, i = [], False, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+            out.append(c)
+        elif c == "[":
+            in_class = True
+            out.append(c)
+        elif c == "#":
+            i = pattern.find("\n", i)
+            i = len(pattern) if i < 0 else i
+            continue
+        elif not c.isspace():
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+# ftfy's pattern of mojibake sequences, matched by RE2: Python's engine took ~2 MB/s on ordinary pages (it tries
+# every branch of the alternation at every character), RE2 ~300 MB/s; a test checks both find the same spans.
+BADNESS_RE = re2.compile(_without_verbose(_FTFY_BADNESS.pattern))
+
+# What any of the fixes acts on, so that a page without it skips ftfy (most pages: ~1 MB/s through ftfy's line
+# by line checks, 20x that through these two scans): C0 and C1 controls, DEL, lone surrogates, Latin ligatures,
+# CR and Unicode line separators, terminal escapes; mojibake is found by ftfy's own badness pattern.
+_ACTED_ON = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufb00-\ufb06\r\u2028\u2029]")
+
+
+def needs_repair(text: str) -> bool:
+    """Whether any of ftfy's fixes could change the text."""
+    return (_ACTED_ON.search(text) is not None or BADNESS_RE.search(text) is not None
+            or not unicodedata.is_normalized("NFC", text))
+
+
 def repair(text: str) -> tuple[str, list[str]]:
     """The text with ftfy's fixes applied, and the kinds of fix made ("mojibake" for an encoding undone,
     else ftfy's fixer names: remove_control_chars, fix_line_breaks, ...), each once."""
+    if not needs_repair(text):
+        return text, []
     kinds: list[str] = []
     out = []
     pos = 0
