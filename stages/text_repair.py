@@ -18,7 +18,7 @@ import re2
 from ftfy.badness import BADNESS_RE as _FTFY_BADNESS
 
 from common.settings import check
-from stages.record import Document, Stage, StageResult, over
+from stages.record import Document, Stage, StageResult, clean_text, over
 from stages.table import StageSpec
 
 STAGE = "text_repair"
@@ -134,6 +134,7 @@ def damage(text: str) -> float:
     measure calls mojibake and Windows-1252 pairs (what is left after fixing), and runs of UTF-8 read as GBK."""
     if not text:
         return 0.0
+    text = clean_text(text)  # a lone surrogate (RE2 reads UTF-8) counts as the U+FFFD it stands for
     damaged = text.count("\ufffd") + sum(len(m.group()) for m in BADNESS_RE.finditer(text)) \
         + 2 * len(_LATIN_MOJIBAKE.findall(text))
     if _CJK.search(text):

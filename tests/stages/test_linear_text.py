@@ -11,12 +11,13 @@ import time
 
 import pytest
 
-from stages import c4, paragraphs, quality
+from stages import c4, origin, paragraphs, quality, quality_signals, text_repair
 from stages.c4 import C4Config
 from stages.decontam import word_spans
 from stages.dedup import exact_key, shingles
 from stages.extraction import charset, engines, warc
 from stages.harmful import badwords, toxicity
+from stages.mix import site_of
 from stages.paragraphs import ParagraphDedupConfig
 from stages.pii import find_pii
 from stages.record import clean_text
@@ -98,6 +99,17 @@ FUNCTIONS = {  # each function that applies a pattern to page text, and the inpu
                                                        "one long tag name": "<" + "a" * MB},)),
     "control characters": (warc._control_fraction, (GENERAL, {"controls": "\x01" * MB})),
     "lone surrogates": (clean_text, (GENERAL, {"surrogates": "\ud800" * MB})),
+    "text repair": (lambda t: text_repair.damage(text_repair.repair(t)[0]),
+                    (GENERAL, SPACES, {"mojibake": run("cafÃ© "), "one long mojibake line": run("Ã©"),
+                                       "controls": "\x01" * MB, "GBK mojibake": run("鏄?笉鏄??瑙勭殑"),
+                                       "surrogates": "\ud800" * MB, "ligatures": "\ufb02" * MB})),
+    "quality signals": (quality_signals.signals, (GENERAL, SPACES, {"pipes": run("| "), "brackets": run("【x】")})),
+    "canonical link": (lambda t: origin.canonical_url(t, "https://x.example/"),
+                       ({"open link tags": run("<link "), "rel canonical no end": "<link rel=canonical " + "a" * MB,
+                         "hrefs": run('<link rel="canonical" href="'), "one long tag": "<link" + " " * MB},)),
+    "cascade guard": (lambda t: engines.fast_text_is_broken(t, t),
+                      (GENERAL, SPACES, {"open p tags": run("<p "), "p tags": run("<p>x")})),
+    "site of a URL": (lambda t: site_of(t[:10_000]), (GENERAL, {"brackets": "http://[" + "a" * MB})),
 }
 
 
