@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 from stages.quality import load_model, normalize, normalize_page, predict_hq  # noqa: E402
 from stages.quality_signals import RAMPS, cap, combine, signals  # noqa: E402
-from stages.text_repair import damage  # noqa: E402
+from stages.text_repair import damage, repair  # noqa: E402
 
 PAIRS = {  # what is told apart: (positive kinds, negative kinds)
     "reference prose vs machine-made": (("ntrex", "flores"), ("listing", "keywords")),
@@ -67,7 +67,8 @@ def measure(model_path: str | None, normalization: str, examples: list[dict], ju
     scores = predict_hq(model, [norm(e["text"]) for e in held])
     speed = len(held) / (time.perf_counter() - started)
     if judgment:  # the quality judgment: the model's score times each signal's cap (stages/quality_signals.py)
-        measured = [{**signals(e["text"]), "encoding_damage": damage(e["text"])} for e in held]
+        repaired = [repair(e["text"])[0] for e in held]  # as the pipeline does before judging
+        measured = [{**signals(t), "encoding_damage": damage(t)} for t in repaired]
         per_signal = {name: [cap(name, m[name]) for m in measured] for name in RAMPS}
         scores = [combine(s, m) for s, m in zip(scores, measured)]
     by_kind = collections.defaultdict(list)
@@ -125,7 +126,7 @@ def measure_pages(run: str, model_path: str | None) -> dict:
             if r["epoch"] == 0 and r["url"] in labels]
     model = load_model(model_path)
     model_scores = predict_hq(model, [normalize_page(r["text"]) for r in rows])
-    measured = [{**signals(r["text"]), "encoding_damage": damage(r["text"])} for r in rows]
+    measured = [{**signals(t), "encoding_damage": damage(t)} for t in (repair(r["text"])[0] for r in rows)]
     columns = {"model": model_scores, "judgment": [combine(s, m) for s, m in zip(model_scores, measured)],
                **{f"{name} (cap)": [cap(name, m[name]) for m in measured] for name in RAMPS}}
     result = {"pages": len(rows), "junk": sum(1 for r in rows if not labels[r["url"]]), "auc": {}}

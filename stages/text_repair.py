@@ -9,11 +9,13 @@ into the anneal split.
 """
 from __future__ import annotations
 
+import codecs
 import re
 import unicodedata
 from dataclasses import dataclass
 
 import ftfy
+import ftfy.bad_codecs  # noqa: F401  (registers the sloppy-windows-125x codecs)
 import re2
 from ftfy.badness import BADNESS_RE as _FTFY_BADNESS
 
@@ -129,14 +131,36 @@ def _has_control(segment: str) -> bool:
     return any(ord(c) < 32 and c not in "\n\t\r" for c in segment) or "\x7f" in segment
 
 
+# The single-byte charsets UTF-8 is misread as (WHATWG's forms: undefined bytes as C1 controls).
+MISREAD_AS = ("sloppy-windows-1252", "sloppy-windows-1250", "sloppy-windows-1251", "latin-1")
+
+
+def is_mojibake(sequence: str) -> bool:
+    """Whether a sequence ftfy's badness pattern found is UTF-8 misread: its bytes in some single-byte charset are
+    UTF-8 (or the start of it, where a byte was lost). Correct text the pattern also finds is not: Slovenian
+    »Če (a quote, then a capital with caron), Lombard œ, Ewe ƒã."""
+    for charset in MISREAD_AS:
+        try:
+            raw = sequence.encode(charset)
+        except UnicodeEncodeError:
+            continue
+        if any(byte >= 0xC2 for byte in raw):
+            try:
+                codecs.getincrementaldecoder("utf-8")().decode(raw, final=False)
+                return True
+            except UnicodeDecodeError:
+                continue
+    return False
+
+
 def damage(text: str) -> float:
     """Share of the characters damaged beyond repair: replacement characters, the sequences ftfy's badness
     measure calls mojibake and Windows-1252 pairs (what is left after fixing), and runs of UTF-8 read as GBK."""
     if not text:
         return 0.0
     text = clean_text(text)  # a lone surrogate (RE2 reads UTF-8) counts as the U+FFFD it stands for
-    damaged = text.count("\ufffd") + sum(len(m.group()) for m in BADNESS_RE.finditer(text)) \
-        + 2 * len(_LATIN_MOJIBAKE.findall(text))
+    damaged = text.count("\ufffd") + sum(len(m.group()) for m in BADNESS_RE.finditer(text)
+                                        if is_mojibake(m.group())) + 2 * len(_LATIN_MOJIBAKE.findall(text))
     if _CJK.search(text):
         gbk = text.encode("gbk", errors="replace")
         damaged += sum(len(m.group()) for m in _GBK_AS_UTF8.finditer(gbk)) // 2  # two GBK bytes a character
