@@ -49,7 +49,8 @@ class ParagraphDedupConfig:
     min_chars: int = 30
     min_documents: int = 2         # a paragraph is repeated when this many documents (after dedup) contain it
     # a document that loses more than this fraction of its characters is dropped instead of kept as a shred
-    # (ledger: too_much_repeated, with the fraction); 1.0 keeps every document that has text left
+    # (ledger: too_much_repeated, with the fraction), unless it keeps a repeated paragraph for the others (funnel
+    # note kept_as_owner); 1.0 keeps every document that has text left
     max_removed_fraction: float = 0.5
     top_paragraphs: int = 20       # the most repeated paragraphs, with their counts and sites, in the report
     # paragraph: a line of the extracted text; span: `span_sentences` consecutive sentences (C4: any span of 3
@@ -223,8 +224,10 @@ class ParagraphCut(Stage):
         lines = doc.text.split("\n")
         found = pieces(lines, self.config)
         owner_of: dict[int, str] = {}  # piece -> the document that keeps it, where that is another one
+        owns = False                   # the document keeps a repeated paragraph for the others
         for h, covered in units(lines, found, self.config):
             owner = None if h is None else self.cuts.get(h)
+            owns = owns or owner == doc.id
             if owner is not None and owner != doc.id:
                 for j in covered:
                     owner_of.setdefault(j, owner)
@@ -234,7 +237,10 @@ class ParagraphCut(Stage):
         cut_chars = len(doc.text) - len(text)
         fraction = cut_chars / max(len(doc.text), 1)
         what = "repeated paragraphs" if self.config.unit == "paragraph" else "sentences of repeated spans"
-        if not text.strip() or fraction > self.config.max_removed_fraction:
+        if fraction > self.config.max_removed_fraction and owns and text.strip():
+            # its other copies were cut in its favour: dropping it would take that paragraph out of the corpus
+            self.count("kept_as_owner")
+        elif not text.strip() or fraction > self.config.max_removed_fraction:
             return doc.drop(STAGE, TOO_MUCH_REPEATED, f"{len(removed)} {what}, {fraction:.0%} of the text",
                             value=round(fraction, 4), threshold=self.config.max_removed_fraction)
         self.count("documents_edited")

@@ -186,3 +186,30 @@ def test_evidence_of_origin_is_read_from_the_page():
     with open(WAYBACK, "rb") as fh:  # a Wayback copy is as old as its capture, not as its fetch
         doc = next(d for d in read_warc(fh, source="web") if isinstance(d, Document))
     assert earliest_date(doc.url, doc.metadata) < "2013"
+
+
+def test_a_document_that_keeps_a_paragraph_for_the_others_is_not_dropped_as_a_shred():
+    """An original that also quotes two paragraphs of an earlier page loses more than half of its text to it, but
+    its own paragraph was cut from its copy in its favour: dropping it would take that paragraph out of the
+    corpus altogether."""
+    own = "The original reporting of this page, which a later aggregator copied word for word into its post."
+    quoted = ["A first paragraph this page quotes from an earlier source, at some length and in full.",
+              "A second paragraph quoted from that earlier source, again at some length and in full here."]
+    earlier = Document(id="earlier", url="https://source.example/a", source="web", text="\n".join(quoted),
+                       metadata={"last_modified": "2018-01-01T00:00:00Z"})
+    middle = Document(id="middle", url="https://news.example/b", source="web", text="\n".join([own, *quoted]),
+                      metadata={"last_modified": "2019-01-01T00:00:00Z"})
+    later = Document(id="later", url="https://aggregator.example/c", source="web",
+                     text="\n".join(["An aggregator's own two lines about the story, written for its readers.",
+                                      "A second line of its own, with what it thinks of the story and why.", own]),
+                     metadata={"last_modified": "2020-01-01T00:00:00Z"})
+    config = ParagraphDedupConfig(enabled=True)
+    owners = {h: o.owner_id for h, o in cuts_in_memory([earlier, middle, later], config).items()}
+    notes = []
+    cut = ParagraphCut(config, owners)
+    cut.count = lambda name, n=1: notes.append(name)
+    kept = cut(middle)   # 2 of 3 paragraphs (about 65 % of its text) belong to the earlier page
+    assert isinstance(kept, Document) and kept.text == own and "kept_as_owner" in notes
+    assert cut(later).text.startswith("An aggregator's own")  # its copy of `own` is cut
+    no_claim = ParagraphCut(config, {h: o for h, o in owners.items() if o != "middle"})
+    assert isinstance(no_claim(middle), Drop)  # owning nothing, the same shred is dropped as before
