@@ -313,14 +313,15 @@ def anneal_totals(finished, anneal: Anneal, rates, mix: Mix | None, holdout_frac
     tallies = (finished
                | "AnnealTallies" >> beam.FlatMap(anneal.tallies, beam.pvalue.AsSingleton(rates), mix, holdout_fraction)
                | "SumAnneal" >> beam.CombinePerKey(sum))
-    small = tallies | "NotSites" >> beam.Filter(lambda kv: not kv[0].startswith("hq|site:"))
+    small = tallies | "NotSites" >> beam.Filter(lambda kv: not kv[0].startswith(("hq|site:", "hq2|site:")))
     largest = (tallies
                | "SiteTotals" >> beam.Filter(lambda kv: kv[0].startswith("hq|site:") and kv[0].count("|") == 1)
                | "LargestSites" >> beam.combiners.Top.Of(anneal.sites_to_tally(), key=lambda kv: (kv[1], kv[0]))
                | "LargestNames" >> beam.Map(lambda top: {key for key, _ in top}))
     of_largest = (tallies
-                  | "SiteSizes" >> beam.Filter(lambda kv: kv[0].startswith("hq|site:") and kv[0].count("|") == 3)
-                  | "OfLargestSites" >> beam.Filter(lambda kv, names: "|".join(kv[0].split("|")[:2]) in names,
+                  | "SiteSizes" >> beam.Filter(lambda kv: kv[0].startswith(("hq|site:", "hq2|site:"))
+                                               and kv[0].count("|") == 3)
+                  | "OfLargestSites" >> beam.Filter(lambda kv, names: "hq|" + kv[0].split("|")[1] in names,
                                                     beam.pvalue.AsSingleton(largest)))
     return ((small, of_largest)
             | "AnnealTotalsAll" >> beam.Flatten()

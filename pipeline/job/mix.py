@@ -62,6 +62,12 @@ def weight_of(rehydrate: Rehydration | None, cluster_size: int | None) -> int:
     return rehydrate.weight(cluster_size) if rehydrate else 1
 
 
+def _site_high(by_lang: list[tuple[float, int, int]], rate: float) -> float:
+    """A site's draw at `rate` times each language's (p, tokens, squares), plus two standard deviations."""
+    mean = sum(p * rate * t for p, t, _ in by_lang)
+    return mean + 2 * math.sqrt(sum(q * p * rate * (1 - p * rate) for p, _, q in by_lang))
+
+
 def size_class(tokens: int) -> int:
     """A page's size class: 4 log2(tokens), rounded up (classes a quarter of a doubling wide)."""
     return math.ceil(4 * math.log2(max(tokens, 1)))
@@ -108,29 +114,76 @@ class Anneal:
         if n and quality is not None and quality >= self.min_quality:
             size = size_class(tokens)
             out += [(f"hq|lang:{lang}|size:{size}", tokens), (f"hq|site:{site}", tokens),
-                    (f"hq|site:{site}|lang:{lang}|size:{size}", tokens)]
+                    (f"hq|site:{site}|lang:{lang}|size:{size}", tokens),
+                    # squares, for the spread of the hash draw (few large pages make a split's size uncertain)
+                    (f"hq2|lang:{lang}|size:{size}", tokens * tokens),
+                    (f"hq2|site:{site}|lang:{lang}|size:{size}", tokens * tokens)]
         return out
 
     def plan(self, totals: dict[str, int]) -> AnnealPlan:
         """The largest page size class such that the pages up to it, drawn as `draw_at` says, are expected to hold
         at least 1 / max_page_share times the largest page (so no page is over that share)."""
-        langs: dict[str, dict[int, int]] = {}             # lang -> size class -> tokens
-        sites: dict[str, dict[str, dict[int, int]]] = {}  # site -> lang -> size class -> tokens
+        tallies: dict[str, tuple[dict, dict]] = {"hq": ({}, {}), "hq2": ({}, {})}  # tokens, squares
         for key, tokens in totals.items():
             parts = key.split("|")
-            if parts[0] != "hq" or len(parts) < 3:
+            if parts[0] not in tallies or len(parts) < 3:
                 continue
+            langs, sites = tallies[parts[0]]  # lang -> size class -> n; site -> lang -> size class -> n
             size = int(parts[-1][5:])
             if parts[1].startswith("lang:"):
                 langs.setdefault(parts[1][5:], {})[size] = tokens
             else:
                 sites.setdefault(parts[1][5:], {}).setdefault(parts[2][5:], {})[size] = tokens
+        (langs, sites), (lang_squares, site_squares) = tallies["hq"], tallies["hq2"]
         best = AnnealPlan(-1, {}, {}, 0.0)
         for size in sorted({b for classes in langs.values() for b in classes}):
             plan = self.draw_at(size, langs, sites, totals)
-            if size_class_top(size) <= self.max_page_share * plan.expected:
+            plan = self.with_site_margin(plan, sites, site_squares, lang_squares)
+            # the split's size less two standard deviations of the hash draw: the cap holds on what is drawn
+            low = plan.expected - 2 * math.sqrt(self.variance(plan, lang_squares, site_squares))
+            if size_class_top(size) <= self.max_page_share * low:
                 best = plan
         return best
+
+    def with_site_margin(self, plan: AnnealPlan, sites: dict, site_squares: dict, lang_squares: dict) -> AnnealPlan:
+        """The plan with each cut-back site's rate lowered until its draw, plus two standard deviations, stays
+        within its cap of the split less two of the split's (a few large pages make a site's draw uncertain)."""
+        def upto(classes):
+            return sum(t for b, t in classes.items() if b <= plan.max_size)
+
+        low = plan.expected - 2 * math.sqrt(self.variance(plan, lang_squares, site_squares))
+        rates, lost = dict(plan.site_rates), 0.0
+        for site, rate in plan.site_rates.items():
+            if rate >= 1.0:
+                continue
+            by_lang = [(plan.lang_rates.get(lang, 0.0), upto(classes), upto(site_squares.get(site, {}).get(lang, {})))
+                       for lang, classes in sites.get(site, {}).items()]
+
+            lo, hi = 0.0, rate
+            for _ in range(30):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if _site_high(by_lang, mid) <= self.max_site_share * low else (lo, mid)
+            rates[site] = lo
+            lost += sum(p * (rate - lo) * t for p, t, _ in by_lang)
+        return plan._replace(site_rates=rates, expected=max(plan.expected - lost, 0.0))
+
+    @staticmethod
+    def variance(plan: AnnealPlan, lang_squares: dict, site_squares: dict) -> float:
+        """The variance of the split's tokens: each page is drawn on its own, with probability p = its language's
+        rate times its site's, and adds tokens² p (1 - p)."""
+        def upto(classes):
+            return sum(t for b, t in classes.items() if b <= plan.max_size)
+
+        def spread(p):
+            return p * (1.0 - p)
+
+        var = sum(upto(classes) * spread(plan.lang_rates.get(lang, 0.0)) for lang, classes in lang_squares.items())
+        for site, rate in plan.site_rates.items():
+            if rate < 1.0:  # the site's pages are drawn at its language's rate times its own
+                for lang, classes in site_squares.get(site, {}).items():
+                    p = plan.lang_rates.get(lang, 0.0)
+                    var += upto(classes) * (spread(p * rate) - spread(p))
+        return max(var, 0.0)
 
     def draw_at(self, max_size: int, langs: dict, sites: dict, totals: dict[str, int]) -> AnnealPlan:
         """The rates with pages up to size class `max_size`: each language drawn to at most max_language_excess

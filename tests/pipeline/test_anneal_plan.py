@@ -28,7 +28,8 @@ def totals_of(anneal, docs):
     names = {k for k, _ in sorted(((k, v) for k, v in tallies.items()
                                    if k.startswith("hq|site:") and k.count("|") == 1),
                                   key=lambda kv: -kv[1])[:anneal.sites_to_tally()]}
-    return {k: v for k, v in tallies.items() if not k.startswith("hq|site:") or "|".join(k.split("|")[:2]) in names}
+    return {k: v for k, v in tallies.items()
+            if not k.startswith(("hq|site:", "hq2|site:")) or "hq|" + k.split("|")[1] in names}
 
 
 def draw(anneal, docs):
