@@ -16,6 +16,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+
+import shared_data  # noqa: E402
 
 from pipeline.job.config import load_config  # noqa: E402
 from stages.extraction.extract import ExtractConfig, extract_page  # noqa: E402
@@ -26,10 +29,9 @@ from stages.table import stage_table  # noqa: E402
 
 ENGINES = ("trafilatura", "cascade", "cascade without guard")  # the guard: engines.fast_text_is_broken
 RULES = ("text_repair", "langid", "gopher_repetition", "gopher_quality")
-DEFAULT_WARCS = ["../shared/data/warc/resiliparse_CC-MAIN-2020-34_warcfile.warc.gz",
-                 "../shared/data/warc/cc_whirlwind_CC-MAIN-2024-22.warc.gz",
-                 "../shared/data/warc/dolma_sample-0000.warc.gz", "../shared/data/warc/dolma_sample-0001.warc.gz",
-                 "../shared/data/warc/jwarc_cc.warc.gz"]
+DEFAULT_WARCS = [shared_data.path("warc", name) for name in (
+    "resiliparse_CC-MAIN-2020-34_warcfile.warc.gz", "cc_whirlwind_CC-MAIN-2024-22.warc.gz",
+    "dolma_sample-0000.warc.gz", "dolma_sample-0001.warc.gz", "jwarc_cc.warc.gz")]
 
 
 def pages(paths):
@@ -41,7 +43,11 @@ def pages(paths):
 
 
 def main() -> int:
-    paths = [a for a in sys.argv[1:] if a != "-v"] or [p for p in DEFAULT_WARCS if os.path.exists(p)]
+    paths = [a for a in sys.argv[1:] if a != "-v"]
+    if not paths:
+        shared_data.require("bench/cascade_articles.py", {DEFAULT_WARCS[0]: "the Common Crawl excerpt and the other "
+                                                                            "crawl WARCs of the workspace"})
+        paths = [p for p in DEFAULT_WARCS if os.path.exists(p)]
     config = load_config(None, {})
     runner = StageRunner([spec.make(config) for spec in stage_table() if spec.name in RULES])
     verdicts: dict[str, dict[str, str]] = collections.defaultdict(dict)  # engine -> url -> "kept" or reason

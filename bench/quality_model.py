@@ -55,7 +55,12 @@ def load_examples(path: str | None) -> list[dict]:
             return [json.loads(line) for line in fh]
     import dataclasses
 
-    from build_quality_model import collect
+    import shared_data
+    from build_quality_model import BENCH, EVALDATA, MULTILINGUAL, collect
+
+    shared_data.require("bench/quality_model.py", {BENCH: "the 1,033-page benchmark WARC",
+                                                   EVALDATA: "trafilatura's annotated pages",
+                                                   MULTILINGUAL: "NTREX-128 and FLORES-200 reference text"})
     return [dataclasses.asdict(e) for e in collect()]
 
 
