@@ -7,10 +7,10 @@ deterministic: a document's fate depends only on (seed, id), never on worker or 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from stages.origin import original_url
 from stages.record import DropReason
 from stages.table import GLOBAL, StageSpec
 
@@ -29,16 +29,10 @@ def unit_hash(seed: int, *parts: str) -> float:
     return int.from_bytes(h.digest(), "big") / 2**64
 
 
-_WAYBACK = re.compile(r"^https?://web\.archive\.org/web/[^/]*/(.*)$", re.IGNORECASE)
-
-
 def site_of(url: str | None) -> str:
     """The site a page belongs to, for spreading a split over sites: its host, lower case, without "www."; a
     Wayback copy (web.archive.org/web/TIMESTAMP/URL) belongs to the site it copied."""
-    url = url or ""
-    wayback = _WAYBACK.match(url)
-    if wayback:
-        url = wayback.group(1)
+    url = original_url(url)
     try:
         host = urlsplit(url if "//" in url else f"//{url}").hostname or ""
     except ValueError:  # a hostile URL ("http://[bad/"): its own site

@@ -19,7 +19,7 @@ HEAD_CHARS = 100_000  # <link rel=canonical> belongs in the head: only the page'
 _LINK = re.compile(r"<link\b[^>]{0,2000}>", re.IGNORECASE)  # bounded: linear on any page
 _CANONICAL = re.compile(r"""\brel\s*=\s*["']?\s*canonical\b""", re.IGNORECASE)
 _HREF = re.compile(r"""\bhref\s*=\s*(?:"([^"]{1,2000})"|'([^']{1,2000})'|([^\s>"']{1,2000}))""", re.IGNORECASE)
-_WAYBACK = re.compile(r"^https?://web\.archive\.org/web/(\d{14})[^/]*/(.*)$", re.IGNORECASE)
+_WAYBACK = re.compile(r"^https?://web\.archive\.org/web/([^/]*)/(.+)$", re.IGNORECASE)
 NO_DATE = "~"  # sorts after every ISO date: a page without a date has no evidence of being early
 
 
@@ -61,10 +61,19 @@ def _same_page(a: str, b: str) -> bool:
     return key(a) == key(b)
 
 
-def original_url(url: str) -> str:
-    """The URL a page stands for: a Wayback copy's archived URL, else the URL itself."""
+def wayback_capture(url: str | None) -> tuple[str, str] | None:
+    """(capture stamp, archived URL) of a Wayback Machine copy (web.archive.org/web/STAMP/URL), else None."""
     wayback = _WAYBACK.match(url or "")
-    return wayback.group(2) if wayback else url or ""
+    if not wayback:
+        return None
+    archived = wayback.group(2)
+    return wayback.group(1), archived if "://" in archived else "http://" + archived
+
+
+def original_url(url: str | None) -> str:
+    """The URL a page stands for: a Wayback copy's archived URL, else the URL itself."""
+    capture = wayback_capture(url)
+    return capture[1] if capture else url or ""
 
 
 def is_declared_copy(url: str, canonical: str | None) -> bool:
@@ -75,9 +84,9 @@ def is_declared_copy(url: str, canonical: str | None) -> bool:
 def earliest_date(url: str, metadata: Mapping[str, Any]) -> str:
     """The earliest date the page's text is known to have existed (ISO 8601), or NO_DATE."""
     dates = [d for d in (metadata.get("last_modified"), _iso(metadata.get("warc_date"))) if d]
-    wayback = _WAYBACK.match(url or "")
-    if wayback:
-        stamp = wayback.group(1)
+    capture = wayback_capture(url)
+    stamp = capture[0][:14] if capture else ""
+    if len(stamp) == 14 and stamp.isdigit():
         dates.append(f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[8:10]}:{stamp[10:12]}:{stamp[12:14]}Z")
     return min(dates) if dates else NO_DATE
 

@@ -113,7 +113,7 @@ def repair(text: str) -> tuple[str, list[str]]:
         end = text.find("\n", pos) + 1 or len(text)
         end = min(end, pos + SEGMENT_CHARS)
         segment = text[pos:end]
-        if not segment.isascii() or _has_control(segment):
+        if not segment.isascii() or _ACTED_ON.search(segment):
             fixed, steps = ftfy.fix_and_explain(segment, FIXES)
             if fixed != segment:
                 for action, name in steps or ():
@@ -125,10 +125,6 @@ def repair(text: str) -> tuple[str, list[str]]:
         out.append(segment)
         pos = end
     return "".join(out), kinds
-
-
-def _has_control(segment: str) -> bool:
-    return any(ord(c) < 32 and c not in "\n\t\r" for c in segment) or "\x7f" in segment
 
 
 # The single-byte charsets UTF-8 is misread as (WHATWG's forms: undefined bytes as C1 controls).

@@ -25,7 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.job.dedup import Decision
 from pipeline.job.holdout import VALID
 from pipeline.job.holdout import split as holdout_split
-from pipeline.job.mix import Anneal, Mix, Rehydration, repeats, weight_of
+from pipeline.job.mix import Anneal, AnnealPlan, Mix, Rehydration, repeats, weight_of
 from pipeline.job.output import STATS_DIR, ShardWriter
 from pipeline.job.paragraphs import WriteTopParagraphs, host_of
 from pipeline.job.prepare import (
@@ -179,6 +179,7 @@ class WritePart(RunsStages):
 
     def process(self, key: str, rates: dict[str, float], totals: dict[str, int]):
         name = f"part-{self._index[key]:05d}"
+        plan = self._anneal.plan(totals) if self._anneal else None  # the same on every worker: from the side input
         writers = {"": self._writer("", name), "repeats": self._writer("", f"{name}-repeats")}
         if self._holdout:
             writers[VALID] = self._writer(VALID, name)
@@ -196,7 +197,7 @@ class WritePart(RunsStages):
                 continue
             checked, drops = self._runner.run(copies)
             for copy in checked:
-                if self._place(copy, row, writers, signatures, totals):
+                if self._place(copy, row, writers, signatures, plan):
                     tokens = approx_tokens(copy.text)
                     for kind, name in (("page", copy.url or copy.id), ("site", site_of(copy.url)), ("lang", copy.lang)):
                         yield beam.pvalue.TaggedOutput(ANNEAL_TOP, (kind, str(name), tokens))
@@ -211,7 +212,7 @@ class WritePart(RunsStages):
                 yield line if split in ("", "repeats") else beam.pvalue.TaggedOutput(split, line)
 
     def _place(self, doc: Document, row: dict[str, Any], writers: dict, signatures: PartWriter,
-               totals: dict[str, int]) -> bool:
+               plan: AnnealPlan | None) -> bool:
         """Writes the document to its split; True if it also went into the anneal split."""
         split = holdout_split(doc, self._holdout)
         if split is None:
@@ -224,7 +225,7 @@ class WritePart(RunsStages):
             writers[VALID].add(shard_row)
             return False
         writers["repeats" if doc.epoch else ""].add(shard_row)
-        if self._anneal and self._anneal.pick(doc, totals):
+        if self._anneal and self._anneal.pick(doc, plan):
             count("anneal.rows")
             writers[ANNEAL].add(shard_row)
             return True

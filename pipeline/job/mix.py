@@ -68,6 +68,11 @@ def _site_high(by_lang: list[tuple[float, int, int]], rate: float) -> float:
     return mean + 2 * math.sqrt(sum(q * p * rate * (1 - p * rate) for p, _, q in by_lang))
 
 
+def _upto(classes: dict[int, int], max_size: int) -> int:
+    """Tokens (or squares) tallied in the size classes up to `max_size`."""
+    return sum(t for b, t in classes.items() if b <= max_size)
+
+
 def size_class(tokens: int) -> int:
     """A page's size class: 4 log2(tokens), rounded up (classes a quarter of a doubling wide)."""
     return math.ceil(4 * math.log2(max(tokens, 1)))
@@ -148,15 +153,13 @@ class Anneal:
     def with_site_margin(self, plan: AnnealPlan, sites: dict, site_squares: dict, lang_squares: dict) -> AnnealPlan:
         """The plan with each cut-back site's rate lowered until its draw, plus two standard deviations, stays
         within its cap of the split less two of the split's (a few large pages make a site's draw uncertain)."""
-        def upto(classes):
-            return sum(t for b, t in classes.items() if b <= plan.max_size)
-
         low = plan.expected - 2 * math.sqrt(self.variance(plan, lang_squares, site_squares))
         rates, lost = dict(plan.site_rates), 0.0
         for site, rate in plan.site_rates.items():
             if rate >= 1.0:
                 continue
-            by_lang = [(plan.lang_rates.get(lang, 0.0), upto(classes), upto(site_squares.get(site, {}).get(lang, {})))
+            by_lang = [(plan.lang_rates.get(lang, 0.0), _upto(classes, plan.max_size),
+                        _upto(site_squares.get(site, {}).get(lang, {}), plan.max_size))
                        for lang, classes in sites.get(site, {}).items()]
 
             lo, hi = 0.0, rate
@@ -171,18 +174,15 @@ class Anneal:
     def variance(plan: AnnealPlan, lang_squares: dict, site_squares: dict) -> float:
         """The variance of the split's tokens: each page is drawn on its own, with probability p = its language's
         rate times its site's, and adds tokens² p (1 - p)."""
-        def upto(classes):
-            return sum(t for b, t in classes.items() if b <= plan.max_size)
-
         def spread(p):
             return p * (1.0 - p)
 
-        var = sum(upto(classes) * spread(plan.lang_rates.get(lang, 0.0)) for lang, classes in lang_squares.items())
+        var = sum(_upto(classes, plan.max_size) * spread(plan.lang_rates.get(lang, 0.0)) for lang, classes in lang_squares.items())
         for site, rate in plan.site_rates.items():
             if rate < 1.0:  # the site's pages are drawn at its language's rate times its own
                 for lang, classes in site_squares.get(site, {}).items():
                     p = plan.lang_rates.get(lang, 0.0)
-                    var += upto(classes) * (spread(p * rate) - spread(p))
+                    var += _upto(classes, plan.max_size) * (spread(p * rate) - spread(p))
         return max(var, 0.0)
 
     def draw_at(self, max_size: int, langs: dict, sites: dict, totals: dict[str, int]) -> AnnealPlan:
@@ -190,18 +190,15 @@ class Anneal:
         times its share of the training tokens (all of it where it has fewer high-quality pages), all scaled to
         `fraction` of the training tokens at most; then each site over max_site_share of the result cut back to
         it (a fixed point: cutting one back lowers every site's cap). Sites are disjoint, so the cuts add up."""
-        def upto(classes):
-            return sum(t for b, t in classes.items() if b <= max_size)
-
         all_tokens = max(totals.get("all", 0), 1)
-        hq = {lang: upto(classes) for lang, classes in langs.items()}
+        hq = {lang: _upto(classes, max_size) for lang, classes in langs.items()}
         lang_rate = {lang: min(1.0, self.max_language_excess * self.fraction * totals.get(f"all|lang:{lang}", 0)
                                / tokens) for lang, tokens in hq.items() if tokens}
         drawn = sum(lang_rate[lang] * tokens for lang, tokens in hq.items() if tokens)
         scale = min(1.0, self.fraction * all_tokens / drawn) if drawn else 0.0
         lang_rate = {lang: rate * scale for lang, rate in lang_rate.items()}
         drawn *= scale
-        site_drawn = {site: sum(lang_rate.get(lang, 0.0) * upto(classes) for lang, classes in by_lang.items())
+        site_drawn = {site: sum(lang_rate.get(lang, 0.0) * _upto(classes, max_size) for lang, classes in by_lang.items())
                       for site, by_lang in sites.items()}
         expected = drawn
         for _ in range(100):
@@ -218,26 +215,18 @@ class Anneal:
         max_site_share of the split, so at most 1 / max_site_share are; any other site is under its cap."""
         return math.ceil(1 / self.max_site_share) + 1
 
-    def rate(self, tokens: int, lang: str | None, site: str, totals: dict[str, int]) -> float:
-        """The probability a high-quality original enters the split. `totals`: the side input of
-        `finish.anneal_totals` (a plan is made once per side input)."""
-        plan = self._plans.get(id(totals)) or self._plans.setdefault(id(totals), self.plan(totals))
+    @staticmethod
+    def rate(tokens: int, lang: str | None, site: str, plan: AnnealPlan) -> float:
+        """The probability a high-quality original enters the split under `plan` (`plan(totals)`, made once per
+        part from the side input of `finish.anneal_totals`)."""
         if size_class(tokens) > plan.max_size:
             return 0.0
         return plan.lang_rates.get(str(lang), 0.0) * plan.site_rates.get(site, 1.0)
 
-    @property
-    def _plans(self) -> dict:
-        plans = self.__dict__.get("_plan_cache")
-        if plans is None:
-            plans = {}
-            object.__setattr__(self, "_plan_cache", plans)
-        return plans
-
-    def pick(self, doc: Document, totals: dict[str, int]) -> bool:
+    def pick(self, doc: Document, plan: AnnealPlan) -> bool:
         """Whether a training document also enters the anneal split: high-quality originals only, drawn by
         `rate` (a hash of the seed and id: the same on every rerun and worker)."""
         if doc.epoch != 0 or doc.quality_score is None or doc.quality_score < self.min_quality:
             return False
-        rate = self.rate(approx_tokens(doc.text), doc.lang, site_of(doc.url), totals)
+        rate = self.rate(approx_tokens(doc.text), doc.lang, site_of(doc.url), plan)
         return unit_hash(self.seed, "anneal", doc.id) < rate

@@ -15,7 +15,6 @@ The prepared parts store 64-bit hashes, never paragraph texts: only the few top 
 from __future__ import annotations
 
 import json
-import re
 from urllib.parse import urlsplit
 
 import apache_beam as beam
@@ -27,7 +26,7 @@ from pipeline.job.output import STATS_DIR
 from pipeline.job.prepare import PREPARED_DIR, part_paths, read_rows
 from pipeline.job.signatures import read_signature_file
 from pipeline.job.transforms import count
-from stages.origin import origin_rank
+from stages.origin import origin_rank, original_url
 from stages.paragraphs import (
     STAGE,
     Owner,
@@ -41,16 +40,10 @@ from stages.paragraphs import (
 PARAGRAPHS_FILE = "repeated_paragraphs"  # _shard_stats/repeated_paragraphs-NNNNN: the report's top table
 
 
-_WAYBACK = re.compile(r"^https?://web\.archive\.org/web/[0-9a-z_]+/(.+)$", re.IGNORECASE)
-
-
 def host_of(url: str | None) -> str | None:
     """The site of a page: its URL's host, or for a Wayback Machine capture the archived page's host."""
-    wayback = _WAYBACK.match(url or "")
-    if wayback:
-        url = wayback.group(1) if "://" in wayback.group(1) else "http://" + wayback.group(1)
     try:
-        return urlsplit(url or "").hostname
+        return urlsplit(original_url(url)).hostname
     except ValueError:
         return None
 

@@ -34,9 +34,10 @@ def totals_of(anneal, docs):
 
 def draw(anneal, docs):
     totals = totals_of(anneal, docs)
+    plan = anneal.plan(totals)
     picked = [d for d in docs if anneal.pick(Document(id=d[0], url=f"http://{d[6]}/{d[0]}", source="web",
                                                       text="x" * (4 * d[2]), lang=d[5], quality_score=d[3]),
-                                             totals)]
+                                             plan)]
     return picked, totals
 
 
