@@ -13,7 +13,8 @@ setup(
     # Models travel as package data so Beam workers on a cluster find them (--setup_file).
     package_data={"stages.models": ["*.ftz", "*.bin", "*.card.json", "*.yaml", "extract_cascade.json", "README.md"],
                   "pipeline.reports": ["templates/*.html"],   # report.html's Jinja2 template
-                  "stages.harmful": ["lists/SOURCES.md", "lists/*/*", "lists/*/*/*", "lists/*/*/*/*"]},
+                  "stages.harmful": ["lists/SOURCES.md", "lists/*/*", "lists/*/*/*", "lists/*/*/*/*", "identity/*.yaml",
+                                     "identity/README.md"]},
     include_package_data=True,
     install_requires=[
         "apache-beam==2.77.*",        # pipeline/engines/dask_runner.py uses Beam internals checked against 2.77 (a test checks the pin)

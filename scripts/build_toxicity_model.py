@@ -3,8 +3,12 @@
 Data (all in the workspace's shared/data, none downloaded; see stages/harmful/toxicity_train.py):
   * toxic/clean, labeled: Davidson tweets (hate + offensive vs neither), MLMA en/fr/ar tweets (any
     hostility vs normal) and every set of toxicity_multilingual/ whose licence lets a shipped model learn
-    from it (Arabic MPOLD, German GAHD, Korean KoCoHub and curse detection, Portuguese ToLD-Br, Russian,
-    Turkish OffensEval, Chinese COLD and SWSR); the non-commercial sets only measure it
+    from it (Arabic MPOLD, Korean KoCoHub and curse detection, Portuguese ToLD-Br, Russian, Turkish
+    OffensEval, Chinese COLD and SWSR); the non-commercial sets only measure it; German GAHD is left out
+  * counterfactuals (issue 56): every labelled text naming a group again with other groups of its language
+    named, same label, and sentences from the frames of stages/harmful/identity/<lang>.yaml (15 languages),
+    each frame once with an insult/threat and once with a kind word: the label rides on the hostile words,
+    never on the group
   * clean: NTREX-128 news and FLORES-200 Wikipedia sentences in every language lid.176 names (their held-out
     documents never: they measure false positives), Tatoeba's everyday sentences in every language (three to an
     example, and those naming a group also one to an example: "I am a Muslim" scored 0.68 without them, 0.01
@@ -24,6 +28,7 @@ import functools
 import glob
 import json
 import os
+import random
 import sys
 import time
 
@@ -33,6 +38,7 @@ import shared_data  # noqa: E402
 
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
+from stages.harmful.identity_frames import counterfactuals, lexicons, training_sentences  # noqa: E402
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, windows  # noqa: E402
 from stages.harmful.toxicity_eval import markdown, measure  # noqa: E402
 from stages.harmful.toxicity_train import (  # noqa: E402
@@ -67,7 +73,11 @@ OUTPUT = "stages/models/toxicity.ftz"
 SETTINGS = QualityTrainConfig(epochs=5, lr=0.5, word_ngrams=1, dim=16, min_count=10, bucket=200_000, minn=3, maxn=5,
                               quantize_cutoff=0, seed=0)
 WEB_WEIGHT = 6
-RECIPE_SETS = ("davidson", "mlma_en", "mlma_fr", "mlma_ar", *sorted(PERMISSIVE_MULTILINGUAL))  # labeled, trained on
+TATOEBA_PER_EXAMPLE = int(os.environ.get('TATOEBA_PER_EXAMPLE', 3))
+COUNTERFACTUALS = 2  # copies of each labelled text naming a group, with other groups named (issue 56)
+# German GAHD left out (issue 56): its adversarial sentences name a group in both classes and sit close to the
+# functional test suites that measure the model; with it Jigsaw's German templates ranked at AUC 0.75, without 0.86
+RECIPE_SETS = ("davidson", "mlma_en", "mlma_fr", "mlma_ar", *sorted(PERMISSIVE_MULTILINGUAL - {"de_gahd"}))
 
 
 def labeled_sets() -> dict[str, list[Example]]:
@@ -91,15 +101,22 @@ def examples():
     yield from (e for e in labeled_examples() if e.dataset in RECIPE_SETS)
     yield from (e for e in read_parallel(MULTILINGUAL, labels) if not e.held_out)
     tatoeba = os.path.join(MULTILINGUAL, "tatoeba_laser", "data", "tatoeba", "v1")
-    yield from read_tatoeba(tatoeba, labels=labels)
+    yield from read_tatoeba(tatoeba, labels=labels, per_example=TATOEBA_PER_EXAMPLE)
     yield from read_tatoeba_identity(tatoeba, labels)
     yield from web_windows()
 
 
-def training_examples(exclude=(), every=None) -> tuple[list[Example], list[Example]]:
+def training_examples(exclude=(), every=None, frames=True, swaps=COUNTERFACTUALS) -> tuple[list[Example], list[Example]]:
     """(toxic, clean) examples the recipe trains on (of `every`, default: all of `examples()`), without the sets
-    in `exclude` (leave-one-data-set-out); web paragraphs WEB_WEIGHT times."""
+    in `exclude` (leave-one-data-set-out); web paragraphs WEB_WEIGHT times; each labelled text naming a group
+    also with the group swapped (`swaps` copies) and the frames' sentences of every lexicon language."""
     kept = [e for e in (examples() if every is None else every) if e.dataset not in exclude]
+    rng = random.Random(SETTINGS.seed)
+    kept += [Example(text, e.toxic, e.dataset + "+swapped", e.lang)
+             for e in kept if e.dataset in RECIPE_SETS and swaps for text in counterfactuals(e.text, e.lang, rng, swaps)]
+    if frames:
+        kept += [Example(text, toxic, "frames", lang) for lang in sorted(lexicons())
+                 for text, toxic in training_sentences(lang, SETTINGS.seed)]
     clean = [e for e in kept if not e.toxic]
     return [e for e in kept if e.toxic], clean + [e for e in clean if e.dataset == "web_pages"] * (WEB_WEIGHT - 1)
 
@@ -165,9 +182,14 @@ def main() -> int:
         page_test(lambda text: scorer.score(text)[0], pages, toxic_passages),
         about="the held-out half of the bench WARC's pages (by URL hash; extracted, lid.176) as they are (false "
               "positives) and each with one held-out toxic text of the recipe's sets (>= 40 characters, any of "
-              "its languages) inserted as a paragraph (recall); a page's score is its highest paragraph's")
+              "its languages) inserted as a paragraph (recall), and with three (recall_three_passages); a page's score is ToxicityScorer.judge's (its toxic windows combined)")
     card["windows"] = {k: getattr(ToxicityConfig(), k) for k in ("window_chars", "min_chars")}
-    card["training_datasets"] = [*RECIPE_SETS, "ntrex", "flores", "tatoeba", "web_pages"]
+    card["training_datasets"] = [*RECIPE_SETS, "ntrex", "flores", "tatoeba", "web_pages", "frames"]
+    card["counterfactuals"] = dict(
+        copies=COUNTERFACTUALS, lexicons=sorted(lexicons()),
+        about="each labelled text of RECIPE_SETS that names a group is trained on again with COUNTERFACTUALS "
+              "copies naming other groups of its language (stages/harmful/identity/<lang>.yaml), same label; "
+              "'frames' are the lexicons' sentences, each frame once with a bad and once with a good word")
     independent = {name: items for name, items in labeled_sets().items() if name not in RECIPE_SETS}
     reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
     card["cross_data_set"] = dict(

@@ -113,7 +113,7 @@ class Document:
     lang: str | None = None
     lang_score: float | None = None
     quality_score: float | None = None            # P(high quality) from the quality classifier
-    toxicity_score: float | None = None           # P(toxic) of the most toxic window (toxicity classifier)
+    toxicity_score: float | None = None           # the page's toxicity: its toxic windows combined (toxicity classifier)
     pii_counts: Mapping[str, int] | None = None   # placeholders inserted per PII kind (None: PII stage off)
     epoch: int = 0                                   # 0 = original; k > 0 = k-th repeat added by source mixing
     cluster_size: int | None = None               # documents dedup folded into this one, itself included (None: off)

@@ -17,6 +17,7 @@ MODELS = ["stages/models/lid.176.ftz", "stages/models/quality.ftz", "stages/mode
           "stages/harmful/lists/SOURCES.md", "stages/harmful/lists/ut1/adult.domains.xz",
           "stages/harmful/lists/url_words/banned_words.txt", "stages/harmful/lists/ldnoobw/v1/en.txt",
           "stages/harmful/lists/ldnoobw/v2/ja.txt", "stages/harmful/lists/ldnoobw/ordinary/v2/en.txt",
+          "stages/harmful/identity/en.yaml", "stages/harmful/identity/zh.yaml", "stages/harmful/identity/README.md",
           "pipeline/reports/templates/report.html"]
 
 
@@ -63,6 +64,8 @@ def test_wheel_and_sdist_carry_the_models_and_the_installed_package_uses_them(tm
         "f = uf.UrlFilter(); f.setup(); print(f.verdict('https://www.sex.com/')[0])\n"
         "print(bw.BadWordsFilter(bw.BadWordsConfig(mode='any')).evaluate('what a shit day', 'en')[0])\n"
         "t = tx.ToxicityScorer(); t.check(); print(t.score('the river flows north')[0] < 0.5)\n"
+        "import stages.harmful.identity_frames as idf\n"
+        f"assert idf.FOLDER.startswith({str(site)!r}) and len(idf.lexicons()) == 15, idf.FOLDER\n"
     )
     env = dict(os.environ, PYTHONPATH=str(site))
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,

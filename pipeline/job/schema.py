@@ -21,7 +21,7 @@ from stages.pii import KINDS as PII_KINDS
 from stages.quality_signals import QUALITY_SIGNALS
 from stages.record import Document, Drop, DropReason, Edit, Stage, StageResult, clean_text, has_lone_surrogate
 
-SCHEMA_VERSION = "10"  # 10: text_fixed, encoding_damage, the quality signals; 9: edits (and the edit book, edits/), cluster_size; 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
+SCHEMA_VERSION = "11"  # 11: toxicity_worst, toxic_window_share; 10: text_fixed, encoding_damage, the quality signals; 9: edits (and the edit book, edits/), cluster_size; 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -132,7 +132,9 @@ DOCUMENT_COLUMNS: tuple[Column, ...] = (
     Column("text_fixed", pa.bool_(), score=True,         # text_repair changed the text (ftfy)
            shard=lambda v: None if v is None else bool(v), encode=lambda v: None if v is None else bool(v)),
     score_column("encoding_damage"),                     # share of characters damaged beyond repair
-    score_column("toxicity_score", own=False),           # P(toxic) of the page's most toxic paragraph
+    score_column("toxicity_score", own=False),           # the page's toxic paragraphs combined (stages/harmful/toxicity.py)
+    score_column("toxicity_worst"),                      # P(toxic) of its most toxic paragraph
+    score_column("toxic_window_share"),                  # share of its paragraphs at or over toxicity.window_threshold
     Column("epoch", pa.int32(), nullable=False),         # 0 = original, k = k-th repeat from source mixing
     Column("cluster_size", pa.int32()),                  # documents dedup folded into this one, itself included
     Column("pii_counts", PII_COUNTS_TYPE, part_type=pa.string(), shard=_pii_counts, encode=_json,
@@ -160,7 +162,7 @@ SIGNATURE_COLUMNS = [
 PART_SCHEMA = pa.schema(
     [pa.field(c.name, c.part_type or c.type, nullable=c.name not in ("id", "source")) for c in DOCUMENT_COLUMNS]
     + SIGNATURE_COLUMNS + [pa.field("chars", pa.int64()), pa.field("tokens", pa.int64())],
-    metadata={"refinery.schema": "prepared/4"})
+    metadata={"refinery.schema": "prepared/5"})
 class Signature(NamedTuple):
     """What phase 1 computes of a document's text for the global stages (the SIGNATURE_COLUMNS)."""
 

@@ -7,9 +7,13 @@ news/Wikipedia sentences (NTREX-128, FLORES-200) and everyday sentences (Tatoeba
 names, and paragraphs of real web pages; its figures on text of other sources are in the card. A tweet
 is ~100 characters and a page thousands: scored whole, a toxic paragraph drowns in the rest (merged into
 300-character windows, 31 % of pages with one toxic comment put in were caught; paragraph by paragraph,
-95 %). So the page is scored paragraph by paragraph and its score is the highest: one toxic passage is
-enough.
-The score is the `toxicity_score` column; with `threshold` set, pages at or above it are dropped.
+95 %). So the page is scored paragraph by paragraph (windows), and judged from their distribution
+(`page_toxicity`): the windows at or over `window_threshold` combine as independent evidence (1 - the product
+of 1 - P), so one toxic passage scores its own P, a thread of abuse approaches 1, and one odd line that the
+model half-believes stays where it is; a window shorter than `evidence_chars` counts in proportion to its
+length (a three-word menu line is little evidence either way).
+Columns: `toxicity_score` (the page's score, what `threshold` applies to), `toxicity_worst` (its most toxic
+window) and `toxic_window_share` (the share of its windows at or over `window_threshold`).
 """
 from __future__ import annotations
 
@@ -53,6 +57,9 @@ class ToxicityConfig:
     window_chars: int = 300
     min_chars: int = 40
     max_windows: int = 400             # at most this many windows per page (the first ones): bounds the cost
+    window_threshold: float = 0.5      # a window at or over this is a toxic window (counted, combined)
+    combine: int = 3                   # the page score combines its this-many most toxic windows
+    evidence_chars: int = 40           # a window shorter than this counts in proportion to its length
     sources: tuple[str, ...] = ()      # run on documents of these sources only; empty = every source
 
     def __post_init__(self):
@@ -60,6 +67,30 @@ class ToxicityConfig:
               f"threshold must be in [0, 1] or none, got {self.threshold}")
         check(self.window_chars >= 20 and self.max_windows >= 1 and self.min_chars >= 1,
               "window_chars must be >= 20, max_windows and min_chars >= 1")
+        check(0.0 < self.window_threshold <= 1.0 and self.combine >= 1 and self.evidence_chars >= 1,
+              "window_threshold must be in (0, 1], combine and evidence_chars >= 1")
+
+
+@dataclass(frozen=True)
+class PageToxicity:
+    score: float            # the page's score: its toxic windows combined (or its worst window's, if none)
+    worst: float            # the most toxic window's P(toxic), weighted by its evidence
+    toxic_windows: int      # windows at or over window_threshold
+    windows: int
+    window: str             # the most toxic window's text
+
+
+def page_toxicity(scored: Sequence[tuple[float, str]], config: ToxicityConfig) -> PageToxicity:
+    """The page's judgment from its windows' (P(toxic), text): see the module's docstring."""
+    weighted = sorted(((p * min(1.0, len(w) / config.evidence_chars), w) for p, w in scored), reverse=True)
+    if not weighted:
+        return PageToxicity(0.0, 0.0, 0, 0, "")
+    toxic = [p for p, _ in weighted if p >= config.window_threshold]
+    clean = 1.0
+    for p in toxic[:config.combine]:
+        clean *= 1.0 - p
+    score = 1.0 - clean if toxic else weighted[0][0]
+    return PageToxicity(score, weighted[0][0], len(toxic), len(weighted), weighted[0][1])
 
 
 def windows(text: str, size: int, min_chars: int = 40) -> Iterator[str]:
@@ -123,19 +154,26 @@ class ToxicityScorer(ModelStage):
         scores = dict(zip(worded, predict_toxic(self._model, [normalize(p) for p in worded])))
         return [(scores.get(p, 0.0), p) for p in pieces]
 
+    def judge(self, text: str) -> PageToxicity:
+        return page_toxicity(self.window_scores(text), self.config)
+
     def score(self, text: str) -> tuple[float, str]:
         """The page's score and its most toxic window."""
-        return max(self.window_scores(text), default=(0.0, ""))
+        page = self.judge(text)
+        return page.score, page.window
 
     def __call__(self, doc: Document) -> StageResult:
-        score, window = self.score(doc.text)
-        if self.config.threshold is not None and score >= self.config.threshold:
-            return doc.drop(self.name, REASON, f"{score:.3f} >= {self.config.threshold}: {window[:300]!r}",
-                            value=score, threshold=self.config.threshold)
-        return doc.replace(toxicity_score=score)
+        page = self.judge(doc.text)
+        if self.config.threshold is not None and page.score >= self.config.threshold:
+            return doc.drop(self.name, REASON, f"{page.score:.3f} >= {self.config.threshold} ({page.toxic_windows} of "
+                            f"{page.windows} windows toxic, worst {page.worst:.3f}): {page.window[:300]!r}",
+                            value=page.score, threshold=self.config.threshold)
+        share = page.toxic_windows / page.windows if page.windows else 0.0
+        return doc.replace(toxicity_score=page.score).with_score("toxicity_worst", page.worst) \
+            .with_score("toxic_window_share", share)
 
 
 SPEC = StageSpec(
     name=STAGE, order=104, config=ToxicityConfig, build=ToxicityScorer,
-    about="sets `toxicity_score`: the most toxic paragraph's P(toxic)",
+    about="sets `toxicity_score`: the page's toxic paragraphs combined; `toxicity_worst`, `toxic_window_share`",
     reasons={REASON: "score at or over `toxicity.threshold` (only when one is set); detail: the paragraph"})

@@ -209,17 +209,25 @@ def insert_passage(page: str, passage: str, rng: random.Random) -> str:
 
 def page_test(score, pages: Sequence[tuple[str, str]], toxic_passages: Sequence[str],
               thresholds: Sequence[float] = (0.3, 0.5, 0.7, 0.8, 0.9), seed: int = 0) -> dict:
-    """`score(text) -> float` on real pages (lang, text) as they are (false positives, per language) and
-    with one toxic passage put in each (recall). Returns rates per threshold."""
+    """`score(text) -> float` on real pages (lang, text) as they are (false positives, per language), with one
+    toxic passage put in each (`recall`) and with three (`recall_three_passages`: a thread of abuse). Returns
+    rates per threshold."""
     rng = random.Random(seed)
     plain = [(lang, score(text)) for lang, text in pages]
     seeded = [score(insert_passage(text, rng.choice(toxic_passages), rng)) for _, text in pages]
+    threads = []
+    for _, text in pages:
+        for _ in range(3):
+            text = insert_passage(text, rng.choice(toxic_passages), rng)
+        threads.append(score(text))
     by_lang: dict[str, list[float]] = collections.defaultdict(list)
     for lang, s in plain:
         by_lang[lang].append(s)
-    out = {"pages": len(pages), "recall": {}, "false_positive_rate": {}, "false_positives_by_language": {}}
+    out = {"pages": len(pages), "recall": {}, "recall_three_passages": {}, "false_positive_rate": {},
+           "false_positives_by_language": {}}
     for t in thresholds:
         out["recall"][str(t)] = round(sum(s >= t for s in seeded) / max(len(seeded), 1), 4)
+        out["recall_three_passages"][str(t)] = round(sum(s >= t for s in threads) / max(len(threads), 1), 4)
         out["false_positive_rate"][str(t)] = round(sum(s >= t for _, s in plain) / max(len(plain), 1), 4)
         out["false_positives_by_language"][str(t)] = {
             lang: f"{sum(s >= t for s in scores)}/{len(scores)}" for lang, scores in sorted(by_lang.items())}

@@ -1,0 +1,120 @@
+"""Identity bias of the harmful-content filters (issue 56): does naming a group move the decision?
+
+    .venv/bin/python bench/toxicity_bias.py [--model PATH] [--threshold 0.5] [--json FILE] [--card]
+
+Measured on sentences that name groups, toxic and not, none of which any model here trained on:
+  * Jigsaw's identity templates (shared/data/harmful/identity_templates: en, de, nl, hi-Latn, zh; measure only);
+  * our own templates in 15 languages (stages/harmful/identity/<lang>.yaml, the `eval_*` frames: wording no
+    training frame uses; written by us, so a check of wording, not independent evidence).
+For the toxicity score: toxic vs non-toxic ROC AUC, per group (>= 50 sentences; >= 8 for our templates) the
+subgroup, BPSN and BNSP AUC (Borkan et al. 2019; stages/harmful/bias.py), the share of non-toxic sentences
+naming a group at or over the threshold, overall and for the worst group. For the bad-word rule (LDNOOBW,
+stages/harmful/badwords.py): the share of non-toxic sentences of each group with a listed word (a page needs
+three at density 8 per 1,000 words to be dropped; a listed group name is what would make a group's pages
+drop more often) and of toxic ones. `--card` writes the figures into the bundled model's card
+(`identity_bias`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+
+import shared_data  # noqa: E402
+
+from stages.harmful.badwords import find_bad_words, word_list  # noqa: E402
+from stages.harmful.bias import JIGSAW_FILES, JigsawTemplates, group_metrics, summary  # noqa: E402
+from stages.harmful.identity_frames import evaluation_rows, lexicons  # noqa: E402
+from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer  # noqa: E402
+
+TEMPLATES = os.path.join(shared_data.ROOT, "harmful", "identity_templates")
+BADWORD_LANG = {"hi-Latn": "hi"}
+
+
+def template_sets():
+    """(name, lang, rows, min_texts): Jigsaw's where the shared data is here, then ours."""
+    if os.path.isdir(TEMPLATES):
+        for lang, name in JIGSAW_FILES.items():
+            yield f"jigsaw_{lang}", lang, JigsawTemplates(os.path.join(TEMPLATES, f"{name}_sentence_templates.csv.gz"),
+                                                          lang).rows(), 50
+    for lang in sorted(lexicons()):
+        yield f"ours_{lang}", lang, evaluation_rows(lang), 8
+
+
+def badword_hits(rows, lang: str) -> list[float]:
+    words = word_list("v1", BADWORD_LANG.get(lang, lang).split("-")[0]) or word_list("v2", lang.split("-")[0])
+    if words is None:
+        return []
+    return [1.0 if find_bad_words(r.text, lang.split("-")[0], words)[0] else 0.0 for r in rows]
+
+
+def measure(model: str | None, threshold: float) -> dict:
+    scorer = ToxicityScorer(ToxicityConfig(model=model))
+    scorer.setup()
+    out = {}
+    for name, lang, rows, min_texts in template_sets():
+        scores = [scorer.score(r.text)[0] for r in rows]
+        model_metrics = group_metrics(rows, scores, threshold, min_texts)
+        entry = {"lang": lang, "n": len(rows), "toxicity": summary(model_metrics), "groups": model_metrics["groups"]}
+        hits = badword_hits(rows, lang)
+        if hits:
+            words = group_metrics(rows, hits, 0.5, min_texts)
+            entry["bad_words"] = {"benign_with_listed_word": words["benign_flagged"],
+                                  "toxic_with_listed_word": words["toxic_found"],
+                                  "worst_group": summary(words)["max_benign_flagged"]}
+        out[name] = entry
+    return out
+
+
+def markdown(result: dict, threshold: float) -> str:
+    lines = [f"| templates | n (toxic) | AUC | min subgroup AUC | min BPSN AUC | min BNSP AUC | non-toxic >= {threshold} "
+             "(worst group) | toxic >= threshold | bad words: non-toxic / toxic with a listed word (worst group) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, e in result.items():
+        t = e["toxicity"]
+
+        def cell(pair):
+            return "" if pair[0] is None else f"{pair[0]:.2f} ({pair[1]})"
+        bw = e.get("bad_words")
+        words = (f"{bw['benign_with_listed_word']:.1%} / {bw['toxic_with_listed_word']:.1%} "
+                 f"({bw['worst_group'][1]} {bw['worst_group'][0]:.1%})" if bw and bw["worst_group"][0] is not None
+                 else "no list")
+        lines.append(f"| {name} | {e['n']:,} ({t['toxic']:,}) | {t['auc']:.3f} | {cell(t['min_subgroup_auc'])} | "
+                     f"{cell(t['min_bpsn_auc'])} | {cell(t['min_bnsp_auc'])} | {t['benign_flagged']:.1%} "
+                     f"({cell(t['max_benign_flagged'])}) | {t['toxic_found']:.1%} | {words} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", help="a toxicity model (default: the bundled one)")
+    p.add_argument("--threshold", type=float, default=0.5, help="the score a sentence is flagged at")
+    p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--card", action="store_true", help="write the figures into the bundled model's card")
+    args = p.parse_args(argv)
+    if not os.path.isdir(TEMPLATES):
+        print(f"note: {TEMPLATES} is not here (a clone without ../shared): Jigsaw's templates are left out", flush=True)
+    result = measure(args.model, args.threshold)
+    print(markdown(result, args.threshold))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=1, ensure_ascii=False)
+    if args.card and args.model is None:
+        from stages.models import bundled
+        path = bundled("toxicity.ftz.card.json")
+        with open(path, encoding="utf-8") as fh:
+            card = json.load(fh)
+        card["identity_bias"] = {"threshold": args.threshold, "about": __doc__.split("\n\n")[2].strip(),
+                                 "templates": {k: {kk: vv for kk, vv in v.items() if kk != "groups"}
+                                               for k, v in result.items()}}
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(card, fh, indent=2, ensure_ascii=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

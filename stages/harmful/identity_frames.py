@@ -1,0 +1,145 @@
+"""Group terms, insults and sentence frames per language (stages/harmful/identity/<lang>.yaml), for a toxicity
+score keyed on what makes text harmful, not on which group it names (issue 56).
+
+* `counterfactuals`: a labelled text with each group term it names swapped for another group of its language
+  (Dixon et al. 2018's counterfactual augmentation, Garg et al. 2019): the copy keeps the label, so across the
+  training data a group's name comes with toxic and clean labels alike and only the words around it decide.
+* `training_sentences`: sentences from the `clean`, `toxic`, `personal` and `personal_clean` frames: every group
+  named in friendly and neutral sentences (clean) and in insults, dehumanisation and threats (toxic), and insults
+  and threats at a person that name no group (toxic) beside praise in the same words ("You are a {x}" / "You are
+  a {p}": clean), and the `adj_frames`/`verb_frames` filled once with bad adjectives or harmful verbs (toxic),
+  once with good ones or kind verbs (clean), so that the insult, not the name or the frame, is the signal.
+* `evaluation_rows`: the `eval_clean`/`eval_toxic` frames, other wording than any frame trained on, with the group
+  each names: our own identity templates for the bias measures (stages/harmful/bias.py) in the languages Jigsaw's
+  templates lack. Written by us; they measure wording the model has not seen, not real text.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import yaml
+
+from stages.harmful.bias import Labelled
+
+FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "identity")
+UNSPACED = frozenset({"zh", "ko", "ja"})  # group terms found inside words (no spaces; Korean particles attach)
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    lang: str
+    groups: tuple[str, ...]
+    swap: tuple[str, ...]
+    good: tuple[str, ...]
+    bad: tuple[str, ...]
+    insult: tuple[str, ...]
+    praise: tuple[str, ...]
+    bad_adj: tuple[str, ...]
+    good_adj: tuple[str, ...]
+    harm_verbs: tuple[str, ...]
+    kind_verbs: tuple[str, ...]
+    names: tuple[str, ...]
+    frames: dict
+
+    def pattern(self, terms: tuple[str, ...]) -> re.Pattern:
+        alternatives = "|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True))
+        if self.lang in UNSPACED:
+            return re.compile(f"({alternatives})", re.I)
+        return re.compile(rf"(?<!\w)({alternatives})(?!\w)", re.I)
+
+
+@functools.cache
+def lexicons() -> dict[str, Lexicon]:
+    out = {}
+    for path in sorted(glob.glob(os.path.join(FOLDER, "*.yaml"))):
+        lang = os.path.basename(path)[:-len(".yaml")]
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+        frames = {k: tuple(data[k]) for k in ("clean", "toxic", "personal", "personal_clean", "adj_frames",
+                                                 "verb_frames", "eval_clean", "eval_toxic")}
+        out[lang] = Lexicon(lang, *(tuple(str(x) for x in data.get(k, ()))
+                                    for k in ("groups", "swap", "good", "bad", "insult", "praise", "bad_adj",
+                                              "good_adj", "harm_verbs", "kind_verbs", "names")),
+                             frames)
+    return out
+
+
+def _fill(frame: str, lex: Lexicon, rng: random.Random, group: str = "", adjectives=(), verbs=()) -> str:
+    text = frame.replace("{g}", group)
+    for slot, words in (("{a}", adjectives), ("{v}", verbs), ("{good}", lex.good), ("{bad}", lex.bad), ("{x}", lex.insult), ("{p}", lex.praise), ("{name}", lex.names)):
+        while slot in text:
+            text = text.replace(slot, rng.choice(words), 1)
+    return text[0].upper() + text[1:] if text else text
+
+
+def training_sentences(lang: str, seed: int = 0, draws: int = 2) -> Iterator[tuple[str, bool]]:
+    """(sentence, toxic) from the trained frames: each frame with each group `draws` times (slots drawn)."""
+    lex = lexicons()[lang]
+    rng = random.Random(f"{seed}:{lang}")
+    for kind, toxic in (("clean", False), ("toxic", True)):
+        for frame in lex.frames[kind]:
+            for group in lex.groups:
+                for _ in range(draws):
+                    yield _fill(frame, lex, rng, group), toxic
+    for kind, toxic in (("personal", True), ("personal_clean", False)):
+        for frame in lex.frames[kind]:
+            for _ in range(len(lex.groups) * draws // 4):
+                yield _fill(frame, lex, rng), toxic
+    # the same frame with a bad and with a good word: only the word decides
+    for words, toxic in ((lex.bad_adj, True), (lex.good_adj, False)):
+        for frame in lex.frames["adj_frames"]:
+            for _ in range(len(lex.groups) * draws // 2):
+                yield _fill(frame, lex, rng, adjectives=words), toxic
+    for words, toxic in ((lex.harm_verbs, True), (lex.kind_verbs, False)):
+        for frame in lex.frames["verb_frames"]:
+            for group in lex.groups:
+                for _ in range(draws):
+                    yield _fill(frame, lex, rng, group, verbs=words), toxic
+
+
+def evaluation_rows(lang: str, seed: int = 1, draws: int = 2) -> list[Labelled]:
+    """Our own identity templates of `lang`: the eval frames, each group `draws` times."""
+    lex = lexicons()[lang]
+    rng = random.Random(f"eval:{seed}:{lang}")
+    rows = {}
+    for kind, toxic in (("eval_clean", False), ("eval_toxic", True)):
+        for frame in lex.frames[kind]:
+            for group in lex.groups:
+                for _ in range(draws):  # a frame without other slots gives one sentence
+                    text = _fill(frame, lex, rng, group)
+                    rows.setdefault(text, Labelled(text, toxic, group, lang, frame))
+    return list(rows.values())
+
+
+def counterfactuals(text: str, lang: str, rng: random.Random, copies: int = 1) -> list[str]:
+    """`text` with the group terms it names swapped for others of its language, `copies` times; [] if it names
+    none (or the language has no lexicon)."""
+    lex = lexicons().get(lang)
+    if lex is None:
+        return []
+    out = []
+    for terms in (lex.groups, lex.swap):
+        if not terms or not (pattern := _pattern(lex.lang, terms)).search(text):
+            continue
+        for _ in range(copies):
+            out.append(pattern.sub(lambda m, terms=terms: _other(m.group(0), terms, rng), text))
+        break
+    return out
+
+
+@functools.cache
+def _pattern(lang: str, terms: tuple[str, ...]) -> re.Pattern:
+    return lexicons()[lang].pattern(terms)
+
+
+def _other(term: str, terms: tuple[str, ...], rng: random.Random) -> str:
+    choice = rng.choice(terms)
+    while choice.lower() == term.lower() and len(terms) > 1:
+        choice = rng.choice(terms)
+    return choice.lower() if term[:1].islower() else choice

@@ -1,0 +1,137 @@
+"""Identity bias of the toxicity score (issue 56): the measures count as Borkan et al. define them, the
+counterfactual augmentation swaps only the group, a page is judged from its windows, and the bundled model does
+not flag sentences for the group they name (Jigsaw's templates where ../shared is here; our own in every case)."""
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+
+from stages.harmful.bias import JIGSAW_FILES, JigsawTemplates, Labelled, auc, group_metrics, summary
+from stages.harmful.identity_frames import counterfactuals, evaluation_rows, lexicons, training_sentences
+from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, page_toxicity
+from stages.models import bundled
+from tests.conftest import SHARED_DATA
+
+TEMPLATES = SHARED_DATA / "harmful" / "identity_templates"
+CARD = json.loads(open(bundled("toxicity.ftz.card.json"), encoding="utf-8").read())
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    s = ToxicityScorer()
+    s.setup()
+    return s
+
+
+def test_auc_is_the_share_of_pairs_ranked_right_with_ties_counting_half():
+    rng = random.Random(3)
+    pos = [rng.choice([0.1, 0.5, 0.7, 0.9]) for _ in range(40)]
+    neg = [rng.choice([0.1, 0.3, 0.5, 0.7]) for _ in range(30)]
+    pairs = [1.0 if p > n else 0.5 if p == n else 0.0 for p, n in itertools.product(pos, neg)]
+    assert auc(pos, neg) == pytest.approx(sum(pairs) / len(pairs))
+    assert auc([0.9], [0.1]) == 1.0 and auc([0.1], [0.9]) == 0.0 and auc([0.5], [0.5]) == 0.5 and auc([], [1]) is None
+
+
+def test_bpsn_falls_for_the_group_whose_benign_texts_score_high_and_bnsp_for_the_one_whose_hate_scores_low():
+    rows, scores = [], []
+    for group in ("a", "b", "c"):
+        for i in range(10):
+            rows += [Labelled(f"{group} toxic {i}", True, group, "en"), Labelled(f"{group} fine {i}", False, group, "en")]
+            scores += [0.2 if group == "c" else 0.9, 0.6 if group == "a" else 0.1]
+    measured = group_metrics(rows, scores, threshold=0.5, min_texts=10)
+    a, b, c = (measured["groups"][g] for g in "abc")
+    assert a["bpsn_auc"] == 0.5 and a["benign_flagged"] == 1.0 and b["bpsn_auc"] == 1.0 and b["benign_flagged"] == 0.0
+    assert c["bnsp_auc"] == 0.5 and b["bnsp_auc"] == 1.0 and c["toxic_found"] == 0.0 and b["subgroup_auc"] == 1.0
+    assert summary(measured)["min_bpsn_auc"][1] == "a" and summary(measured)["max_benign_flagged"] == (1.0, "a")
+    assert summary(measured)["min_bnsp_auc"][1] == "c" and measured["benign_flagged"] == pytest.approx(1 / 3, abs=1e-3)
+
+
+def test_counterfactuals_swap_the_group_and_keep_every_other_word():
+    rng = random.Random(0)
+    copies = counterfactuals("I can't stand Muslims, they are scum.", "en", rng, copies=3)
+    assert len(copies) == 3
+    for text in copies:
+        assert "Muslims" not in text and text.startswith("I can't stand ") and text.endswith(", they are scum.")
+        assert text[len("I can't stand "):-len(", they are scum.")] in lexicons()["en"].groups
+    assert counterfactuals("The weather was fine on Tuesday.", "en", rng) == []
+    assert counterfactuals("Some text", "xx", rng) == []
+    # singular forms are swapped among singular forms; unspaced languages are found inside the sentence
+    assert all("Jewish" not in t for t in counterfactuals("my Jewish neighbour", "en", rng, 2))
+    zh = counterfactuals("我讨厌穆斯林。", "zh", rng, 2)
+    assert zh and all(t.startswith("我讨厌") and "穆斯林" not in t for t in zh)
+
+
+def test_every_lexicon_names_each_group_as_often_in_clean_as_in_toxic_sentences():
+    assert len(lexicons()) == 15
+    for lang, lex in lexicons().items():
+        sentences = list(training_sentences(lang))
+        toxic = [t for t, label in sentences if label]
+        clean = [t for t, label in sentences if not label]
+        assert 0.7 <= len(toxic) / len(clean) <= 1.5, (lang, len(toxic), len(clean))
+        for group in lex.groups:
+            in_toxic = sum(group.lower() in t.lower() for t in toxic)
+            in_clean = sum(group.lower() in t.lower() for t in clean)
+            assert in_clean >= in_toxic > 0 or in_clean >= 0.5 * in_toxic > 0, (lang, group, in_toxic, in_clean)
+        rows = evaluation_rows(lang)
+        trained = {t for t, _ in sentences}
+        assert rows and not trained & {r.text for r in rows}, lang  # the eval frames are other wording
+
+
+def test_a_page_is_judged_from_its_windows_not_its_worst_line():
+    config = ToxicityConfig()
+    line = "x" * 80
+    listing = [(0.05, line)] * 30 + [(0.6, line)]
+    thread = [(0.9, line)] * 5 + [(0.1, line)] * 5
+    one = page_toxicity(listing, config)
+    assert one.score == pytest.approx(0.6) and one.toxic_windows == 1 and one.windows == 31
+    many = page_toxicity(thread, config)
+    assert many.score == pytest.approx(1 - 0.1 ** 3) and many.toxic_windows == 5 and many.worst == pytest.approx(0.9)
+    # a three-word line counts in proportion to its length; nothing toxic: the worst window's score
+    short = page_toxicity([(0.9, "you idiot"), (0.2, line)], config)
+    assert short.score == pytest.approx(0.9 * 9 / 40) and short.toxic_windows == 0
+    assert page_toxicity([], config).score == 0.0
+
+
+def _template_sets():
+    sets = [(f"ours_{lang}", lang) for lang in sorted(lexicons())]
+    if TEMPLATES.is_dir():
+        sets += [(f"jigsaw_{lang}", lang) for lang in JIGSAW_FILES]
+    return sets
+
+
+def test_the_card_states_the_bias_of_every_template_set():
+    measured = CARD["identity_bias"]["templates"]
+    assert {name for name, _ in _template_sets()} <= set(measured)
+    # what the README promises (bench/toxicity_bias.py --card measured it)
+    for lang in ("en", "de", "hi-Latn"):
+        assert measured[f"jigsaw_{lang}"]["toxicity"]["auc"] >= 0.8, lang
+        assert measured[f"jigsaw_{lang}"]["toxicity"]["benign_flagged"] <= 0.05, lang
+
+
+def test_our_templates_rank_hate_above_friendly_sentences_for_every_group(scorer):
+    """Our eval frames (wording no training frame uses) in English and German: naming a group does not flag a
+    friendly sentence, hate at any group is ranked above friendliness to any group. German hate mostly scores
+    under 0.5 (no labelled German text is trained on): ranked, not found, at that threshold."""
+    for lang, least_auc, least_found in (("en", 0.9, 0.5), ("de", 0.85, 0.05)):
+        rows = evaluation_rows(lang)
+        measured = group_metrics(rows, [scorer.score(r.text)[0] for r in rows], 0.5, min_texts=8)
+        worst = summary(measured)
+        assert measured["auc"] >= least_auc and worst["min_bpsn_auc"][0] >= 0.6, (lang, worst)
+        assert measured["benign_flagged"] <= 0.05 and measured["toxic_found"] >= least_found, (lang, measured)
+
+
+@pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/data/harmful/identity_templates is not here")
+def test_jigsaw_templates_english_and_german_as_the_card_says(scorer):
+    """Jigsaw's templates (measure only; never trained on): the card's figures hold."""
+    for lang in ("en", "de"):
+        templates = JigsawTemplates(str(TEMPLATES / f"{JIGSAW_FILES[lang]}_sentence_templates.csv.gz"), lang)
+        assert {"muslim", "gay", "blind"} <= set(templates.terms) or lang == "de"
+        rows = random.Random(7).sample(templates.rows(), 3000)
+        assert sum(bool(r.group) for r in rows) >= 0.9 * len(rows)  # nearly every sentence names its group
+        measured = group_metrics(rows, [scorer.score(r.text)[0] for r in rows], 0.5, min_texts=50)
+        stated = CARD["identity_bias"]["templates"][f"jigsaw_{lang}"]["toxicity"]
+        assert measured["auc"] == pytest.approx(stated["auc"], abs=0.03), lang
+        assert measured["benign_flagged"] <= stated["benign_flagged"] + 0.02, lang
