@@ -3,8 +3,8 @@
     .venv/bin/python bench/harmful_by_language.py [WARC]   (default ../shared/data/warc/bench_trafilatura_pages.warc.gz)
 
 Every response record's URL goes through the URL filter; pages with text (extraction, lid.176) through
-the bad-word stage (default density rule, and C4's any-word rule) and the toxicity scorer (at 0.5 and
-0.7). The toxicity model trained on paragraphs of half of these pages, so its columns count only the
+the bad-word stage (default density rule, and C4's any-word rule) and the toxicity scorer (the page score at 0.5 and
+0.9, the recommended threshold). The toxicity model trained on paragraphs of half of these pages, so its columns count only the
 other half (`page_held_out`). Prints a Markdown table and the examples behind each count.
 """
 import collections
@@ -20,7 +20,7 @@ from stages.langid import LanguageIdentifier
 from stages.record import Document
 from stages.runner import StageRunner
 
-COLUMNS = ("url_filter", "bad_words", "bad_words any (C4)", "toxicity >= 0.5", "toxicity >= 0.7")
+COLUMNS = ("url_filter", "bad_words", "bad_words any (C4)", "toxicity >= 0.5", "toxicity >= 0.9")
 
 
 def main(path: str) -> None:
@@ -50,7 +50,7 @@ def main(path: str) -> None:
             if page_held_out(page.url or page.id):
                 held_out[lang] += 1
                 score, window = toxicity.score(doc.text)
-                for t in (0.5, 0.7):
+                for t in (0.5, 0.9):
                     if score >= t:
                         drops[(lang, f"toxicity >= {t}")].append(f"{page.url} — {score:.2f}: {window[:160]!r}")
     print(f"{sum(pages.values())} pages ({unreadable} without text after extraction/language ID)\n")

@@ -21,7 +21,7 @@ from stages.pii import KINDS as PII_KINDS
 from stages.quality_signals import QUALITY_SIGNALS
 from stages.record import Document, Drop, DropReason, Edit, Stage, StageResult, clean_text, has_lone_surrogate
 
-SCHEMA_VERSION = "11"  # 11: toxicity_worst, toxic_window_share; 10: text_fixed, encoding_damage, the quality signals; 9: edits (and the edit book, edits/), cluster_size; 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
+SCHEMA_VERSION = "11"  # 11: toxicity_worst, toxic_window_share, url_listed; 10: text_fixed, encoding_damage, the quality signals; 9: edits (and the edit book, edits/), cluster_size; 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -135,6 +135,7 @@ DOCUMENT_COLUMNS: tuple[Column, ...] = (
     score_column("toxicity_score", own=False),           # the page's toxic paragraphs combined (stages/harmful/toxicity.py)
     score_column("toxicity_worst"),                      # P(toxic) of its most toxic paragraph
     score_column("toxic_window_share"),                  # share of its paragraphs at or over toxicity.window_threshold
+    score_column("url_listed"),                          # 1: its site is on a url_filter.second_look list (listed_site)
     Column("epoch", pa.int32(), nullable=False),         # 0 = original, k = k-th repeat from source mixing
     Column("cluster_size", pa.int32()),                  # documents dedup folded into this one, itself included
     Column("pii_counts", PII_COUNTS_TYPE, part_type=pa.string(), shard=_pii_counts, encode=_json,

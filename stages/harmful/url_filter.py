@@ -26,6 +26,7 @@ from stages.record import Document, Stage, StageEnvironmentError, StageResult
 from stages.table import StageSpec
 
 STAGE = "url_filter"
+LISTED_SCORE = "url_listed"  # 1.0: the site is on a `second_look` list; the page's text decides (listed_site)
 LISTS = os.path.join(os.path.dirname(__file__), "lists")
 UT1 = os.path.join(LISTS, "ut1")
 URL_WORDS = os.path.join(LISTS, "url_words")
@@ -49,6 +50,10 @@ class UrlFilterConfig:
     allow_categories: tuple[str, ...] = ("sexual_education",)  # UT1 categories that are never blocked
     block_lists: tuple[str, ...] = ()   # files: one domain or host/path URL per line, blocked like UT1's
     allow_lists: tuple[str, ...] = ()   # files: domains or URLs never blocked (wins over every block rule)
+    # Block lists (UT1 categories or list files by name) whose domain and URL matches are judged on the page's
+    # text instead (stage listed_site): the page is marked (`url_listed`), not dropped here. For sites a domain
+    # list calls adult that are community, health or news sites (gay.ch, siegessaeule.de: LGBTQ magazines)
+    second_look: tuple[str, ...] = ()
     word_rules: bool = True             # FineWeb's URL words: banned word, banned sub-word, soft-banned words
     soft_word_threshold: int = 2        # soft-banned words (e.g. "sexy", "girls") a URL needs to be dropped
     sources: tuple[str, ...] = ()       # run on documents of these sources only; empty = every source
@@ -57,6 +62,10 @@ class UrlFilterConfig:
         known = ut1_categories()
         unknown = sorted((set(self.categories) | set(self.allow_categories)) - set(known))
         check(not unknown, f"unknown UT1 categories {unknown}; shipped: {', '.join(known)}")
+        blocking = set(self.categories) | {os.path.basename(f) for f in self.block_lists}
+        check(set(self.second_look) <= blocking,
+              f"second_look names lists that block nothing: {sorted(set(self.second_look) - blocking)}; "
+              f"blocking: {', '.join(sorted(blocking))}")
         check(self.soft_word_threshold >= 1, f"soft_word_threshold must be >= 1, got {self.soft_word_threshold}")
 
 
@@ -188,7 +197,21 @@ class UrlFilter(Stage):
             self.count("no_url")
             return doc
         verdict = self.verdict(doc.url)
+        if verdict is not None and self._second_look(verdict):
+            # the site is listed, the page is judged on its text (listed_site); FineWeb's URL words still apply
+            words = self._word_verdict(doc.url) if self.config.word_rules else None
+            if words is None:
+                self.count("second_look")
+                return doc.with_score(LISTED_SCORE, 1.0)
+            verdict = words
         return doc if verdict is None else doc.drop(self.name, *verdict)
+
+    def _second_look(self, verdict: tuple[str, str]) -> bool:
+        reason, detail = verdict
+        if reason not in ("blocked_domain", "blocked_url") or not self.config.second_look:
+            return False
+        listed = detail.rsplit("(", 1)[-1].rstrip(")")  # "ut1:adult", "list:FILE"
+        return listed.split(":", 1)[-1] in self.config.second_look
 
 
 SPEC = StageSpec(
