@@ -1,6 +1,7 @@
 """Identity bias of the harmful-content filters (issue 56): does naming a group move the decision?
 
     .venv/bin/python bench/toxicity_bias.py [--model PATH] [--threshold 0.5] [--json FILE] [--card]
+    .venv/bin/python bench/toxicity_bias.py --users-table    (per language, from the bundled card)
 
 Measured on sentences that name groups, toxic and not, none of which any model here trained on:
   * Jigsaw's identity templates (shared/data/harmful/identity_templates: en, de, nl, hi-Latn, zh; measure only);
@@ -33,6 +34,7 @@ from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer  # noqa: E402
 
 TEMPLATES = os.path.join(shared_data.ROOT, "harmful", "identity_templates")
 BADWORD_LANG = {"hi-Latn": "hi"}
+RECOMMENDED = 0.9  # the page threshold docs/harmful.md recommends for dropping
 
 
 def template_sets():
@@ -60,6 +62,9 @@ def measure(model: str | None, threshold: float) -> dict:
         scores = [scorer.score(r.text)[0] for r in rows]
         model_metrics = group_metrics(rows, scores, threshold, min_texts)
         entry = {"lang": lang, "n": len(rows), "toxicity": summary(model_metrics), "groups": model_metrics["groups"]}
+        # at the recommended page threshold too (docs/harmful.md)
+        strict = summary(group_metrics(rows, scores, RECOMMENDED, min_texts))
+        entry[f"at_{RECOMMENDED}"] = {k: strict[k] for k in ("benign_flagged", "toxic_found", "max_benign_flagged")}
         hits = badword_hits(rows, lang)
         if hits:
             words = group_metrics(rows, hits, 0.5, min_texts)
@@ -89,13 +94,55 @@ def markdown(result: dict, threshold: float) -> str:
     return "\n".join(lines)
 
 
+def users_table(card: dict) -> str:
+    """Per language, from the bundled card: what the toxicity score flags at 0.5 and at 0.9 (the recommended page
+    threshold) of ordinary pages, of news naming a group, of benign template sentences naming a group, and of
+    toxic text; and how often the bad-word lists match a benign template sentence (one match never drops a page)."""
+    pages = card["page_test"]["false_positives_by_language"]
+    news = card["cross_data_set"]["identity"]
+    templates = card.get("identity_bias", {}).get("templates", {})
+    toxic_sets: dict[str, list[tuple[str, dict, str]]] = {}
+    for how, sets in (("never trained on", card["cross_data_set"]["labeled"]),
+                      ("left out", card.get("leave_one_data_set_out", {}))):
+        for name, m in sets.items():
+            toxic_sets.setdefault(m["lang"], []).append((name, m, how))
+    langs = ["en", "de", "fr", "es", "it", "nl", "pl", "pt", "ru", "tr", "ar", "zh", "ko", "hi", "hi-Latn"]
+    lines = ["| lang | ordinary pages flagged at 0.5 / 0.9 | news naming a group, 0.5 / 0.9 | benign template "
+             "sentences naming a group, 0.5 / 0.9 (set) | toxic text found at 0.5 / 0.9 (set) | bad words: benign template "
+             "sentences with a listed word |", "|---|---|---|---|---|---|"]
+
+    def share(text: str) -> str:
+        found, n = (int(x) for x in text.split("/"))
+        return f"{found}/{n}" if n else "–"
+    for lang in langs:
+        page = (f"{share(pages['0.5'][lang])} / {share(pages['0.9'][lang])}" if lang in pages.get("0.5", {})
+                else "no pages")
+        named = (f"{news[lang]['0.5']:.1%} / {news[lang]['0.9']:.1%} (n={news[lang]['n']})" if lang in news else "–")
+        benign = "; ".join(f"{v['toxicity']['benign_flagged']:.1%} / {v[f'at_{RECOMMENDED}']['benign_flagged']:.1%} "
+                           f"({k.split('_')[0]}, n={v['n'] - v['toxicity']['toxic']})"
+                           for k, v in templates.items() if v["lang"] == lang) or "–"
+        found = "; ".join(f"{m['0.5']['recall']:.2f} / {m['0.9']['recall']:.2f} ({name}, {how})"
+                          for name, m, how in toxic_sets.get(lang, [])) or "no labelled set here"
+        words = "; ".join(f"{v['bad_words']['benign_with_listed_word']:.1%} ({k.split('_')[0]})"
+                          for k, v in templates.items() if v["lang"] == lang and "bad_words" in v) or "–"
+        lines.append(f"| {lang} | {page} | {named} | {benign} | {found} | {words} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="a toxicity model (default: the bundled one)")
     p.add_argument("--threshold", type=float, default=0.5, help="the score a sentence is flagged at")
     p.add_argument("--json", help="also write the figures here")
     p.add_argument("--card", action="store_true", help="write the figures into the bundled model's card")
+    p.add_argument("--users-table", action="store_true",
+                   help="print the per-language table of the bundled card's figures (docs/harmful.md) and stop")
     args = p.parse_args(argv)
+    if args.users_table:
+        from stages.models import bundled
+        with open(bundled("toxicity.ftz.card.json"), encoding="utf-8") as fh:
+            print(users_table(json.load(fh)))
+        return 0
     if not os.path.isdir(TEMPLATES):
         print(f"note: {TEMPLATES} is not here (a clone without ../shared): Jigsaw's templates are left out", flush=True)
     result = measure(args.model, args.threshold)

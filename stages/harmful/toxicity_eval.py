@@ -16,7 +16,10 @@ LANGS = ("en", "de", "fr", "es", "it", "nl", "pl", "pt", "hi", "zh", "ar", "ko",
 
 
 def rates(scores: Sequence[float], truth: Sequence[bool]) -> dict:
-    """Precision, recall and F1 at each threshold, and the best recall at precision >= 0.8 (with its threshold)."""
+    """Precision, recall and F1 at each threshold, the best recall at precision >= 0.8 (with its threshold), and
+    the ranking's ROC AUC (toxic above clean; independent of any threshold)."""
+    from stages.harmful.bias import auc
+
     out = {}
     positives = max(sum(truth), 1)
     for t in THRESHOLDS:
@@ -33,6 +36,8 @@ def rates(scores: Sequence[float], truth: Sequence[bool]) -> dict:
         if tp + fp and tp / (tp + fp) >= 0.8 and tp / positives > best[0]:
             best = (tp / positives, t)
     out["recall_at_precision_0.8"] = {"recall": round(best[0], 3), "threshold": best[1]}
+    ranked = auc([s for s, y in zip(scores, truth) if y], [s for s, y in zip(scores, truth) if not y])
+    out["auc"] = None if ranked is None else round(ranked, 3)
     return out
 
 
@@ -108,9 +113,9 @@ def language_table(card: dict) -> str:
     for name, m in card.get("leave_one_data_set_out", {}).items():
         trained[m["lang"]].add(name)
     order = {lang: i for i, lang in enumerate(LANGS)}
-    lines = ["| lang | test set (how) | n (toxic) | P / R at 0.5 | P / R at 0.7 | P / R at 0.9 | R at P >= 0.8 "
+    lines = ["| lang | test set (how) | n (toxic) | AUC | P / R at 0.5 | P / R at 0.7 | P / R at 0.9 | R at P >= 0.8 "
              "(target 0.7) | naming a group >= 0.5 (target 2 %) | ordinary pages >= 0.5 | why a target is missed |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for lang, name, how, m in sorted(rows, key=lambda r: (order.get(r[0], 99), r[1])):
         cells = [f"{m[str(t)]['precision']:.2f} / {m[str(t)]['recall']:.2f}" for t in THRESHOLDS]
         best = m["recall_at_precision_0.8"]["recall"]
@@ -123,7 +128,8 @@ def language_table(card: dict) -> str:
                        else f"trained on {', '.join(sorted(others))}: other labels, other texts")
         if ident and ident["0.5"] > TARGET_IDENTITY:
             why.append("news naming a group scored toxic")
-        lines.append(f"| {lang} | {name} ({how}) | {m['n']:,} ({m['toxic']:,}) | " + " | ".join(cells)
+        ranked = f"{m['auc']:.2f}" if m.get("auc") is not None else ""
+        lines.append(f"| {lang} | {name} ({how}) | {m['n']:,} ({m['toxic']:,}) | {ranked} | " + " | ".join(cells)
                      + f" | {best:.2f} ({best - TARGET_RECALL:+.2f}) | "
                      + (f"{ident['0.5']:.1%} (n={ident['n']})" if ident else "") + " | "
                      + (f"{page['0.5']:.1%} (n={page['n']})" if page else "") + " | " + "; ".join(why) + " |")

@@ -154,7 +154,9 @@ def test_a_window_without_letters_scores_nothing(scorer):
 
 def test_card_and_config_errors(tmp_path):
     assert CARD["labels"] == {"__label__toxic": "toxic: hate, offensive or insulting", "__label__clean": "not toxic"}
-    assert CARD["page_test"]["recall"]["0.5"] >= 0.7 and CARD["page_test"]["false_positive_rate"]["0.7"] <= 0.02
+    assert CARD["page_test"]["recall"]["0.5"] >= 0.7 and CARD["page_test"]["false_positive_rate"]["0.9"] <= 0.01
+    # the page score: a thread of abuse (three toxic passages) is found at the recommended 0.9 (README)
+    assert CARD["page_test"]["recall_three_passages"]["0.9"] >= 0.9
     # every training set was also left out once (bench/toxicity_cross.py --lodo --card), and the per-language
     # table of the README and the model README shows every measurement of text of another source
     assert set(CARD["leave_one_data_set_out"]) == set(RECIPE_SETS)
@@ -196,6 +198,7 @@ def test_cross_data_set_measures_count_as_stated():
     assert measured["0.9"] == {"precision": 1.0, "recall": 0.333, "f1": 0.5}
     # precision >= 0.8 first holds above 0.8 (only 0.95 left): recall 1/3 at threshold 0.85
     assert measured["recall_at_precision_0.8"] == {"recall": 0.333, "threshold": 0.85}
+    assert measured["auc"] == 0.667  # 4 of the 6 (toxic, clean) pairs ranked right
     assert flagged([0.1, 0.5, 0.7, 0.95]) == {"0.5": 0.75, "0.7": 0.5, "0.9": 0.25}
 
 
