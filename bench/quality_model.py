@@ -22,6 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
 
+from common.ranking import auc  # noqa: E402
 from stages.quality import load_model, normalize, normalize_page, predict_hq  # noqa: E402
 from stages.quality_signals import RAMPS, cap, combine, signals  # noqa: E402
 from stages.text_repair import damage, repair  # noqa: E402
@@ -32,21 +33,6 @@ PAIRS = {  # what is told apart: (positive kinds, negative kinds)
     "main text vs boilerplate (same pages)": (("main_text",), ("boilerplate",)),
     "reference prose vs crawl junk": (("ntrex", "flores"), ("boilerplate", "without_snippets", "dropped_page")),
 }
-
-
-def auc(pos: list[float], neg: list[float]) -> float | None:
-    """P(a random positive scores above a random negative), ties half (Mann-Whitney)."""
-    if not pos or not neg:
-        return None
-    ranked = sorted([(s, 1) for s in pos] + [(s, 0) for s in neg])
-    rank_sum, i = 0.0, 0
-    while i < len(ranked):
-        j = i
-        while j < len(ranked) and ranked[j][0] == ranked[i][0]:
-            j += 1
-        rank_sum += sum(label for _, label in ranked[i:j]) * (i + j + 1) / 2
-        i = j
-    return (rank_sum - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg))
 
 
 def load_examples(path: str | None) -> list[dict]:

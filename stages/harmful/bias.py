@@ -21,6 +21,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from common.ranking import auc
+
 
 @dataclass(frozen=True)
 class Labelled:
@@ -29,23 +31,6 @@ class Labelled:
     group: str          # the group the text names; "" when it names none
     lang: str
     frame: str = ""     # the template it was made from (for reading the failures)
-
-
-def auc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
-    """P(score of a random positive > that of a random negative), ties counted half (Mann-Whitney U)."""
-    if not positives or not negatives:
-        return None
-    ranked = sorted([(s, 1) for s in positives] + [(s, 0) for s in negatives])
-    rank_sum, i = 0.0, 0
-    while i < len(ranked):
-        j = i
-        while j < len(ranked) and ranked[j][0] == ranked[i][0]:
-            j += 1
-        mean_rank = (i + j + 1) / 2  # ranks i+1 .. j share their mean
-        rank_sum += mean_rank * sum(label for _, label in ranked[i:j])
-        i = j
-    n_pos, n_neg = len(positives), len(negatives)
-    return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
 def _round(value: float | None) -> float | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable, Mapping, Sequence
 
+from common.ranking import auc
+
 THRESHOLDS = (0.5, 0.7, 0.9)
 LANGS = ("en", "de", "fr", "es", "it", "nl", "pl", "pt", "hi", "zh", "ar", "ko", "ru", "tr", "id", "ja", "uk", "vi")
 
@@ -18,8 +20,6 @@ LANGS = ("en", "de", "fr", "es", "it", "nl", "pl", "pt", "hi", "zh", "ar", "ko",
 def rates(scores: Sequence[float], truth: Sequence[bool]) -> dict:
     """Precision, recall and F1 at each threshold, the best recall at precision >= 0.8 (with its threshold), and
     the ranking's ROC AUC (toxic above clean; independent of any threshold)."""
-    from stages.harmful.bias import auc
-
     out = {}
     positives = max(sum(truth), 1)
     for t in THRESHOLDS:

@@ -140,7 +140,7 @@ def test_missing_corrupt_or_wrong_model_is_a_clear_error(tmp_path):
 def test_bundled_model_tells_prose_from_listings_in_every_language_of_the_test_data():
     """Web sentences (Leipzig, via lingua: not the NTREX/FLORES prose the model was trained on) as pages of ten
     sentences, against the same words cut into menu-like lines or stuffed as keywords (the recipe's own maker)."""
-    from bench.quality_model import auc
+    from common.ranking import auc
 
     scorer = QualityScorer()
     for path in sorted((TEST_DATA / "multilingual" / "sentences").glob("*.txt")):
