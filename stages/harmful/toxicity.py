@@ -10,8 +10,8 @@ is ~100 characters and a page thousands: scored whole, a toxic paragraph drowns 
 95 %). So the page is scored paragraph by paragraph (windows), and judged from their distribution
 (`page_toxicity`): the windows at or over `window_threshold` combine as independent evidence (1 - the product
 of 1 - P), so one toxic passage scores its own P, a thread of abuse approaches 1, and one odd line that the
-model half-believes stays where it is; a window shorter than `evidence_chars` counts in proportion to its
-length (a three-word menu line is little evidence either way).
+model half-believes stays where it is; a window with fewer than `evidence_letters` letters counts in proportion
+to them (a three-word menu line or a line of code is little evidence either way).
 Columns: `toxicity_score` (the page's score, what `threshold` applies to), `toxicity_worst` (its most toxic
 window) and `toxic_window_share` (the share of its windows at or over `window_threshold`).
 """
@@ -59,7 +59,7 @@ class ToxicityConfig:
     max_windows: int = 400             # at most this many windows per page (the first ones): bounds the cost
     window_threshold: float = 0.5      # a window at or over this is a toxic window (counted, combined)
     combine: int = 3                   # the page score combines its this-many most toxic windows
-    evidence_chars: int = 40           # a window shorter than this counts in proportion to its length
+    evidence_letters: int = 30         # a window with fewer letters than this counts in proportion to them
     sources: tuple[str, ...] = ()      # run on documents of these sources only; empty = every source
 
     def __post_init__(self):
@@ -67,8 +67,8 @@ class ToxicityConfig:
               f"threshold must be in [0, 1] or none, got {self.threshold}")
         check(self.window_chars >= 20 and self.max_windows >= 1 and self.min_chars >= 1,
               "window_chars must be >= 20, max_windows and min_chars >= 1")
-        check(0.0 < self.window_threshold <= 1.0 and self.combine >= 1 and self.evidence_chars >= 1,
-              "window_threshold must be in (0, 1], combine and evidence_chars >= 1")
+        check(0.0 < self.window_threshold <= 1.0 and self.combine >= 1 and self.evidence_letters >= 1,
+              "window_threshold must be in (0, 1], combine and evidence_letters >= 1")
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,8 @@ class PageToxicity:
 
 def page_toxicity(scored: Sequence[tuple[float, str]], config: ToxicityConfig) -> PageToxicity:
     """The page's judgment from its windows' (P(toxic), text): see the module's docstring."""
-    weighted = sorted(((p * min(1.0, len(w) / config.evidence_chars), w) for p, w in scored), reverse=True)
+    weighted = sorted(((p * min(1.0, sum(c.isalpha() for c in w) / config.evidence_letters), w) for p, w in scored),
+                      reverse=True)
     if not weighted:
         return PageToxicity(0.0, 0.0, 0, 0, "")
     toxic = [p for p, _ in weighted if p >= config.window_threshold]

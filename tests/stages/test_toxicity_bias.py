@@ -89,9 +89,12 @@ def test_a_page_is_judged_from_its_windows_not_its_worst_line():
     assert one.score == pytest.approx(0.6) and one.toxic_windows == 1 and one.windows == 31
     many = page_toxicity(thread, config)
     assert many.score == pytest.approx(1 - 0.1 ** 3) and many.toxic_windows == 5 and many.worst == pytest.approx(0.9)
-    # a three-word line counts in proportion to its length; nothing toxic: the worst window's score
+    # a short line counts in proportion to its letters (8 of the 30 that make full evidence), and so does a line
+    # of code (22 letters); nothing toxic then: the worst window's score
     short = page_toxicity([(0.9, "you idiot"), (0.2, line)], config)
-    assert short.score == pytest.approx(0.9 * 9 / 40) and short.toxic_windows == 0
+    assert short.score == pytest.approx(0.9 * 8 / 30) and short.toxic_windows == 0
+    code = page_toxicity([(0.93, ">>> class C(A): ...     pass ... >>> print A.x, B.x, C.x")], config)
+    assert code.score == pytest.approx(0.93 * 22 / 30) and code.toxic_windows == 1
     assert page_toxicity([], config).score == 0.0
 
 
