@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from common.settings import check
-from stages.harmful.badwords import find_bad_words, word_list
+from stages.harmful.badwords import BadWordsFilter, find_bad_words
 from stages.harmful.url_filter import LISTED_SCORE
 from stages.record import Document, Stage, StageResult
 from stages.table import StageSpec
@@ -54,14 +54,15 @@ class ListedSite(Stage):
 
     def __init__(self, config: ListedSiteConfig | None = None):
         self.config = config or ListedSiteConfig()
+        self._bad_words = BadWordsFilter()
 
     def check(self) -> None:
-        word_list("v1", "en")
+        self._bad_words.check()
 
     def verdict(self, doc: Document) -> tuple[str, float | None, float | None] | None:
         """None (keep) or (detail, value, limit) of the first signal that says the listing is right."""
         c = self.config
-        words = next((w for v in ("v1", "v2") if (w := word_list(v, doc.lang or "")) is not None), None)
+        words = self._bad_words.word_list(doc.lang)  # the bad_words stage's default lists (v1, else v2)
         if words is not None:
             found, n_words = find_bad_words(doc.text, doc.lang, words)
         else:

@@ -159,23 +159,29 @@ class UrlFilter(Stage):
 
     def verdict(self, url: str) -> tuple[str, str] | None:
         """None (keep) or (reason, detail) for one URL."""
+        return self.judge(url)[0]
+
+    def judge(self, url: str) -> tuple[tuple[str, str] | None, bool]:
+        """(verdict, listed): `listed` when the URL's only blocks are lists named in `second_look` (its page's
+        text decides, stage listed_site); FineWeb's URL words still give a verdict then."""
         if self._blocked is None:
             self.setup()
         parts = self.parts(url)
         if any(h in domains for h in parts.hosts for domains, _ in self._allowed) or \
                 any(p in urls for p in parts.paths for _, urls in self._allowed):
             self.count("allowed")
-            return None
+            return None, False
+        listed = False
         for name, domains, urls in self._blocked:
-            for host in parts.hosts:
-                if host in domains:
-                    return "blocked_domain", f"{host} ({name})"
-            for path in parts.paths:
-                if path in urls:
-                    return "blocked_url", f"{path} ({name})"
-        if self.config.word_rules:
-            return self._word_verdict(url)
-        return None
+            match = next((("blocked_domain", f"{host} ({name})") for host in parts.hosts if host in domains), None) \
+                or next((("blocked_url", f"{path} ({name})") for path in parts.paths if path in urls), None)
+            if match is None:
+                continue
+            if name.split(":", 1)[-1] not in self.config.second_look:
+                return match, False
+            listed = True  # a later list may still block it outright
+        words = self._word_verdict(url) if self.config.word_rules else None
+        return words, listed and words is None
 
     def _word_verdict(self, url: str) -> tuple[str, str] | None:
         lower = url.lower()
@@ -196,22 +202,11 @@ class UrlFilter(Stage):
         if not doc.url:
             self.count("no_url")
             return doc
-        verdict = self.verdict(doc.url)
-        if verdict is not None and self._second_look(verdict):
-            # the site is listed, the page is judged on its text (listed_site); FineWeb's URL words still apply
-            words = self._word_verdict(doc.url) if self.config.word_rules else None
-            if words is None:
-                self.count("second_look")
-                return doc.with_score(LISTED_SCORE, 1.0)
-            verdict = words
+        verdict, listed = self.judge(doc.url)
+        if listed:
+            self.count("second_look")
+            return doc.with_score(LISTED_SCORE, 1.0)
         return doc if verdict is None else doc.drop(self.name, *verdict)
-
-    def _second_look(self, verdict: tuple[str, str]) -> bool:
-        reason, detail = verdict
-        if reason not in ("blocked_domain", "blocked_url") or not self.config.second_look:
-            return False
-        listed = detail.rsplit("(", 1)[-1].rstrip(")")  # "ut1:adult", "list:FILE"
-        return listed.split(":", 1)[-1] in self.config.second_look
 
 
 SPEC = StageSpec(

@@ -31,7 +31,7 @@ def extracted(url: str, html: str) -> Document:
         return chain(Document(id=url, url=url, source="web", html=html))
 
 
-def test_a_listed_site_is_marked_not_dropped_only_for_the_lists_named():
+def test_a_listed_site_is_marked_not_dropped_only_for_the_lists_named(tmp_path):
     doc = Document(id="1", url="https://gay.ch/news/vatikan-eltern", source="web")
     assert isinstance(UrlFilter()(doc), Drop)  # by default UT1 adult blocks the domain
     marked = UrlFilter(UrlFilterConfig(second_look=("adult",)))(doc)
@@ -41,6 +41,11 @@ def test_a_listed_site_is_marked_not_dropped_only_for_the_lists_named():
     assert isinstance(words, Drop) and words.reason == "banned_word"
     plain = UrlFilter(UrlFilterConfig(second_look=("adult",)))(doc.replace(url="https://example.org/news"))
     assert isinstance(plain, Document) and LISTED_SCORE not in plain.scores
+    # a second look at one list does not shadow another list that blocks the site outright
+    own = tmp_path / "blocked.txt"
+    own.write_text("gay.ch\n", encoding="utf-8")
+    both = UrlFilter(UrlFilterConfig(second_look=("adult",), block_lists=(str(own),)))(doc)
+    assert isinstance(both, Drop) and both.detail == "gay.ch (list:blocked.txt)"
     with pytest.raises(ConfigError, match="second_look names lists that block nothing"):
         UrlFilterConfig(second_look=("gambling",))
 
