@@ -73,7 +73,6 @@ OUTPUT = "stages/models/toxicity.ftz"
 SETTINGS = QualityTrainConfig(epochs=5, lr=0.5, word_ngrams=1, dim=16, min_count=10, bucket=200_000, minn=3, maxn=5,
                               quantize_cutoff=0, seed=0)
 WEB_WEIGHT = 6
-TATOEBA_PER_EXAMPLE = int(os.environ.get('TATOEBA_PER_EXAMPLE', 3))
 COUNTERFACTUALS = 2  # copies of each labelled text naming a group, with other groups named (issue 56)
 # German GAHD left out (issue 56): its adversarial sentences name a group in both classes and sit close to the
 # functional test suites that measure the model; with it Jigsaw's German templates ranked at AUC 0.75, without 0.86
@@ -101,7 +100,7 @@ def examples():
     yield from (e for e in labeled_examples() if e.dataset in RECIPE_SETS)
     yield from (e for e in read_parallel(MULTILINGUAL, labels) if not e.held_out)
     tatoeba = os.path.join(MULTILINGUAL, "tatoeba_laser", "data", "tatoeba", "v1")
-    yield from read_tatoeba(tatoeba, labels=labels, per_example=TATOEBA_PER_EXAMPLE)
+    yield from read_tatoeba(tatoeba, labels=labels)
     yield from read_tatoeba_identity(tatoeba, labels)
     yield from web_windows()
 

@@ -18,7 +18,7 @@ import collections
 import csv
 import gzip
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.ranking import auc
@@ -130,13 +130,3 @@ class JigsawTemplates:
 
     def rows(self) -> list[Labelled]:
         return [Labelled(s, toxic, self.group_of(s, frame), self.lang, frame) for frame, toxic, s in self.raw]
-
-
-def measure(score: Callable[[Sequence[str]], Sequence[float]], sets: Iterable[tuple[str, Sequence[Labelled]]],
-            threshold: float, min_texts: int = 50) -> dict:
-    """{name: group_metrics} for each (name, rows); `score` takes a batch of texts."""
-    out = {}
-    for name, rows in sets:
-        scores = list(score([r.text for r in rows]))
-        out[name] = group_metrics(rows, scores, threshold, min_texts)
-    return out

@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from stages.harmful.bias import JIGSAW_FILES, JigsawTemplates, Labelled, auc, group_metrics, summary
+from common.ranking import auc
+from stages.harmful.bias import JIGSAW_FILES, JigsawTemplates, Labelled, group_metrics, summary
 from stages.harmful.identity_frames import counterfactuals, evaluation_rows, lexicons, training_sentences
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, page_toxicity
 from stages.models import bundled
