@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_OUT ?= out/demo
 
-.PHONY: install demo test docs-test browser slurm slurm-demo report-screenshot clean quality-model toxicity-model cascade-check badword-exclusions thresholds cluster-demo dask-demo ablate-demo
+.PHONY: install demo test docs-test browser slurm slurm-demo report-screenshot clean quality-model reference-lm toxicity-model cascade-check badword-exclusions thresholds cluster-demo dask-demo ablate-demo
 
 $(STAMP): setup.py
 	@echo "[make] installing into $(VENV) (~4 min the first time; later runs skip this)"
@@ -106,6 +106,11 @@ report-screenshot: browser
 # Rebuilds the bundled quality classifier from real pages (needs ../shared/data; see the script's docstring).
 quality-model: install
 	$(BIN)/python scripts/build_quality_model.py
+
+# Rebuilds the bundled reference language models behind the quality signal lm_surprise (needs ../shared/data;
+# deterministic, ~30 seconds).
+reference-lm: install
+	$(BIN)/python scripts/build_reference_lm.py
 
 # Rebuilds the bundled toxicity classifier and its card (needs ../shared/data; deterministic, ~5 minutes).
 toxicity-model: install

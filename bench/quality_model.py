@@ -23,8 +23,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
 
 from common.ranking import auc  # noqa: E402
-from stages.quality import load_model, normalize, normalize_page, predict_hq  # noqa: E402
-from stages.quality_signals import RAMPS, cap, combine, signals  # noqa: E402
+from stages.quality import load_model, normalize, normalize_page, page_signals, predict_hq  # noqa: E402
+from stages.quality_signals import RAMPS, cap, combine  # noqa: E402
+from stages.reference_lm import ReferenceModels  # noqa: E402
 from stages.text_repair import damage, repair  # noqa: E402
 
 PAIRS = {  # what is told apart: (positive kinds, negative kinds)
@@ -32,6 +33,8 @@ PAIRS = {  # what is told apart: (positive kinds, negative kinds)
     "main-text vs boilerplate snippets (same pages)": (("with_snippets",), ("without_snippets",)),
     "main text vs boilerplate (same pages)": (("main_text",), ("boilerplate",)),
     "reference prose vs crawl junk": (("ntrex", "flores"), ("boilerplate", "without_snippets", "dropped_page")),
+    "main text vs menus as tables (same pages)": (("main_text",), ("chrome_table",)),
+    "reference prose vs broken text": (("ntrex", "flores"), ("garbled",)),
 }
 
 
@@ -59,7 +62,8 @@ def measure(model_path: str | None, normalization: str, examples: list[dict], ju
     speed = len(held) / (time.perf_counter() - started)
     if judgment:  # the quality judgment: the model's score times each signal's cap (stages/quality_signals.py)
         repaired = [repair(e["text"])[0] for e in held]  # as the pipeline does before judging
-        measured = [{**signals(t), "encoding_damage": damage(t)} for t in repaired]
+        reference = ReferenceModels()
+        measured = [{**page_signals(t, e["lang"], reference), "encoding_damage": damage(t)} for e, t in zip(held, repaired)]
         per_signal = {name: [cap(name, m[name]) for m in measured] for name in RAMPS}
         scores = [combine(s, m) for s, m in zip(scores, measured)]
     by_kind = collections.defaultdict(list)
@@ -113,13 +117,17 @@ def measure_pages(run: str, model_path: str | None) -> dict:
                 url, label, _ = line.rstrip("\n").split("\t")
                 labels[url] = int(label)
     files = glob.glob(os.path.join(run, "data", "*.parquet")) + glob.glob(os.path.join(run, "valid", "data", "*.parquet"))
-    rows = [r for f in files for r in pq.read_table(f, columns=["url", "text", "epoch"]).to_pylist()
+    rows = [r for f in files for r in pq.read_table(f, columns=["url", "text", "epoch", "lang"]).to_pylist()
             if r["epoch"] == 0 and r["url"] in labels]
     model = load_model(model_path)
     model_scores = predict_hq(model, [normalize_page(r["text"]) for r in rows])
-    measured = [{**signals(t), "encoding_damage": damage(t)} for t in (repair(r["text"])[0] for r in rows)]
+    reference = ReferenceModels()
+    measured = [{**page_signals(t, r["lang"], reference), "encoding_damage": damage(t)}
+                for r, t in zip(rows, (repair(r["text"])[0] for r in rows))]
     columns = {"model": model_scores, "judgment": [combine(s, m) for s, m in zip(model_scores, measured)],
-               **{f"{name} (cap)": [cap(name, m[name]) for m in measured] for name in RAMPS}}
+               **{f"{name} (cap)": [cap(name, m[name]) for m in measured] for name in RAMPS},
+               # the signal's value itself, lower read as better (a cap fires only in the tail it is set for)
+               **{f"{name} (value)": [-(m[name] or 0.0) for m in measured] for name in RAMPS}}
     result = {"pages": len(rows), "junk": sum(1 for r in rows if not labels[r["url"]]), "auc": {}}
     for name, scores in columns.items():
         pos = [s for r, s in zip(rows, scores) if labels[r["url"]]]

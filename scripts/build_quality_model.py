@@ -13,11 +13,17 @@ Negatives (what a crawl is full of besides that):
   * boilerplate of the same pages: their visible text nodes outside the main text (menus, footers, link
     lists, notices; stages.quality_train.boilerplate_lines), in pieces of ~80 words, and the evaluation's
     `without` snippets of each page; from the benchmark WARC and every other WARC in shared/data/warc
+  * the same boilerplate as layout tables: its lines as pipe-table rows of 2-6 cells, as extraction renders a
+    menu set in a table (`| Home | Reservations | Our Destinations |`), in pieces of ~160 words
+    (stages.quality_train.chrome_table); the model rated such a menu 1.00
   * machine-made text in every reference language, made from a third of the reference documents: their
     words in order cut into lines of 1-4 words (listings, menus) or their short phrases repeated and joined
     by separators (keyword stuffing, tag clouds). Without them every negative would be German or English web
     text and the model would learn the language. (Shuffled words, tried first, taught it that any word pair
     it had not seen is junk: real German blog prose scored 0.)
+  * broken text in every reference script, from a sixth of the reference documents: their UTF-8 read as
+    Windows-1252, Latin-1, Windows-1251 or GBK (stages.quality_train.garbled); text repair fixes most such
+    pages before the model sees them, and what it cannot fix (GBK with lost bytes) scored 0.84
 No label comes from this project's filters: pages they drop and random crawl pages are only measured (a
 model trained to agree with the filters adds nothing to them, and its scores saturate on what they keep).
 Held out (20 %): reference documents by document number across all languages (a translation never sits on
@@ -45,7 +51,14 @@ from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
 from stages.gopher import GopherQuality, GopherRepetition  # noqa: E402
 from stages.langid import LanguageIdentifier, model_codes  # noqa: E402
-from stages.quality_train import QualityTrainConfig, boilerplate_lines, machine_made, train  # noqa: E402
+from stages.quality_train import (  # noqa: E402
+    QualityTrainConfig,
+    boilerplate_lines,
+    chrome_table,
+    garbled,
+    machine_made,
+    train,
+)
 from stages.record import Document  # noqa: E402
 from stages.reference import flores_documents, lid_code, ntrex_documents  # noqa: E402
 from stages.runner import StageRunner  # noqa: E402
@@ -90,6 +103,10 @@ def reference_examples():
             if held(f"machine:{corpus}:{code}:{number}", 1 / 3) or out:  # every held-out one: a paired test
                 kind, junk = machine_made(text, f"{corpus}:{code}:{number}")
                 yield Example(junk, False, kind, lang, out)
+            if held(f"garbled:{corpus}:{code}:{number}", 1 / 6) or out:  # broken text in every script
+                broken = garbled(text, f"{corpus}:{code}:{number}")
+                if broken:
+                    yield Example(broken, False, "garbled", lang, out)
 
 
 @functools.cache
@@ -141,8 +158,11 @@ def page_examples():
                         yield Example("\n".join(snippets["without"]), False, "without_snippets", lang, out)
                 if not isinstance(doc, Document):
                     continue
-                for piece in pieces(boilerplate_lines(page.html, doc.text)):
+                chrome = boilerplate_lines(page.html, doc.text)
+                for piece in pieces(chrome):
                     yield Example(piece, False, "boilerplate", lang, out)
+                for number, piece in enumerate(pieces(chrome, words=PIECE_WORDS * 2)):  # menus as layout tables
+                    yield Example(chrome_table(piece.split("\n"), f"{url}:{number}"), False, "chrome_table", lang, out)
                 if path == BENCH and not out:  # the editorial text of a page, whatever the filters think of it
                     for piece in pieces([line for line in doc.text.splitlines() if line.strip()]):
                         yield Example(piece, True, "main_piece", lang, out)

@@ -63,6 +63,10 @@ class QualityConfig:
     model: str | None = None        # fastText model path; none = bundled stages/models/quality.ftz
     # Keep only documents scoring at least this; none scores without dropping (mixing uses the score).
     threshold: float | None = None
+    # lm_surprise: the page's bits per character under its language's reference prose model over that
+    # language's level (stages/reference_lm.py), one of the signals; off: the signal is not measured
+    lm_surprise: bool = True
+    reference_lm: str | None = None  # a file of reference language models; none = bundled (`make reference-lm`)
 
     def __post_init__(self):
         check(self.threshold is None or 0.0 <= self.threshold <= 1.0,
@@ -101,6 +105,15 @@ def predict_hq(model, texts: Sequence[str]) -> list[float]:
             for labs, ps in zip(labels, probs)]
 
 
+def page_signals(text: str, lang: str | None, reference) -> dict[str, float | None]:
+    """The page's signals measured here (encoding_damage is text_repair's): its structure and, when `reference`
+    (stages.reference_lm.ReferenceModels) is given, its lm_surprise."""
+    measured: dict[str, float | None] = dict(signals(text))
+    if reference is not None:
+        measured["lm_surprise"] = reference.surprise(text, lang)
+    return measured
+
+
 class QualityScorer(ModelStage):
     """Stage: sets `quality_score`; drops below `threshold` when one is set."""
 
@@ -110,12 +123,16 @@ class QualityScorer(ModelStage):
         super().__init__(config)
 
     def load(self):
-        return load_model(self.config.model)
+        """The classifier and, unless switched off, the reference language models (one file for all languages)."""
+        from stages.reference_lm import ReferenceModels
+
+        return load_model(self.config.model), ReferenceModels(self.config.reference_lm) if self.config.lm_surprise else None
 
     def score(self, texts: Sequence[str]) -> list[float]:
+        """The model's P(hq) of each text, alone (no signals)."""
         if self._model is None:
             self.setup()
-        return predict_hq(self._model, [normalize_page(t) for t in texts])
+        return predict_hq(self._model[0], [normalize_page(t) for t in texts])
 
     def __call__(self, doc: Document) -> StageResult:
         return self.process_batch([doc])[0]
@@ -125,7 +142,7 @@ class QualityScorer(ModelStage):
         each page's signals (stages/quality_signals.py), which are set as scores too."""
         judged = []
         for doc, model_score in zip(docs, self.score([d.text for d in docs])):
-            measured = signals(doc.text)
+            measured = page_signals(doc.text, doc.lang, self._model[1])
             score = combine(model_score, {**measured, "encoding_damage": doc.scores.get("encoding_damage")})
             doc = doc.with_score("model_quality", model_score)
             for name, value in measured.items():

@@ -30,6 +30,10 @@ RAMPS = {
     "digit_share": (0.15, 0.4),           # characters that are digits (price lists, tables of figures)
     "repeated_line_share": (0.2, 0.6),    # characters in lines that repeat an earlier line
     "encoding_damage": (0.0005, 0.01),    # characters damaged beyond repair (set by text_repair)
+    # bits per character under the language's reference prose model / its level (stages/reference_lm.py): the
+    # cap starts over the highest p99 of web prose of a third source (Leipzig's sentences, 65 languages: Thai
+    # 1.63, every other language <= 1.52; bench/lm_surprise.py)
+    "lm_surprise": (1.65, 2.5),
 }
 # The columns the quality stage sets (encoding_damage is text_repair's); model_quality: the model's P(hq) alone.
 QUALITY_SIGNALS = ("model_quality", *(name for name in RAMPS if name != "encoding_damage"))

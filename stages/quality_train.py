@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -271,3 +272,36 @@ def machine_made(text: str, key: str) -> tuple[str, str]:
     stuffed = [rng.choice(phrases) for _ in range(len(cuts))]
     separator = rng.choice((", ", " | ", " - ", " · "))
     return "keywords", "\n".join(separator.join(stuffed[i:i + 8]) for i in range(0, len(stuffed), 8))
+
+
+# Scripts written without spaces, whose UTF-8 misread as GBK is what Chinese crawl pages' broken text looks like.
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def garbled(text: str, key: str) -> str | None:
+    """A negative from a reference document: its UTF-8 bytes read in another encoding, as a browser or a
+    crawler guessing the charset wrongly shows it (Windows-1252 or Latin-1 for most scripts, Windows-1251 for
+    Cyrillic, GBK for Han, kana and Hangul, with the bytes GBK cannot read lost). None when the text would not
+    change (plain ASCII)."""
+    rng = random.Random(f"garbled:{key}")
+    data = text.encode("utf-8")
+    if _CJK.search(text):
+        encoding = "gbk"
+    elif re.search("[\u0400-\u04ff]", text):
+        encoding = rng.choice(("cp1251", "cp1252"))
+    else:
+        encoding = rng.choice(("cp1252", "latin-1"))
+    broken = data.decode(encoding, errors="replace" if rng.random() < 0.5 else "ignore")
+    return None if broken == text else broken
+
+
+def chrome_table(lines: list[str], key: str) -> str:
+    """A negative from a page's boilerplate lines: the same lines as rows of a pipe table, 2-6 cells a row, as
+    extraction renders a layout table of menu entries and links (`| Home | Reservations | Our Destinations |`)."""
+    rng = random.Random(f"table:{key}")
+    rows, i = [], 0
+    while i < len(lines):
+        n = rng.randint(2, 6)
+        rows.append("| " + " | ".join(lines[i:i + n]) + " |")
+        i += n
+    return "\n".join(rows)

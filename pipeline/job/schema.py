@@ -21,7 +21,7 @@ from stages.pii import KINDS as PII_KINDS
 from stages.quality_signals import QUALITY_SIGNALS
 from stages.record import Document, Drop, DropReason, Edit, Stage, StageResult, clean_text, has_lone_surrogate
 
-SCHEMA_VERSION = "11"  # 11: toxicity_worst, toxic_window_share, url_listed; 10: text_fixed, encoding_damage, the quality signals; 9: edits (and the edit book, edits/), cluster_size; 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
+SCHEMA_VERSION = "12"  # 12: lm_surprise; 11: toxicity_worst, toxic_window_share, url_listed; 10: text_fixed, encoding_damage, the quality signals; 9: edits (and the edit book, edits/), cluster_size; 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -163,7 +163,7 @@ SIGNATURE_COLUMNS = [
 PART_SCHEMA = pa.schema(
     [pa.field(c.name, c.part_type or c.type, nullable=c.name not in ("id", "source")) for c in DOCUMENT_COLUMNS]
     + SIGNATURE_COLUMNS + [pa.field("chars", pa.int64()), pa.field("tokens", pa.int64())],
-    metadata={"refinery.schema": "prepared/5"})
+    metadata={"refinery.schema": "prepared/6"})
 class Signature(NamedTuple):
     """What phase 1 computes of a document's text for the global stages (the SIGNATURE_COLUMNS)."""
 

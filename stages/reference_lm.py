@@ -1,0 +1,163 @@
+"""How predictable a page's text is under a small model of its language's reference prose (CCNet's perplexity
+idea, Wenzek et al. 2020), as the quality signal `lm_surprise`.
+
+One character trigram model a language (Witten-Bell interpolated with the bigram and unigram models), fitted on
+professionally translated news and Wikipedia text (NTREX-128, FLORES-200) by `make reference-lm`. The model's
+probabilities are kept as quantized bits in hashed tables (stages/models/reference_lm.npz), so the whole set of
+languages ships in a few MB and a page is scored in a few numpy passes, without Python work per character.
+
+`lm_surprise` is a page's bits per character divided by its language's reference level: the median bits per
+character of prose from a source the model was not fitted on (NTREX scored by the FLORES model, and the other way
+round). 1 is as predictable as edited news; menus, lists of names and prices, machine-made and broken text, and
+text in another language than the one language ID chose score higher. A language without a model has no value.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+
+from stages.models import bundled
+
+BUNDLED = "reference_lm.npz"
+MAX_CHARS = 10_000  # a page's head says how it is written; long pages would only cost time
+SCALE = 16          # bits are stored as round(bits * SCALE) in a uint8 (0: not seen); 15.9 bits at most
+UNSEEN_BITS = 16.0  # a character the language's reference text never uses
+# hashed table sizes (log2 buckets) by order; scripts with thousands of characters fill them, so their models
+# use bigrams only (`orders` in the file)
+TABLE_BITS = {3: 16, 2: 14, 1: 12}
+_MULTIPLIERS = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))
+_MIX = np.uint64(0xFF51AFD7ED558CCD)
+_DIGIT = re.compile(r"\d")
+
+
+def normalize(text: str) -> str:
+    """What the model reads, in fitting and scoring alike: NFKC, lower case, digits -> 0, whitespace runs -> one
+    space, the first MAX_CHARS characters (names and figures vary; their shape is what is predictable)."""
+    text = unicodedata.normalize("NFKC", text[:MAX_CHARS]).lower()
+    return _DIGIT.sub("0", " ".join(text.split()))
+
+
+def code_points(text: str) -> np.ndarray:
+    """The text's code points as uint64, with a space before and after (the start and end of the text)."""
+    return np.frombuffer(f" {text} ".encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.uint64)
+
+
+def bucket(bits: int, *grams: np.ndarray) -> np.ndarray:
+    """The table bucket of each n-gram (one array of code points per position of the n-gram)."""
+    h = np.zeros(len(grams[0]), dtype=np.uint64)
+    for position, column in enumerate(grams):
+        h ^= (column + np.uint64(position + 1)) * _MULTIPLIERS[position]
+    h *= _MIX
+    h ^= h >> np.uint64(29)
+    h *= _MIX
+    return (h >> np.uint64(64 - bits)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class LanguageModel:
+    """One language's tables: `seen_<n>` holds -log2 P(c | the n-1 characters before) of n-grams of its reference
+    text; `backoff_<n>` -log2 of the weight Witten-Bell gives the lower order after an (n-1)-character context."""
+
+    orders: int
+    tables: dict[str, np.ndarray]
+    level: float      # bits per character of reference prose from a source the model was not fitted on
+
+    def bits(self, text: str) -> float | None:
+        """Mean bits per character of `text` (normalized here), or None for text under 20 characters."""
+        cp = code_points(normalize(text))
+        if len(cp) < 22:
+            return None
+        t = self.tables
+        c = cp[2:]
+        seen1 = t["seen_1"][bucket(TABLE_BITS[1], c)]
+        bits = np.where(seen1 > 0, seen1 / SCALE, UNSEEN_BITS)
+        b = cp[1:-1]
+        seen2 = t["seen_2"][bucket(TABLE_BITS[2], b, c)]
+        bits = np.where(seen2 > 0, seen2 / SCALE, t["backoff_2"][bucket(TABLE_BITS[1], b)] / SCALE + bits)
+        if self.orders >= 3:
+            a = cp[:-2]
+            seen3 = t["seen_3"][bucket(TABLE_BITS[3], a, b, c)]
+            bits = np.where(seen3 > 0, seen3 / SCALE, t["backoff_3"][bucket(TABLE_BITS[2], a, b)] / SCALE + bits)
+        return float(bits.mean())
+
+    def surprise(self, text: str) -> float | None:
+        bits = self.bits(text)
+        return None if bits is None else bits / self.level
+
+
+class ReferenceModels:
+    """The bundled (or a given) file of language models, loaded once; `surprise(text, lang)`."""
+
+    def __init__(self, path: str | None = None):
+        path = path or bundled(BUNDLED)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"reference language models not found: {path!r}. `make reference-lm` builds "
+                                    "them; nothing is downloaded at run time.")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                index = json.loads(bytes(data["index"]).decode())
+                arrays = {name: data[name] for name in data.files if name != "index"}
+        except (OSError, ValueError, KeyError) as exc:
+            raise ValueError(f"{path!r} is not a reference language model file: {exc}") from exc
+        self.models = {
+            lang: LanguageModel(entry["orders"], {kind: arrays[f"{lang}.{kind}"] for kind in entry["tables"]},
+                                entry["level"])
+            for lang, entry in index["languages"].items()}
+
+    def surprise(self, text: str, lang: str | None) -> float | None:
+        model = self.models.get(lang or "")
+        return None if model is None else model.surprise(text)
+
+
+def _quantize(bits: np.ndarray, least: int = 1) -> np.ndarray:
+    return np.clip(np.rint(bits * SCALE), least, 254).astype(np.uint8)
+
+
+def _counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.unique(keys, return_counts=True)
+
+
+def fit(texts: list[str], orders: int = 3) -> dict[str, np.ndarray]:
+    """The tables of a character model of `texts` (see LanguageModel), Witten-Bell interpolated: an n-gram seen in
+    the text gets (count + types(context) * P_lower) / (count(context) + types(context)), an unseen one the
+    context's weight types / (count + types) times the lower order's probability."""
+    cps = [code_points(normalize(t)) for t in texts if t.strip()]
+    shift = np.uint64(21)  # a code point has 21 bits: three of them make one key
+    grams = {1: np.concatenate([cp[2:] for cp in cps]),
+             2: np.concatenate([(cp[1:-1] << shift) | cp[2:] for cp in cps]),
+             3: np.concatenate([(cp[:-2] << shift << shift) | (cp[1:-1] << shift) | cp[2:] for cp in cps])}
+    mask = (np.uint64(1) << shift) - np.uint64(1)
+    tables: dict[str, np.ndarray] = {}
+    keys1, counts1 = _counts(grams[1])
+    bits = {k: b for k, b in zip(keys1.tolist(), -np.log2((counts1 + 1) / (counts1.sum() + len(keys1) + 1)))}
+    tables["seen_1"] = np.zeros(1 << TABLE_BITS[1], np.uint8)
+    np.maximum.at(tables["seen_1"], bucket(TABLE_BITS[1], keys1), _quantize(np.array(list(bits.values()))))
+    lower = bits
+    for order in range(2, orders + 1):
+        keys, counts = _counts(grams[order])
+        context, last = keys >> shift, keys & mask
+        ctx_keys, ctx_index, ctx_types = np.unique(context, return_inverse=True, return_counts=True)
+        ctx_total = np.bincount(ctx_index, weights=counts)
+        below = keys & ((np.uint64(1) << shift << shift) - np.uint64(1)) if order == 3 else last
+        p_lower = np.exp2(-np.array([lower[k] for k in below.tolist()]))
+        types = ctx_types[ctx_index]
+        p = (counts + types * p_lower) / (ctx_total[ctx_index] + types)
+        order_bits = -np.log2(p)
+        ctx_grams = [(ctx_keys >> shift) & mask, ctx_keys & mask] if order == 3 else [ctx_keys]
+        gram_columns = [(keys >> shift >> shift) & mask, (keys >> shift) & mask, last] if order == 3 else [context, last]
+        seen = np.zeros(1 << TABLE_BITS[order], np.uint8)
+        # colliding n-grams: the more probable one's bits (the table keeps the common case right)
+        seen[:] = 255
+        np.minimum.at(seen, bucket(TABLE_BITS[order], *gram_columns), _quantize(order_bits))
+        seen[seen == 255] = 0
+        backoff = np.zeros(1 << TABLE_BITS[order - 1], np.uint8)
+        weight_bits = -np.log2(ctx_types / (ctx_total + ctx_types))
+        np.maximum.at(backoff, bucket(TABLE_BITS[order - 1], *ctx_grams), _quantize(weight_bits, least=0))
+        tables[f"seen_{order}"], tables[f"backoff_{order}"] = seen, backoff
+        lower = dict(zip(keys.tolist(), order_bits))
+    return tables
