@@ -3,7 +3,7 @@
 Data: NTREX-128 (123 news documents translated by professionals into 128 language variants) and FLORES-200
 (Wikipedia sentences in 205 variants, 10 consecutive ones a document), both CC BY-SA 4.0, from the workspace's
 shared/data/multilingual; variants are merged under the lid.176 label language ID gives their text. One
-character trigram model a language (bigram for scripts whose trigrams overfill the table: Han, kana, Hangul),
+character trigram model a language (bigrams where the distinct trigrams overfill the table: zh, yue, ja, ko, th, am, km, ar),
 fitted on both sources.
 
 The level a page is compared with is measured on text from a source the model was not fitted on: the median bits
