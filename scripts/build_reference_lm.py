@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import shared_data  # noqa: E402
 
 from stages.reference import flores_documents, lid_code, ntrex_documents  # noqa: E402
-from stages.reference_lm import TABLE_BITS, LanguageModel, fit  # noqa: E402
+from stages.reference_lm import KINDS, TABLE_BITS, LanguageModel, fit  # noqa: E402
 
 # distinct trigrams over this share of the trigram table: the language's model uses bigrams only
 FULL_TABLE = 0.5
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
             lang = lid_code(code, labels)
             if lang and text.strip():
                 by_source[lang][source].append(text)
-    arrays: dict[str, np.ndarray] = {}
+    rows: dict[str, dict[str, np.ndarray]] = {}
     index: dict[str, dict] = {}
     for lang in sorted(by_source):
         sources = by_source[lang]
@@ -79,16 +79,18 @@ def main(argv=None) -> int:
         else:
             level, how = median_bits(model(texts[1::2]), texts[0::2]), "same_source"
         final = model(texts)
-        index[lang] = {"orders": final.orders, "tables": sorted(final.tables), "level": round(level, 4),
-                       "level_from": how, "documents": {s: len(d) for s, d in sorted(sources.items())}}
-        for kind, table in final.tables.items():
-            arrays[f"{lang}.{kind}"] = table
+        index[lang] = {"orders": final.orders, "row": len(rows), "level": round(level, 4), "level_from": how,
+                       "documents": {s: len(d) for s, d in sorted(sources.items())}}
+        rows[lang] = final.tables
         print(f"{lang}: orders {final.orders}, level {level:.3f} bits/char ({how}), "
               f"{sum(len(d) for d in sources.values())} documents", flush=True)
     card = {"languages": index, "table_bits": TABLE_BITS,
             "data": "NTREX-128 and FLORES-200 (CC BY-SA 4.0), shared/data/multilingual; scripts/build_reference_lm.py"}
+    # a bigram model's trigram tables are zeros (never read: its `orders` is 2)
+    stacked = {kind: np.stack([tables.get(kind, np.zeros(1 << TABLE_BITS[order], np.uint8)) for tables in rows.values()])
+               for kind, order in KINDS.items()}
     np.savez_compressed(args.output, index=np.frombuffer(json.dumps(card, sort_keys=True).encode(), dtype=np.uint8),
-                        **arrays)
+                        **stacked)
     print(f"wrote {args.output}: {len(index)} languages, {os.path.getsize(args.output) / 1e6:.1f} MB")
     return 0
 

@@ -124,9 +124,9 @@ class QualityScorer(ModelStage):
 
     def load(self):
         """The classifier and, unless switched off, the reference language models (one file for all languages)."""
-        from stages.reference_lm import ReferenceModels
+        from stages import reference_lm
 
-        return load_model(self.config.model), ReferenceModels(self.config.reference_lm) if self.config.lm_surprise else None
+        return load_model(self.config.model), reference_lm.load(self.config.reference_lm) if self.config.lm_surprise else None
 
     def score(self, texts: Sequence[str]) -> list[float]:
         """The model's P(hq) of each text, alone (no signals)."""

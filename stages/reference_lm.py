@@ -13,6 +13,7 @@ text in another language than the one language ID chose score higher. A language
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -30,6 +31,7 @@ UNSEEN_BITS = 16.0  # a character the language's reference text never uses
 # hashed table sizes (log2 buckets) by order; scripts with thousands of characters fill them, so their models
 # use bigrams only (`orders` in the file)
 TABLE_BITS = {3: 16, 2: 14, 1: 12}
+KINDS = {"seen_1": 1, "seen_2": 2, "backoff_2": 1, "seen_3": 3, "backoff_3": 2}  # table -> its TABLE_BITS order
 _MULTIPLIERS = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))
 _MIX = np.uint64(0xFF51AFD7ED558CCD)
 _DIGIT = re.compile(r"\d")
@@ -91,7 +93,8 @@ class LanguageModel:
 
 
 class ReferenceModels:
-    """The bundled (or a given) file of language models, loaded once; `surprise(text, lang)`."""
+    """The bundled (or a given) file of language models; `surprise(text, lang)`. `load` shares one copy among
+    the stages of a process."""
 
     def __init__(self, path: str | None = None):
         path = path or bundled(BUNDLED)
@@ -101,17 +104,33 @@ class ReferenceModels:
         try:
             with np.load(path, allow_pickle=False) as data:
                 index = json.loads(bytes(data["index"]).decode())
-                arrays = {name: data[name] for name in data.files if name != "index"}
+                # one array a kind of table, a row a language: a few large allocations, not hundreds of small
+                # ones spread over the threads' malloc arenas (address space a memory-capped worker lacks)
+                stacked = {kind: data[kind] for kind in KINDS}
         except (OSError, ValueError, KeyError) as exc:
             raise ValueError(f"{path!r} is not a reference language model file: {exc}") from exc
         self.models = {
-            lang: LanguageModel(entry["orders"], {kind: arrays[f"{lang}.{kind}"] for kind in entry["tables"]},
-                                entry["level"])
+            lang: LanguageModel(entry["orders"], {kind: stacked[kind][entry["row"]] for kind in KINDS}, entry["level"])
             for lang, entry in index["languages"].items()}
 
     def surprise(self, text: str, lang: str | None) -> float | None:
         model = self.models.get(lang or "")
         return None if model is None else model.surprise(text)
+
+
+@functools.lru_cache(maxsize=4)
+def _loaded(path: str, _stamp: tuple[int, int]) -> ReferenceModels:
+    return ReferenceModels(path)
+
+
+def load(path: str | None = None) -> ReferenceModels:
+    """The models of `path` (none: the bundled file), loaded once a process while the file is unchanged."""
+    path = path or bundled(BUNDLED)
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ReferenceModels(path)  # the constructor's one clear error
+    return _loaded(path, (stat.st_mtime_ns, stat.st_size))
 
 
 def _quantize(bits: np.ndarray, least: int = 1) -> np.ndarray:
