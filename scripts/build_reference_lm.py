@@ -14,7 +14,6 @@ model of its odd ones (a sanity check, marked `same_source` in the card).
 
     python scripts/build_reference_lm.py [--data ../shared/data/multilingual] [--output stages/models/reference_lm.npz]
 """
-import argparse
 import json
 import os
 import statistics
@@ -49,12 +48,8 @@ def median_bits(lm: LanguageModel, texts: list[str]) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", default=shared_data.path("multilingual"))
-    parser.add_argument("--output", default="stages/models/reference_lm.npz")
-    args = parser.parse_args(argv)
-    shared_data.require("make reference-lm", {os.path.join(args.data, "ntrex128"): "NTREX-128 news in 128 languages",
-                                              os.path.join(args.data, "sib200_flores"): "FLORES-200 sentences"})
+    args = shared_data.multilingual_args(argv, __doc__.split("\n")[0], "stages/models/reference_lm.npz",
+                                         "make reference-lm", ("ntrex128", "sib200_flores"))
     from stages.langid import model_codes
 
     labels = model_codes()

@@ -11,7 +11,6 @@ and Tatoeba (8 sentences a page, 112 languages). FLORES-200 `test` is kept out: 
 
     python scripts/build_thresholds.py [--data ../shared/data/multilingual] [--output stages/models/thresholds.yaml]
 """
-import argparse
 import json
 import os
 import sys
@@ -26,13 +25,8 @@ from stages.reference import flores_documents, lid_code, ntrex_documents, tatoeb
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", default=shared_data.path("multilingual"))
-    parser.add_argument("--output", default="stages/models/thresholds.yaml")
-    args = parser.parse_args(argv)
-    shared_data.require("make thresholds", {os.path.join(args.data, "ntrex128"): "NTREX-128 news in 128 languages",
-                                            os.path.join(args.data, "sib200_flores"): "FLORES-200 sentences",
-                                            os.path.join(args.data, "tatoeba_laser"): "Tatoeba sentences"})
+    args = shared_data.multilingual_args(argv, __doc__.split("\n")[0], "stages/models/thresholds.yaml",
+                                         "make thresholds", ("ntrex128", "sib200_flores", "tatoeba_laser"))
     from stages.langid import model_codes
 
     labels = model_codes()

@@ -22,3 +22,21 @@ def require(script: str, needed: dict[str, str]) -> None:
               "this repository does not include; set REFINERY_SHARED_DATA (or --data) to where a copy lies",
               file=sys.stderr)
         sys.exit(2)
+
+
+# The reference-text sets of shared/data/multilingual, by folder: what a rebuild needs of them
+REFERENCE_SETS = {"ntrex128": "NTREX-128 news in 128 languages", "sib200_flores": "FLORES-200 sentences",
+                  "tatoeba_laser": "Tatoeba sentences"}
+
+
+def multilingual_args(argv, description: str, output: str, script: str, sets: tuple[str, ...]):
+    """--data (shared/data/multilingual) and --output of a rebuild from reference text; exits 2 with one line when
+    one of `sets` (REFERENCE_SETS folders) is missing."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--data", default=path("multilingual"))
+    parser.add_argument("--output", default=output)
+    args = parser.parse_args(argv)
+    require(script, {os.path.join(args.data, folder): REFERENCE_SETS[folder] for folder in sets})
+    return args

@@ -11,7 +11,7 @@ from tests.conftest import REPO
 
 SCRIPTS = {"build_thresholds.py": "make thresholds", "build_cascade_check.py": "make cascade-check",
            "build_badword_exclusions.py": "make badword-exclusions", "build_quality_model.py": "make quality-model",
-           "build_toxicity_model.py": "make toxicity-model"}
+           "build_toxicity_model.py": "make toxicity-model", "build_reference_lm.py": "make reference-lm"}
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
