@@ -3,7 +3,7 @@
 Data: NTREX-128 (123 news documents translated by professionals into 128 language variants) and FLORES-200
 (Wikipedia sentences in 205 variants, 10 consecutive ones a document), both CC BY-SA 4.0, from the workspace's
 shared/data/multilingual; variants are merged under the lid.176 label language ID gives their text. One
-character trigram model a language (bigrams where the distinct trigrams overfill the table: zh, yue, ja, ko, th, am, km, ar),
+character trigram model a language (bigrams where the distinct trigrams overfill the table: zh, yue, ja, ko, th, lo, am, km, ar),
 fitted on both sources.
 
 The level a page is compared with is measured on text from a source the model was not fitted on: the median bits
@@ -29,17 +29,16 @@ import shared_data  # noqa: E402
 from stages.reference import flores_documents, lid_code, ntrex_documents  # noqa: E402
 from stages.reference_lm import KINDS, TABLE_BITS, LanguageModel, fit  # noqa: E402
 
-# distinct trigrams over this share of the trigram table: the language's model uses bigrams only
-FULL_TABLE = 0.5
+# trigram tables with more of their buckets set than this: the language's model uses bigrams only (in a fuller
+# table, unseen trigrams of a page would often land on a set bucket and read as seen)
+FULL_TABLE = 0.3
 MIN_DOCUMENTS = 40  # fewer documents of a language in all sources: no model
 
 
 def model(texts: list[str]) -> LanguageModel:
     tables = fit(texts, orders=3)
-    filled = float((tables["seen_3"] > 0).mean())
-    if filled > FULL_TABLE * (1 - np.exp(-1)):  # a table half full of distinct keys has ~0.63 of its buckets set
-        tables = fit(texts, orders=2)
-        return LanguageModel(2, tables, 1.0)
+    if (tables["seen_3"] > 0).mean() > FULL_TABLE:  # the unigram and bigram tables are the same either way
+        return LanguageModel(2, {kind: table for kind, table in tables.items() if not kind.endswith("_3")}, 1.0)
     return LanguageModel(3, tables, 1.0)
 
 

@@ -137,8 +137,13 @@ def _quantize(bits: np.ndarray, least: int = 1) -> np.ndarray:
     return np.clip(np.rint(bits * SCALE), least, 254).astype(np.uint8)
 
 
-def _counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return np.unique(keys, return_counts=True)
+def _table(order: int, grams: list[np.ndarray], bits: np.ndarray, least: int = 1) -> np.ndarray:
+    """A hashed table of `bits` (quantized) at the buckets of `grams`; n-grams that collide keep the smaller
+    value (the more probable n-gram, or the context that backs off less: the common case stays right)."""
+    table = np.full(1 << TABLE_BITS[order], 255, np.uint8)
+    np.minimum.at(table, bucket(TABLE_BITS[order], *grams), _quantize(bits, least))
+    table[table == 255] = 0
+    return table
 
 
 def fit(texts: list[str], orders: int = 3) -> dict[str, np.ndarray]:
@@ -146,37 +151,26 @@ def fit(texts: list[str], orders: int = 3) -> dict[str, np.ndarray]:
     the text gets (count + types(context) * P_lower) / (count(context) + types(context)), an unseen one the
     context's weight types / (count + types) times the lower order's probability."""
     cps = [code_points(normalize(t)) for t in texts if t.strip()]
-    shift = np.uint64(21)  # a code point has 21 bits: three of them make one key
-    grams = {1: np.concatenate([cp[2:] for cp in cps]),
-             2: np.concatenate([(cp[1:-1] << shift) | cp[2:] for cp in cps]),
-             3: np.concatenate([(cp[:-2] << shift << shift) | (cp[1:-1] << shift) | cp[2:] for cp in cps])}
+    shift = np.uint64(21)  # a code point has 21 bits: an n-gram's key is its code points side by side
     mask = (np.uint64(1) << shift) - np.uint64(1)
-    tables: dict[str, np.ndarray] = {}
-    keys1, counts1 = _counts(grams[1])
-    bits = {k: b for k, b in zip(keys1.tolist(), -np.log2((counts1 + 1) / (counts1.sum() + len(keys1) + 1)))}
-    tables["seen_1"] = np.zeros(1 << TABLE_BITS[1], np.uint8)
-    np.maximum.at(tables["seen_1"], bucket(TABLE_BITS[1], keys1), _quantize(np.array(list(bits.values()))))
-    lower = bits
+    keys, counts = np.unique(np.concatenate([cp[2:] for cp in cps]), return_counts=True)
+    bits = -np.log2((counts + 1) / (counts.sum() + len(keys) + 1))
+    tables = {"seen_1": _table(1, [keys], bits)}
     for order in range(2, orders + 1):
-        keys, counts = _counts(grams[order])
-        context, last = keys >> shift, keys & mask
-        ctx_keys, ctx_index, ctx_types = np.unique(context, return_inverse=True, return_counts=True)
-        ctx_total = np.bincount(ctx_index, weights=counts)
-        below = keys & ((np.uint64(1) << shift << shift) - np.uint64(1)) if order == 3 else last
-        p_lower = np.exp2(-np.array([lower[k] for k in below.tolist()]))
-        types = ctx_types[ctx_index]
-        p = (counts + types * p_lower) / (ctx_total[ctx_index] + types)
-        order_bits = -np.log2(p)
-        ctx_grams = [(ctx_keys >> shift) & mask, ctx_keys & mask] if order == 3 else [ctx_keys]
-        gram_columns = [(keys >> shift >> shift) & mask, (keys >> shift) & mask, last] if order == 3 else [context, last]
-        seen = np.zeros(1 << TABLE_BITS[order], np.uint8)
-        # colliding n-grams: the more probable one's bits (the table keeps the common case right)
-        seen[:] = 255
-        np.minimum.at(seen, bucket(TABLE_BITS[order], *gram_columns), _quantize(order_bits))
-        seen[seen == 255] = 0
-        backoff = np.zeros(1 << TABLE_BITS[order - 1], np.uint8)
-        weight_bits = -np.log2(ctx_types / (ctx_total + ctx_types))
-        np.maximum.at(backoff, bucket(TABLE_BITS[order - 1], *ctx_grams), _quantize(weight_bits, least=0))
-        tables[f"seen_{order}"], tables[f"backoff_{order}"] = seen, backoff
-        lower = dict(zip(keys.tolist(), order_bits))
+        lower_keys, lower_bits = keys, bits
+        grams = np.concatenate([functools.reduce(lambda key, column: (key << shift) | column,
+                                                 [cp[2 - i:len(cp) - i] for i in range(order - 1, -1, -1)])
+                                for cp in cps])
+        keys, counts = np.unique(grams, return_counts=True)
+        columns = [(keys >> (shift * np.uint64(order - 1 - i))) & mask for i in range(order)]
+        contexts, context_of, types = np.unique(keys >> shift, return_inverse=True, return_counts=True)
+        context_total = np.bincount(context_of, weights=counts)
+        # the lower order's P of the same last characters (its keys are sorted and hold every one of them)
+        below = keys & ((np.uint64(1) << (shift * np.uint64(order - 1))) - np.uint64(1))
+        p_lower = np.exp2(-lower_bits[np.searchsorted(lower_keys, below)])
+        weight = types[context_of]
+        bits = -np.log2((counts + weight * p_lower) / (context_total[context_of] + weight))
+        context_columns = [(contexts >> (shift * np.uint64(order - 2 - i))) & mask for i in range(order - 1)]
+        tables[f"seen_{order}"] = _table(order, columns, bits)
+        tables[f"backoff_{order}"] = _table(order - 1, context_columns, -np.log2(types / (context_total + types)), 0)
     return tables
