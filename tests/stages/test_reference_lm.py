@@ -9,10 +9,10 @@ import pytest
 
 from stages.quality_signals import RAMPS
 from stages.reference_lm import LanguageModel, ReferenceModels, code_points, fit, normalize
-from tests.conftest import WAYBACK
+from tests.conftest import TEST_DATA, WAYBACK
 from tests.stages.test_text_repair import page_text
 
-SENTENCES = __import__("pathlib").Path(__file__).parents[1] / "data" / "multilingual" / "sentences"
+SENTENCES = TEST_DATA / "multilingual" / "sentences"
 
 
 def witten_bell_bits(train: list[str], text: str) -> float:
