@@ -10,7 +10,8 @@ Measured on sentences that name groups, toxic and not, none of which any model h
 For the toxicity score: toxic vs non-toxic ROC AUC, per group (>= 50 sentences; >= 8 for our templates) the
 subgroup, BPSN and BNSP AUC (Borkan et al. 2019; stages/harmful/bias.py), the share of non-toxic sentences
 naming a group at or over the threshold, overall and for the worst group. For the bad-word rule (LDNOOBW,
-stages/harmful/badwords.py): the share of non-toxic sentences of each group with a listed word (a page needs
+stages/harmful/badwords.py): the share of non-toxic sentences of each group with a listed word of a kind the
+rule counts by default (sexual, clinical, slur, unsorted: lists/ldnoobw/kinds; a page needs
 three at density 8 per 1,000 words to be dropped; a listed group name is what would make a group's pages
 drop more often) and of toxic ones. `--card` writes the figures into the bundled model's card
 (`identity_bias`).
@@ -27,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 import shared_data  # noqa: E402
 
-from stages.harmful.badwords import find_bad_words, word_list  # noqa: E402
+from stages.harmful.badwords import BadWordsConfig, find_bad_words, word_list  # noqa: E402
 from stages.harmful.bias import JIGSAW_FILES, JigsawTemplates, group_metrics, summary  # noqa: E402
 from stages.harmful.identity_frames import evaluation_rows, lexicons  # noqa: E402
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer  # noqa: E402
@@ -48,10 +49,13 @@ def template_sets():
 
 
 def badword_hits(rows, lang: str) -> list[float]:
+    """1 for a sentence with a listed word of a kind the rule counts by default (sexual, clinical, slur, unsorted)."""
     words = word_list("v1", BADWORD_LANG.get(lang, lang).split("-")[0]) or word_list("v2", lang.split("-")[0])
     if words is None:
         return []
-    return [1.0 if find_bad_words(r.text, lang.split("-")[0], words)[0] else 0.0 for r in rows]
+    counted = BadWordsConfig().kinds
+    return [1.0 if any(words.kind(e) in counted for e in find_bad_words(r.text, lang.split("-")[0], words)[0]) else 0.0
+            for r in rows]
 
 
 def measure(model: str | None, threshold: float) -> dict:

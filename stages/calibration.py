@@ -120,6 +120,7 @@ def measure(text: str, lang: str | None, short_line_chars: int = 30,
     bad_words = _bad_words().word_list(lang)
     if bad_words is not None:  # where LDNOOBW has a list for the language
         found, n_words = find_bad_words(text, lang, bad_words)
+        found = _bad_words().counted(found, bad_words, lang)
         out["bad_words.max_density"] = 1000.0 * sum(found.values()) / max(n_words, 1)
     return out
 

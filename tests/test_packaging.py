@@ -62,7 +62,8 @@ def test_wheel_and_sdist_carry_the_models_and_the_installed_package_uses_them(tm
         "import stages.harmful.url_filter as uf, stages.harmful.badwords as bw, stages.harmful.toxicity as tx\n"
         f"assert uf.LISTS.startswith({str(site)!r}) and bw.LISTS.startswith({str(site)!r})\n"
         "f = uf.UrlFilter(); f.setup(); print(f.verdict('https://www.sex.com/')[0])\n"
-        "print(bw.BadWordsFilter(bw.BadWordsConfig(mode='any')).evaluate('what a shit day', 'en')[0])\n"
+        "print(bw.BadWordsFilter(bw.BadWordsConfig(mode='any')).evaluate('free porn every day', 'en')[0])\n"
+        "assert bw.word_list('v1', 'en').kind('shit') == 'profanity'\n"
         "t = tx.ToxicityScorer(); t.check(); print(t.score('the river flows north')[0] < 0.5)\n"
         "import stages.harmful.identity_frames as idf\n"
         f"assert idf.FOLDER.startswith({str(site)!r}) and len(idf.lexicons()) == 15, idf.FOLDER\n"
@@ -73,4 +74,4 @@ def test_wheel_and_sdist_carry_the_models_and_the_installed_package_uses_them(tm
     assert out.returncode == 0, out.stderr
     path, label, scored, url_verdict, bad_words, calm = out.stdout.split()
     assert path.startswith(str(site)) and label == "__label__en" and scored == "True"
-    assert (url_verdict, bad_words, calm) == ("blocked_domain", "bad_words", "True")
+    assert (url_verdict, bad_words, calm) == ("blocked_domain", "bad_words_sexual", "True")

@@ -8,8 +8,8 @@ and this stage, after the bad-word and toxicity stages, keeps a marked page only
 what the list was for:
 * at least `min_words` words (a porn site's pages are mostly titles and thumbnails: thin text is dropped);
 * fewer than `max_bad_words_per_1000` LDNOOBW words of its language per 1,000 words (the bad_words stage's
-  lists, without the ordinary and questionable entries: a magazine writing "schwul" or "Sex" once is kept,
-  an erotic story, at ~12 per 1,000, is not);
+  lists and counted kinds, without the ordinary and questionable entries: a magazine writing "schwul" or "Sex"
+  once is kept, an erotic story, at ~12 per 1,000, is not);
 * a toxicity page score under `max_toxicity` (when the toxicity stage scored it);
 * a quality score at or over `min_quality` (when set and the quality stage scored it).
 Pages of unlisted sites pass unchanged. The ledger's detail names the signal that decided.
@@ -65,6 +65,7 @@ class ListedSite(Stage):
         words = self._bad_words.word_list(doc.lang)  # the bad_words stage's default lists (v1, else v2)
         if words is not None:
             found, n_words = find_bad_words(doc.text, doc.lang, words)
+            found = self._bad_words.counted(found, words, doc.lang)  # the kinds bad_words counts: not swearing
         else:
             found, n_words = {}, sum(1 for _ in normalized_words(doc.text, doc.lang))
         if n_words < c.min_words:

@@ -5,7 +5,19 @@ import random
 import pytest
 
 from common.settings import ConfigError
-from stages.harmful.badwords import BadWordsConfig, BadWordsFilter, find_bad_words, word_list
+from stages.harmful.badwords import (
+    KIND_FILES,
+    KINDS,
+    LISTS,
+    BadWordsConfig,
+    BadWordsFilter,
+    find_bad_words,
+    list_languages,
+    match_name,
+    read_entries,
+    split_entries,
+    word_list,
+)
 from tests.conftest import DAVIDSON_SAMPLE, SENTENCES_DIR
 
 DAVIDSON = DAVIDSON_SAMPLE
@@ -47,15 +59,53 @@ def test_density_rule_keeps_pages_with_a_stray_word_and_drops_dense_ones():
     stray = " ".join(prose[:30]) + " What a shit show. " + " ".join(prose[30:])
     stage = BadWordsFilter()
     assert stage.evaluate(stray, "en") is None
-    reason, detail, *_ = BadWordsFilter(BadWordsConfig(mode="any")).evaluate(stray, "en")
-    assert reason == "bad_words" and "shit×1" in detail
+    every_kind = BadWordsConfig(kinds=KINDS)
+    reason, detail, *_ = BadWordsFilter(BadWordsConfig(mode="any", kinds=KINDS)).evaluate(stray, "en")
+    assert reason == "bad_words_profanity" and "shit×1" in detail
+    assert BadWordsFilter(BadWordsConfig(mode="any")).evaluate(stray, "en") is None  # swearing is not counted
     with open(DAVIDSON, encoding="utf-8") as fh:
         offensive = [row["tweet"] for row in csv.DictReader(fh) if row["class"] == "1"]
     random.Random(0).shuffle(offensive)
     page = " ".join(prose[:10] + offensive[:20])
     reason, detail, density, limit = stage.evaluate(page, "en")
-    assert reason == "bad_words" and "per 1000 words" in detail and "×" in detail
+    assert reason == "bad_words_sexual" and "per 1000 words" in detail and "×" in detail
+    assert "not counted: profanity 13" in detail  # the kinds left out are in the ledger's detail too
     assert round(density, 1) == float(detail.split()[0]) >= 8 and limit == 8  # typed twins of the detail (ledger columns)
+    assert BadWordsFilter(every_kind).evaluate(page, "en")[0] == "bad_words_profanity"
+
+
+def test_kind_files_sort_every_v1_entry_once_with_its_meaning():
+    for lang in list_languages("v1"):
+        entries = {e.strip() for e in read_entries(f"{LISTS}/v1/{lang}.txt")}
+        rows = [[part.strip() for part in line.split("|")] for line in read_entries(f"{KIND_FILES}/v1/{lang}.txt")]
+        assert all(len(row) == 3 and row[1] in KINDS for row in rows), lang
+        assert {row[0] for row in rows} == entries, lang        # every entry once, none the list lacks
+        assert len(rows) == len({row[0] for row in rows}), lang
+        if lang != "en":
+            assert all(row[2] for row in rows), lang             # the gloss the decision rests on
+        words = word_list("v1", lang, True)                      # every kind reaches the compiled list
+        single, phrases, substrings = split_entries(entries)
+        assert set(words.kinds) == {match_name(e) for e in entries}, lang
+        assert len(single) + len(phrases) + len(substrings) <= len(words.kinds), lang
+
+
+def test_davidson_tweets_hate_is_dropped_for_its_slurs_profane_pages_only_for_sexual_terms():
+    """Pages of 20 tweets: hate (class 0) is dropped as slurs; offensive but not hateful tweets (class 1) are all
+    dropped when every kind counts, about half by default (those dense in sexual terms)."""
+    with open(DAVIDSON, encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    prose = (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()[:10]
+    default, every_kind = BadWordsFilter(), BadWordsFilter(BadWordsConfig(kinds=KINDS))
+    for cls, want in (("0", "bad_words_slur"), ("1", None)):
+        tweets = [row["tweet"] for row in rows if row["class"] == cls]
+        random.Random(0).shuffle(tweets)
+        pages = [" ".join(prose + tweets[i:i + 20]) for i in range(0, len(tweets) - 19, 20)]
+        reasons = [(default.evaluate(p, "en") or ("kept",))[0] for p in pages]
+        assert all(every_kind.evaluate(p, "en") for p in pages)
+        if want:
+            assert set(reasons) == {want}
+        else:
+            assert 0.3 < reasons.count("kept") / len(pages) < 0.7 and "bad_words_profanity" not in reasons
 
 
 def test_real_sentences_in_many_languages_pass():
@@ -81,6 +131,8 @@ def test_config_errors():
         BadWordsConfig(versions=("v3",))
     with pytest.raises(ConfigError, match="mode"):
         BadWordsConfig(mode="some")
+    with pytest.raises(ConfigError, match="kinds must be among"):
+        BadWordsConfig(kinds=("slurs",))
 
 
 def test_density_limits_per_language():
@@ -88,8 +140,8 @@ def test_density_limits_per_language():
     found_words, n_words = find_bad_words(text, "de", word_list("v1", "de", False))
     assert sum(found_words.values()) == 3 and 1000 * 3 / n_words < 8
     assert BadWordsFilter().evaluate(text, "de") is None
-    stricter = BadWordsFilter(BadWordsConfig(max_density_by_language=("de=5", "en=30")))
-    assert stricter.evaluate(text, "de")[0] == "bad_words"
+    stricter = BadWordsFilter(BadWordsConfig(max_density_by_language=("de=5", "en=30"), kinds=KINDS))
+    assert stricter.evaluate(text, "de")[0] == "bad_words_profanity"
     assert stricter.evaluate(text.replace("Scheiße", "shit").replace("Arschloch", "asshole"), "en") is None
     with pytest.raises(ConfigError, match="LANG=DENSITY"):
         BadWordsConfig(max_density_by_language=("de:5",))
@@ -112,9 +164,11 @@ def test_a_page_whose_language_id_is_unsure_is_checked_against_its_scripts_lists
     """Romanized Hindi abuse, labelled Finnish at 0.17 by lid.176: the Hindi (Latin-script) list judges it;
     the same words with a confident label are judged by that language's list only."""
     text = "bhenchod tu kya kar raha hai madarchod, teri maa ki chut, saala kutta harami. chutiya log hai ye sab"
-    reason, detail, *_ = BadWordsFilter().evaluate(text, "fi", 0.17)
-    assert reason == "bad_words" and "(hi list: language ID unsure)" in detail and "madarchod×1" in detail
-    assert BadWordsFilter().evaluate(text, "fi", 0.9) is None
-    assert BadWordsFilter(BadWordsConfig(unsure_below=None)).evaluate(text, "fi", 0.17) is None
+    swearing = BadWordsConfig(kinds=KINDS)
+    reason, detail, *_ = BadWordsFilter(swearing).evaluate(text, "fi", 0.17)
+    assert reason == "bad_words_profanity" and "(hi list: language ID unsure)" in detail and "madarchod×1" in detail
+    assert BadWordsFilter(swearing).evaluate(text, "fi", 0.9) is None
+    assert BadWordsFilter(BadWordsConfig(unsure_below=None, kinds=KINDS)).evaluate(text, "fi", 0.17) is None
+    assert BadWordsFilter().evaluate(text, "fi", 0.17) is None  # all of it is swearing: not counted by default
     prose = " ".join((SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()[:40])
     assert BadWordsFilter().evaluate(prose, "en", 0.3) is None  # ordinary text stays clean under every list
