@@ -154,6 +154,14 @@ def template_kinds() -> list[dict]:
     return rows
 
 
+def share(n: int, of: int, digits: int = 0) -> str:
+    """A percentage that never shows a non-zero count as 0 %."""
+    if not n:
+        return "0"
+    text = f"{100 * n / of:.{digits}f} %"
+    return text if float(text[:-2]) else f"< {10 ** -digits:g} %"
+
+
 def print_tables(table: list[dict], templates: list[dict]) -> None:
     columns = ("every kind", "default") + KINDS
     print("Pages dropped by the rule (>= 3 matches, >= 8 per 1,000 words) counting every kind, the default kinds, "
@@ -161,7 +169,7 @@ def print_tables(table: list[dict], templates: list[dict]) -> None:
     print("| group | set | lang | pages | " + " | ".join(columns) + " |")
     print("|---|---|---|---|" + "---|" * len(columns))
     for row in table:
-        cells = [f"{row[c] / row['pages']:.0%}" if row[c] else "0" for c in columns]
+        cells = [share(row[c], row["pages"]) for c in columns]
         print(f"| {row['group']} | {row['set']} | {row['lang']} | {row['pages']} | " + " | ".join(cells) + " |")
     if templates:
         print("\nIdentity templates (Jigsaw): sentences with a listed word of each kind (a sentence alone is never "
@@ -169,7 +177,7 @@ def print_tables(table: list[dict], templates: list[dict]) -> None:
         print("| set | toxic | sentences | a counted kind (default) | " + " | ".join(KINDS) + " |")
         print("|---|---|---|---|" + "---|" * len(KINDS))
         for row in templates:
-            cells = [f"{row[k] / row['sentences']:.1%}" if row[k] else "0" for k in ("default",) + KINDS]
+            cells = [share(row[k], row["sentences"], 1) for k in ("default",) + KINDS]
             print(f"| {row['set']} | {'toxic' if row['toxic'] else 'non-toxic'} | {row['sentences']} | "
                   + " | ".join(cells) + " |")
 

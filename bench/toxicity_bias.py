@@ -113,7 +113,7 @@ def users_table(card: dict) -> str:
     langs = ["en", "de", "fr", "es", "it", "nl", "pl", "pt", "ru", "tr", "ar", "zh", "ko", "hi", "hi-Latn"]
     lines = ["| lang | ordinary pages flagged at 0.5 / 0.9 | news naming a group, 0.5 / 0.9 | benign template "
              "sentences naming a group, 0.5 / 0.9 (set) | toxic text found at 0.5 / 0.9 (set) | bad words: benign template "
-             "sentences with a listed word |", "|---|---|---|---|---|---|"]
+             "sentences with a listed word of a counted kind |", "|---|---|---|---|---|---|"]
 
     def share(text: str) -> str:
         found, n = (int(x) for x in text.split("/"))

@@ -179,3 +179,19 @@ def _icu_words(text: str, lang: str) -> list[str]:
             words.append(str(utext[start:end]))
         start = end
     return words
+
+
+def word_boundaries(text: str, lang: str | None) -> frozenset[int]:
+    """The offsets (Python characters) where ICU's word break iterator puts a boundary, 0 and len(text) included:
+    where a word of a script without spaces may start or end."""
+    import icu
+
+    breaker = icu.BreakIterator.createWordInstance(icu.Locale(lang or "und"))
+    utext = icu.UnicodeString(text)  # ICU counts UTF-16 units: add up the Python lengths of its segments
+    breaker.setText(utext)
+    offsets, start, position = {0}, breaker.first(), 0
+    for end in breaker:
+        position += len(str(utext[start:end]))
+        offsets.add(position)
+        start = end
+    return frozenset(offsets)

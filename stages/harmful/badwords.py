@@ -11,8 +11,9 @@ of their language, found in professionally translated news and Wikipedia text (N
 
 Matching: words (lower case, punctuation stripped; ICU segments for zh/ja/th/...) against single-word
 entries, and word sequences against multi-word entries; entries in scripts written without spaces (CJK,
-Thai, Lao, Khmer, Myanmar, Tibetan) are found as substrings, since those scripts have no word boundary
-to respect. Which list: the page's language (lid.176 code; `tl` is LDNOOBW's `fil`, `km` its `kh`), from
+Thai, Lao, Khmer, Myanmar, Tibetan) are found as substrings that start and end at a boundary ICU's word
+break iterator finds (they may span several of its words: slang is often split into characters); Korean
+entries as plain substrings, since a Korean word carries its particles. Which list: the page's language (lid.176 code; `tl` is LDNOOBW's `fil`, `km` its `kh`), from
 v1 where it has one (curated, 28 languages), else v2 (75 languages, noisier: `versions`).
 
 Kinds: every v1 entry has one (lists/ldnoobw/kinds/: sexual, clinical, slur, profanity, identity, other,
@@ -34,7 +35,7 @@ from functools import cache
 from common.settings import check, check_not_negative
 from stages.record import RuleStage
 from stages.table import StageSpec
-from stages.text import normalized_words
+from stages.text import NO_SPACE_LANGS, normalized_words, word_boundaries
 
 STAGE = "bad_words"
 LISTS = os.path.join(os.path.dirname(__file__), "lists", "ldnoobw")
@@ -216,7 +217,13 @@ def find_bad_words(text: str, lang: str | None, words: WordList) -> tuple[collec
             found[token] += 1
         i += 1
     if words.substrings is not None:  # one alternation, longest entries first: matches never overlap
-        found.update(m.group(0) for m in words.substrings.finditer(text.lower()))
+        lowered = text.lower()
+        matches = list(words.substrings.finditer(lowered))
+        if matches and lang in NO_SPACE_LANGS:  # a match must start and end where a word may: 做爱 is not in
+            bounds = word_boundaries(lowered, lang)  # 做爱尔兰人 ("being Irish")
+            found.update(m.group(0) for m in matches if m.start() in bounds and m.end() in bounds)
+        else:  # Korean writes spaces, but a word carries its particles: 씨발놈아 holds 씨발놈
+            found.update(m.group(0) for m in matches)
     return found, len(tokens)
 
 
