@@ -23,6 +23,8 @@ COMMANDS = {
                                                  "--thresholds FILE`"),
     "slurm": ("pipeline.commands.slurm", "the same run on a Slurm cluster: phase 1 as a job array, phase 2 as a "
                                          "dependent job;\n`refinery slurm status OUT` follows it"),
+    "robots": ("pipeline.commands.robots", "robots check ROBOTS_FILE URL [--agent NAME]: allowed or disallowed "
+                                           "under RFC 9309,\nand the line that decided"),
     "train-quality": ("pipeline.commands.train_quality_cli", "train the fastText quality classifier used for "
                                                              "`quality_score`"),
     "annotate": ("pipeline.commands.annotate", "grade a sample of a run with a model you serve (OpenAI-compatible "

@@ -18,6 +18,7 @@ from stages.dedup import exact_key, shingles
 from stages.extraction import charset, engines, warc
 from stages.harmful import badwords, toxicity
 from stages.mix import site_of
+from stages.optout import robots
 from stages.paragraphs import ParagraphDedupConfig
 from stages.pii import find_pii
 from stages.record import clean_text
@@ -110,6 +111,12 @@ FUNCTIONS = {  # each function that applies a pattern to page text, and the inpu
     "cascade guard": (lambda t: engines.fast_text_is_broken(t, t),
                       (GENERAL, SPACES, {"open p tags": run("<p "), "p tags": run("<p>x")})),
     "site of a URL": (lambda t: site_of(t[:10_000]), (GENERAL, {"brackets": "http://[" + "a" * MB})),
+    "robots.txt parse": (lambda t: robots.RobotsRules.parse(t).allowed("a", "http://h/x"),
+                         (GENERAL, SPACES, {"groups": run("user-agent: a\n"), "rules": run("user-agent: a\ndisallow: /*a"),
+                                            "carriage returns": "\r" * MB, "comments": run("#"),
+                                            "escapes": "user-agent: a\ndisallow: /" + "%" * MB})),
+    "robots.txt match": (lambda t: robots.matches("/" + t, "/" + "*a" * 2000 + "*b$"), (GENERAL, {"stars": "*" * MB})),
+    "robots.txt path": (robots.path_of, (GENERAL, {"slashes": "/" * MB, "schemes": run("a://")})),
 }
 
 

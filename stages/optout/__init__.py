@@ -1,0 +1,1 @@
+"""Opt-outs from text and data mining: robots.txt rules, page-level signals, licences."""
