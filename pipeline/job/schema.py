@@ -21,7 +21,7 @@ from stages.pii import KINDS as PII_KINDS
 from stages.quality_signals import QUALITY_SIGNALS
 from stages.record import Document, Drop, DropReason, Edit, Stage, StageResult, clean_text, has_lone_surrogate
 
-SCHEMA_VERSION = "12"  # 12: lm_surprise; 11: toxicity_worst, toxic_window_share, url_listed; 10: text_fixed, encoding_damage, the quality signals; 9: edits (and the edit book, edits/), cluster_size; 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
+SCHEMA_VERSION = "13"  # 13: metadata.license, license_source; 12: lm_surprise; 11: toxicity_worst, toxic_window_share, url_listed; 10: text_fixed, encoding_damage, the quality signals; 9: edits (and the edit book, edits/), cluster_size; 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -40,6 +40,8 @@ METADATA_FIELDS = [
     pa.field("canonical_url", pa.string()),    # the page's <link rel="canonical">, absolute (stages/origin.py)
     pa.field("rescued", pa.string()),          # kept although it missed one repetition limit by a hair: the rule,
                                                # its value and limit, the quality score (stages/rescue.py); else null
+    pa.field("license", pa.string()),          # the licence the page states: cc-by-4.0, cc0-1.0, pdm-1.0, ... (optout)
+    pa.field("license_source", pa.string()),   # where: rel=license, meta dc.rights, link in page
 ]
 METADATA_TYPE = pa.struct(METADATA_FIELDS)
 

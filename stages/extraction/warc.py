@@ -295,13 +295,26 @@ def _read_payload(doc: Document, metadata: dict, block: bytes, declared_length: 
         return doc.drop(STAGE, DropReason.NON_HTML, "no content type and no HTML markup")
 
     if http_headers is not None:
-        metadata.update(last_modified=http_date(http_headers.get("last-modified")))
+        _header_facts(metadata, http_headers)
     html, charset, charset_source = decode_html(body, declared)
     metadata.update(charset=charset, charset_source=charset_source)
     control = _control_fraction(html[:_BINARY_SNIFF_CHARS])
     if control > config.max_control_char_fraction:
         return doc.drop(STAGE, DropReason.BINARY_CONTENT, f"{control:.0%} control characters")
     return doc.replace(html=html, metadata=metadata)
+
+
+def _header_facts(metadata: dict, http_headers: dict[str, str]) -> None:
+    metadata.update(last_modified=http_date(http_headers.get("last-modified")))
+    optout = {name: http_headers[name][:OPTOUT_HEADER_CHARS] for name in OPTOUT_HEADERS if name in http_headers}
+    if optout:  # read by the optout stage, which removes them: they are not a column
+        metadata[OPTOUT_KEY] = optout
+
+
+# HTTP headers by which a site reserves its pages from AI training or text and data mining (stages/optout/signals.py)
+OPTOUT_HEADERS = ("x-robots-tag", "tdm-reservation", "tdm-policy")
+OPTOUT_KEY = "http_optout"
+OPTOUT_HEADER_CHARS = 1000
 
 
 def _split_http(block: bytes) -> tuple[int | None, dict[str, str] | None, bytes]:

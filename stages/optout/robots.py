@@ -9,7 +9,7 @@ conformance suite (tests/stages/test_robots.py):
   ignored; lines other than user-agent, allow and disallow (sitemap, unknown) neither start nor end a group;
   groups naming the same agent are combined [2.1, 2.2.1];
 - a crawler obeys the groups whose user-agent value, read as a product token (the leading run of letters,
-  `_` and `-`), equals its own case-insensitively; only when none names it, the `*` groups [2.2.1];
+  digits, `_` and `-`), equals its own case-insensitively; only when none names it, the `*` groups [2.2.1];
 - a rule matches a path (with its parameters and query, without the fragment) from the start; `*` matches any
   run of characters, `$` at the end anchors the end [2.2.3]; non-ASCII characters of a rule are percent-encoded
   and its percent-escapes upper-cased before matching [2.2.2]; the URL is matched as given (a crawler encodes
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 MAX_BYTES = 500 * 1024             # RFC 9309 2.5: crawlers must parse at least 500 KiB; the rest is ignored
 MAX_LINE_BYTES = 8 * 2083          # Google: longer lines are cut (a URL is at most 2,083 characters in IE)
 _LINE_END = re.compile(r"\r\n|\r|\n")
-_PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]*")
+_PRODUCT_TOKEN = re.compile(r"[A-Za-z0-9_-]*")
 _ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
 _USER_AGENT = ("user-agent", "useragent", "user agent")
 _DISALLOW = ("disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw")
@@ -65,7 +65,9 @@ class Decision:
 
 
 def product_token(value: str) -> str:
-    """The user-agent value's product token: its leading run of [A-Za-z_-] (RFC 9309 2.2.1), lower-cased."""
+    """The user-agent value's product token: its leading run of letters, digits, `_` and `-`, lower-cased. RFC 9309
+    2.2.1's grammar has no digits and Google's parser stops at one, reading `AI2Bot` as `AI`; AI crawlers are
+    named with digits (AI2Bot, img2dataset) and sites write their names so: the digits stay."""
     return _PRODUCT_TOKEN.match(value).group().lower()
 
 
