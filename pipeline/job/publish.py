@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from common.version import version
@@ -35,6 +36,8 @@ from stages.extraction.extract import Extractor
 from stages.extraction.warc import STAGE as WARC_STAGE
 from stages.langid import STAGE as LANGID_STAGE
 from stages.mix import parse_weights
+from stages.optout.agents import LIST_VERSION as AGENT_LIST_VERSION
+from stages.optout.signals import STAGE as OPTOUT_STAGE
 
 
 class RunFailed(RuntimeError):
@@ -111,6 +114,8 @@ def _write_manifests(config: RunConfig, report: dict[str, Any], shards: list[dic
     extra = {"config": config.to_dict(), "refinery_version": version(), "extraction": trafilatura_speedups.versions(),
              "signatures": signature_settings(config.dedup),
              "paragraph_signatures": paragraph_settings(config.paragraph_dedup)}
+    if config.optout.enabled:  # what the corpus honoured: the agent list (its version) and the agents chosen
+        extra["optout"] = {k: report["optout"][k] for k in ("agent_list", "agents", "require_license")}
     if config.holdout_fraction:
         write_manifest(valid_dir, valid_shards, dict(extra, split=VALID_DIR))
         extra[VALID_DIR] = {k: report["valid"][k] for k in ("manifest", "rows", "tokens", "fraction")}
@@ -238,6 +243,33 @@ def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str,
     edits = edits_report(config.output, counters)
     if edits:
         report["edits"] = edits
+    if config.optout.enabled:
+        report["optout"] = optout_report(config, report)
+
+
+def optout_report(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
+    """What honouring opt-outs cost, per signal and language (documents, and tokens: the ledger's value), next to
+    what each language kept; the agents honoured and the licences the kept pages state."""
+    ledger_files = reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet"))
+    removed: dict[str, dict[str, dict[str, int]]] = {}
+    for path in ledger_files:
+        with FileSystems.open(path) as fh:
+            table = pq.read_table(fh, columns=["stage", "reason", "lang", "value"])
+        for stage, reason, lang, value in zip(*(table.column(c).to_pylist() for c in ("stage", "reason", "lang", "value"))):
+            if stage == OPTOUT_STAGE:
+                entry = removed.setdefault(reason, {}).setdefault(lang or "unknown", {"documents": 0, "tokens": 0})
+                entry["documents"] += 1
+                entry["tokens"] += int(value or 0)
+    licences: dict[str, int] = {}
+    for shard in report.get("shards", []):
+        with FileSystems.open(FileSystems.join(config.output, shard["path"])) as fh:
+            metadata = pq.read_table(fh, columns=["metadata"]).column("metadata").combine_chunks()
+        for licence in metadata.field("license").to_pylist():
+            licences[licence or "none"] = licences.get(licence or "none", 0) + 1
+    return {"agents": list(config.optout.agents), "agent_list": AGENT_LIST_VERSION,
+            "require_license": config.optout.require_license,
+            "removed": {reason: dict(sorted(langs.items())) for reason, langs in sorted(removed.items())},
+            "kept_by_language": report["languages"], "licenses_kept": dict(sorted(licences.items()))}
 
 
 def _write_html_report(config: RunConfig, report: dict[str, Any]) -> None:

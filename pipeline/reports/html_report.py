@@ -195,7 +195,7 @@ def render(report: Mapping[str, Any], output: str, config, kept_sample: int = 50
         reasons=[_reason(s, measured, stages) for s in reasons],
         output_cards=_output_cards(scores, kept, config), quality=_quality(report, kept, scores.get("quality_score") or [], signals),
         rescued=_rescued(output), dedup=_dedup(report, output, summary), edits=_edits(report),
-        counts=_counts(report, output),
+        optout=_optout(report), counts=_counts(report, output),
         times=_times(report.get("stage_times") or []))
 
 
@@ -288,6 +288,24 @@ def _edits(report: Mapping[str, Any]) -> dict[str, Any] | None:
     top = (edits.get("paragraph_dedup") or {}).get("most_repeated") or []
     return {"rows": [[stage, e["documents"], e["paragraphs"], e["chars"], share(e)] for stage, e in sorted(edits.items())],
             "top": [[t["documents"], _snippet(t["text"], 300), ", ".join(t["sites"])] for t in top]}
+
+
+def _optout(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What honouring opt-outs cost per signal and language (documents, tokens, share of the language's documents
+    that reached the stage), and the licences kept pages state."""
+    optout = report.get("optout")
+    if not optout:
+        return None
+    kept = optout.get("kept_by_language") or {}
+    removed_by_lang: dict[str, int] = {}
+    for langs in optout["removed"].values():
+        for lang, e in langs.items():
+            removed_by_lang[lang] = removed_by_lang.get(lang, 0) + e["documents"]
+    rows = [[reason, lang, e["documents"], e["tokens"],
+             f"{e['documents'] / max(kept.get(lang, 0) + removed_by_lang[lang], 1):.2%}"]
+            for reason, langs in optout["removed"].items() for lang, e in sorted(langs.items(), key=lambda kv: -kv[1]["documents"])]
+    return {"rows": rows, "agents": len(optout["agents"]), "agent_list": optout["agent_list"],
+            "licenses": [[k, v] for k, v in sorted(optout["licenses_kept"].items(), key=lambda kv: -kv[1])]}
 
 
 def _counts(report: Mapping[str, Any], output: str) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from common.settings import check
 from stages.extraction.warc import OPTOUT_KEY
+from stages.mix import approx_tokens
 from stages.optout.agents import TRAINING_AGENTS
 from stages.optout.robots import product_token
 from stages.record import Document, Stage, StageResult
@@ -181,13 +182,13 @@ class OptOutDecision(Stage):
 
     def __call__(self, doc: Document) -> StageResult:
         verdict = doc.metadata.get(VERDICT)
-        if verdict:
-            return doc.drop(STAGE, verdict[0], verdict[1])
         license, rule = doc.metadata.get("license"), self.config.require_license
-        if rule == "open" and not is_open(license):
-            return doc.drop(STAGE, "no_open_license", f"license {license}" if license else "no licence stated")
-        if rule == "any" and not license:
-            return doc.drop(STAGE, "no_license", "no licence stated")
+        if not verdict and rule == "open" and not is_open(license):
+            verdict = ("no_open_license", f"license {license}" if license else "no licence stated")
+        if not verdict and rule == "any" and not license:
+            verdict = ("no_license", "no licence stated")
+        if verdict:  # the ledger's value: the tokens the page would have given (what honouring it costs)
+            return doc.drop(STAGE, verdict[0], verdict[1], value=approx_tokens(doc.text))
         return doc
 
 

@@ -1,6 +1,7 @@
 """Page-level opt-outs through the whole job: each dropped page has its ledger row with language and reason, a
 licensed page keeps its licence in the shards, and `--optout-require-license open` keeps only open ones."""
 import html
+import json
 
 import pyarrow.parquet as pq
 
@@ -43,6 +44,15 @@ def test_opt_outs_and_licences_in_a_run(tmp_path):
     funnel = {row["stage"]: row for row in report["funnel"]}
     assert funnel["optout"]["dropped_by_reason"] == {"noai_meta": 1, "tdm_reserved": 1, "noai_header": 1}
     assert funnel["optout_signals"]["notes"] == {"noimageai": 1}
+    cost = report["optout"]["removed"]  # per signal and language: documents and the tokens they would have given
+    assert set(cost) == {"noai_meta", "tdm_reserved", "noai_header"}
+    assert all(set(by_lang) == {"en"} and by_lang["en"]["documents"] == 1 and by_lang["en"]["tokens"] > 200
+               for by_lang in cost.values())
+    assert report["optout"]["licenses_kept"] == {"cc-by-sa-4.0": 1, "none": 1}
+    page_report = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "Opt-outs honoured" in page_report and "tdm_reserved" in page_report and "cc-by-sa-4.0" in page_report
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["optout"]["agent_list"].startswith("ai-robots-txt@") and "GPTBot" in manifest["optout"]["agents"]
 
     report = run(args + ["--output", str(tmp_path / "open"), "--optout-require-license", "open", "--no-optout-tdm"])
     kept = [r["url"] for r in pq.read_table(str(tmp_path / "open" / "data")).to_pylist()]
