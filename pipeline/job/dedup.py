@@ -114,6 +114,7 @@ class Decision(NamedTuple):
     reason: str
     detail: str
     kept_id: str | None = None
+    value: float | None = None        # the ledger's measured value (robots: the tokens the page would have given)
 
 
 class Signer:

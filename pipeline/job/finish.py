@@ -101,7 +101,7 @@ class FinishPart(RunsStages):
             decision = decided.get(doc.id)
             if decision is not None:
                 yield self._ledgered(doc.drop(decision.stage, decision.reason, decision.detail,
-                                              kept_id=decision.kept_id))
+                                              kept_id=decision.kept_id, value=decision.value))
                 continue
             if self._deduplicated:
                 doc = doc.replace(cluster_size=sizes.get(doc.id, 1))

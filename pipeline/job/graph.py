@@ -18,6 +18,7 @@ from pipeline.job.mix import Mix, Rehydration
 from pipeline.job.outdir import EDITS_DIR, LEDGER_DIR
 from pipeline.job.paragraphs import CountParagraphs
 from pipeline.job.prepare import InputFile, Prepare, PrepareFiles, ReadSigned, file_part_key, phase1_digest
+from pipeline.job.robots import STAGE as ROBOTS_STAGE
 from pipeline.job.schema import EDITS_SCHEMA, LEDGER_SCHEMA, ledger_row
 from pipeline.job.signatures import earlier_signature_files
 from pipeline.job.steps import WRITE_STAGE, make_steps
@@ -71,7 +72,10 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
     decisions, per_document, mix, write_check, entering, paragraphs = [], [], None, None, None, None
     for name, step in make_steps(config, facts, phase=2):
         names.append(name)
-        if name in (DEDUP_AGAINST, EXACT, NEAR):  # on signatures only
+        if name == ROBOTS_STAGE:  # on signatures and the parts' URLs, before dedup
+            signed, decided = {"signed": signed, "keys": keys} | f"Stage_{name}" >> step
+            decisions.append(decided)
+        elif name in (DEDUP_AGAINST, EXACT, NEAR):  # on signatures only
             if name != DEDUP_AGAINST and entering is None:
                 entering = signed  # near dedup bands every record that enters exact dedup (NearDedup says why)
             signed, decided = ({"kept": signed, "signed": entering} if name == NEAR else signed) | f"Stage_{name}" >> step

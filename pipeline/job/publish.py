@@ -26,6 +26,7 @@ from pipeline.job.prepare import (
     read_json,
     signature_settings,
 )
+from pipeline.job.robots import STAGE as ROBOTS_STAGE
 from pipeline.job.signatures import SIGNATURES_DIR
 from pipeline.job.transforms import SOURCE_RECORDS
 from pipeline.reports import html_report
@@ -115,7 +116,7 @@ def _write_manifests(config: RunConfig, report: dict[str, Any], shards: list[dic
              "signatures": signature_settings(config.dedup),
              "paragraph_signatures": paragraph_settings(config.paragraph_dedup)}
     if config.optout.enabled:  # what the corpus honoured: the agent list (its version) and the agents chosen
-        extra["optout"] = {k: report["optout"][k] for k in ("agent_list", "agents", "require_license")}
+        extra["optout"] = {k: report["optout"][k] for k in ("agent_list", "agents", "require_license", "robots")}
     if config.holdout_fraction:
         write_manifest(valid_dir, valid_shards, dict(extra, split=VALID_DIR))
         extra[VALID_DIR] = {k: report["valid"][k] for k in ("manifest", "rows", "tokens", "fraction")}
@@ -256,7 +257,7 @@ def optout_report(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
         with FileSystems.open(path) as fh:
             table = pq.read_table(fh, columns=["stage", "reason", "lang", "value"])
         for stage, reason, lang, value in zip(*(table.column(c).to_pylist() for c in ("stage", "reason", "lang", "value"))):
-            if stage == OPTOUT_STAGE:
+            if stage in (OPTOUT_STAGE, ROBOTS_STAGE):
                 entry = removed.setdefault(reason, {}).setdefault(lang or "unknown", {"documents": 0, "tokens": 0})
                 entry["documents"] += 1
                 entry["tokens"] += int(value or 0)
@@ -267,7 +268,8 @@ def optout_report(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
         for licence in metadata.field("license").to_pylist():
             licences[licence or "none"] = licences.get(licence or "none", 0) + 1
     return {"agents": list(config.optout.agents), "agent_list": AGENT_LIST_VERSION,
-            "require_license": config.optout.require_license,
+            "require_license": config.optout.require_license, "robots": list(config.robots),
+            "robots_as_of": config.optout.robots_as_of if config.robots else None,
             "removed": {reason: dict(sorted(langs.items())) for reason, langs in sorted(removed.items())},
             "kept_by_language": report["languages"], "licenses_kept": dict(sorted(licences.items()))}
 

@@ -14,6 +14,8 @@ from pipeline.job.inputs import source_groups
 from pipeline.job.mix import STAGE as MIX_STAGE
 from pipeline.job.mix import Mix
 from pipeline.job.prepare import in_phase1
+from pipeline.job.robots import STAGE as ROBOTS_STAGE
+from pipeline.job.robots import RobotsOptOut, robots_files
 from pipeline.job.schema import OutputCheck
 from pipeline.job.signatures import DedupAgainst, earlier_signature_files
 from stages.decontam import DecontaminationIndex, Decontaminator, read_benchmarks
@@ -49,6 +51,8 @@ def preflight(config: RunConfig) -> None:
         if any(os.path.abspath(folder) == own for folder in config.dedup_against):
             raise ConfigError("--dedup-against names this run's own --output; give earlier runs' folders")
         earlier_signature_files(config)  # checks them
+    if config.robots:
+        robots_files(config.robots)  # each glob names captures
 
 
 def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]):
@@ -57,6 +61,8 @@ def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]):
     the mix (applied while shards are written)."""
     if spec.name == DEDUP_AGAINST:
         return DedupAgainst(config.dedup_against, config.dedup)
+    if spec.name == ROBOTS_STAGE:
+        return RobotsOptOut(config.robots, config.output, config.optout)
     if spec.name == "exact_dedup":
         return ExactDedup()
     if spec.name == "near_dedup":

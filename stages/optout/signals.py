@@ -30,7 +30,7 @@ from stages.mix import approx_tokens
 from stages.optout.agents import TRAINING_AGENTS
 from stages.optout.robots import product_token
 from stages.record import Document, Stage, StageResult
-from stages.table import StageSpec
+from stages.table import GLOBAL, StageSpec
 
 STAGE = "optout"
 SIGNALS = "optout_signals"
@@ -60,10 +60,14 @@ class OptOutConfig:
     headers: bool = True         # X-Robots-Tag (header or http-equiv) with noai, or a chosen agent's noindex/none
     tdm: bool = True             # TDMRep: tdm-reservation 1 (header or meta)
     require_license: str = "none"  # none | open (CC BY, BY-SA, CC0, public domain) | any (any stated licence)
+    # With --robots: which capture of a host's robots.txt judges a page: page (the newest fetched at or before
+    # the page, else the earliest after) or newest (the newest of all, e.g. files a team fetched this year)
+    robots_as_of: str = "page"
 
     def __post_init__(self):
         check(self.require_license in LICENSE_RULES,
               f"require_license must be one of {', '.join(LICENSE_RULES)}, got {self.require_license!r}")
+        check(self.robots_as_of in ("page", "newest"), f"robots_as_of must be page or newest, got {self.robots_as_of!r}")
 
 
 def attributes(tag: str) -> dict[str, str]:
@@ -213,4 +217,10 @@ SPECS = (
                        "no_open_license": "`require_license: open` and the page states no open licence (CC BY, "
                                           "BY-SA, CC0, PD)",
                        "no_license": "`require_license: any` and the page states no licence"}),
+    StageSpec(name="robots", order=73, runs=GLOBAL, config=OptOutConfig, section=STAGE,
+              enabled=lambda run: bool(run.robots) and run.optout.enabled,
+              about="with `--robots`: the host's robots.txt capture disallows the page for a chosen AI crawler",
+              reasons={"robots_ai_disallow": "a group of the host's robots.txt that names one of `optout.agents` "
+                                             "disallows the URL (detail: the agent, the deciding line, the capture's "
+                                             "date); a `*` group alone is noted, not dropped"}),
 )
