@@ -54,6 +54,12 @@ COMPONENT_ROUNDS = 4       # rounds that still carry edges (bench/cc_rounds.py: 
 OCCURRENCE_RECORD_BYTES = 77  # paragraph dedup: one (hash, occurrence) as Beam's coder packs it
 PARAGRAPH_BYTES_PER_HASH = 170  # paragraph dedup's phase-2 memory per paragraph hash (bench/paragraph_scale.py, 1M)
 PHASE2_BYTES_PER_DOCUMENT = 900  # peak memory of one local process per document (bench/run_scale.py, 300k -> 1M)
+# --robots (pipeline/job/robots.py): each document's (host, id, part, scheme, URL, fetch date) is grouped by host, and
+# its whole signature record joins the decisions by id group; the captures are shuffled by host and once more by
+# redirect target, decompressed (a robots WARC's gzip members shrink robots.txt text about 4x)
+ROBOTS_PAGE_RECORD_BYTES = 200
+SIGNED_FULL_RECORD_BYTES = 300     # with its band digests (the slim record is SIGNED_RECORD_BYTES)
+ROBOTS_EXPANSION = 4
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale-files", type=int, default=SNAPSHOT["files"], help="files of the named scale")
     p.add_argument("--scale-pages", type=float, default=SNAPSHOT["pages"], help="pages of the named scale")
     p.add_argument("--save", metavar="JSON", help="write the plan here (for `refinery run --plan`)")
+    p.add_argument("--robots", action="append", default=[], metavar="GLOB",
+                   help="the run's robots.txt captures (as `refinery run --robots`): the host join is planned too")
     return p
 
 
@@ -74,6 +82,8 @@ def main(argv: Sequence[str]) -> int:
     try:
         overrides = set_values(args.set_values, type(load_config()))
         overrides.update({"inputs": args.input, "source": args.source})
+        if args.robots:
+            overrides["robots"] = args.robots
         config = load_config(args.config, overrides)
         if args.sample < 1:
             raise ConfigError("--sample must be >= 1")
@@ -97,6 +107,14 @@ def make_plan(config, sample: int, scale_files: int, scale_pages: float) -> dict
     measured = measure_sample(config, files, sample)
     measured["fixed_run"] = measure_fixed_run(config)  # after the sample: a run resets the peak-memory gauge
     total_bytes = sum(f.size for f in files)
+    if config.robots:  # the captures come with the input: their bytes scale with it
+        from apache_beam.io.filesystems import FileSystems
+
+        from pipeline.job.robots import robots_files
+
+        robots_bytes = sum(m.size_in_bytes for path in robots_files(config.robots)
+                           for m in FileSystems.match([path])[0].metadata_list)
+        measured["robots_bytes_per_input_byte"] = robots_bytes / max(total_bytes, 1)
     whole = predict(measured, total_bytes / measured["bytes_read"], f"{len(files)} input file(s)", files=len(files),
                     input_bytes=total_bytes)
     scale = predict(measured, scale_pages / measured["records"], f"{scale_files:,} files, {scale_pages:,.0f} pages "
@@ -227,6 +245,9 @@ def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes:
     hashes = m.get("paragraph_hashes", 0) * scale
     shuffle = docs * (SIGNED_RECORD_BYTES * SIGNED_SHUFFLES + m["bands"] * KEY_RECORD_BYTES) \
         + m["candidate_edges"] * scale * 2 * EDGE_RECORD_BYTES * COMPONENT_ROUNDS + hashes * OCCURRENCE_RECORD_BYTES
+    if m.get("robots_bytes_per_input_byte") is not None:  # the host join (ROBOTS_* above)
+        shuffle += docs * (ROBOTS_PAGE_RECORD_BYTES + SIGNED_FULL_RECORD_BYTES) \
+            + m["robots_bytes_per_input_byte"] * input_bytes * ROBOTS_EXPANSION * 2
     return {
         "what": what, "files": files, "input_bytes": input_bytes, "records": round(m["records"] * scale),
         "documents_after_phase1": round(docs), "cpu_hours": round(cpu_s / 3600, 4),
@@ -272,6 +293,11 @@ def assumptions(config, m: dict[str, Any]) -> list[str]:
         *([f"paragraph dedup: {m['paragraph_hashes'] / max(m['documents'], 1):.1f} paragraph hashes per document in "
            f"the sample, each shuffled once ({OCCURRENCE_RECORD_BYTES} B) and held at {PARAGRAPH_BYTES_PER_HASH} B by "
            "one local process (bench/paragraph_scale.py)"] if m.get("paragraph_hashes") else []),
+        *([f"--robots: the captures ({m['robots_bytes_per_input_byte']:.4f} bytes per input byte) shuffled twice at "
+           f"{ROBOTS_EXPANSION}x their compressed size, each document's host record ({ROBOTS_PAGE_RECORD_BYTES} B) and "
+           f"whole signature record ({SIGNED_FULL_RECORD_BYTES} B) once more; a host's pages are grouped on one "
+           "worker, so the largest site sets that worker's memory (~200 B a page)"]
+          if m.get("robots_bytes_per_input_byte") is not None else []),
         "output bytes are an upper bound: a sample shows few of the duplicates a whole crawl holds, so dedup "
         "removes more at scale than in the sample",
         f"phase-2 memory of one local process (FnApiRunner) holds what dedup gathers, {PHASE2_BYTES_PER_DOCUMENT} B "

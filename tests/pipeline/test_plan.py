@@ -69,3 +69,29 @@ def test_plan_counts_paragraph_dedups_hashes_in_shuffle_and_memory(tmp_path):
     assert on["phase2_shuffle_bytes"] - off["phase2_shuffle_bytes"] == pytest.approx(hashes * OCCURRENCE_RECORD_BYTES, abs=1)
     memory = [p["peak_memory_per_worker_bytes"]["phase2_one_local_process"] for p in (on, off)]
     assert memory[0] - memory[1] == pytest.approx(hashes * PARAGRAPH_BYTES_PER_HASH, rel=1e-6, abs=1)
+
+
+def test_plan_counts_the_robots_host_join(tmp_path):
+    """With --robots, the captures (their share of the input's bytes) and each document's host and signature
+    records add to phase 2's shuffle, and the assumptions say how."""
+    from pipeline.commands.plan import ROBOTS_PAGE_RECORD_BYTES, SIGNED_FULL_RECORD_BYTES, predict
+    from tests.pipeline.conftest import WARC_GLOB
+    from tests.robots_warcs import robots_warc
+
+    robots = robots_warc(tmp_path / "robotstxt.warc.gz", [
+        ("https://commoncrawl.org/robots.txt", "2024-05-20T00:00:00Z", "200 OK", "User-agent: GPTBot\nDisallow: /\n", ())])
+    plan_file = tmp_path / "plan.json"
+    planned = subprocess.run([sys.executable, "-m", "pipeline.cli", "plan", "--input", WARC_GLOB, "--sample", "20",
+                              "--robots", str(robots), "--save", str(plan_file)],
+                             capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    assert "--robots: the captures" in planned.stdout
+    plan = json.loads(plan_file.read_text())
+    sample = plan["sample"]
+    assert 0 < sample["robots_bytes_per_input_byte"] < 0.01
+    scale = plan["input"]["input_bytes"] / sample["bytes_read"]
+    on = predict(sample, scale, "input", 1, plan["input"]["input_bytes"])
+    off = predict({k: v for k, v in sample.items() if k != "robots_bytes_per_input_byte"}, scale, "input", 1,
+                  plan["input"]["input_bytes"])
+    docs = sample["documents"] * scale
+    assert on["phase2_shuffle_bytes"] - off["phase2_shuffle_bytes"] >= docs * (ROBOTS_PAGE_RECORD_BYTES + SIGNED_FULL_RECORD_BYTES)
