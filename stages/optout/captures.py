@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, urljoin, urlsplit
 
-from stages.optout.robots import MAX_BYTES, Decision, RobotsRules, product_token
+from stages.optout.robots import MAX_BYTES, RobotsRules, product_token
 
 REASON = "robots_ai_disallow"
 MAX_REDIRECTS = 5
@@ -105,18 +105,19 @@ class HostRules:
             return None, "no_capture"
         capture, rules = self._follow(chosen)
         target = encoded(url)
-        star: Decision | None = None
-        for agent, token in self._agents:
-            decision = rules.decide(token, target)
-            if decision.allowed:
+        for agent, token in self._agents:  # only the agents a group names can be told apart from the * group
+            if token not in rules.named:
                 continue
-            if decision.group == "specific":
+            decision = rules.decide(token, target)
+            if not decision.allowed:
                 when = f" (robots.txt fetched {capture.date})" if capture.date else ""
                 via = f" via {chosen.url} -> {capture.url}" if capture is not chosen else ""
                 return (REASON, f"{agent} {decision.describe()}{when}{via}"[:500]), None
-            star = decision
-        if star is not None:
-            return None, "robots_unreachable" if rules.disallow_all else "star_disallow"
+        if rules.disallow_all:
+            return None, "robots_unreachable"
+        if rules.has_global and len(self._agents) > sum(t in rules.named for _, t in self._agents) \
+                and not rules.decide("", target).allowed:
+            return None, "star_disallow"  # an agent without a group of its own obeys the * group
         return None, None
 
     def _choose(self, host: str, scheme: str, page_date: str) -> Capture | None:

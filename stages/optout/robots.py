@@ -134,6 +134,8 @@ class RobotsRules:
     def __init__(self, groups: list[Group], allow_all: bool = False, disallow_all: bool = False):
         self.groups = groups
         self.allow_all, self.disallow_all = allow_all, disallow_all  # from the fetch's status (RFC 9309 2.3.1)
+        self.named = frozenset(agent for group in groups for agent in group.agents)  # product tokens with a group
+        self.has_global = any(group.is_global for group in groups)
 
     @classmethod
     def parse(cls, content: str | bytes) -> RobotsRules:
@@ -183,7 +185,7 @@ class RobotsRules:
             return Decision(False, Rule(False, "/", 0, "(robots.txt unreachable or a server error: all disallowed)"),
                             "none")
         token = agent.lower()
-        specific = [g for g in self.groups if token and token in g.agents]
+        specific = [g for g in self.groups if token and token in g.agents] if token in self.named else []
         chosen = specific or [g for g in self.groups if g.is_global]
         which = "specific" if specific else ("*" if chosen else "none")
         path = path_of(url)
