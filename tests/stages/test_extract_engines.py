@@ -207,7 +207,7 @@ def test_the_run_report_says_how_often_the_cascade_fell_back():
     page = _template().render(report=report, status="ok", engine="cascade", fallback=_fallback(report),
                               charts={k: "" for k in ("funnel", "tokens", "reasons", "languages", "records")},
                               langid_rows=[], reasons=[], output_cards=[], quality=None, rescued=None, dedup=None,
-                              edits=None, counts=None, times=None)
+                              edits=None, optout=None, counts=None, times=None)
     assert "Extraction engine <b>cascade</b>: 321 of 1,033 pages through trafilatura" in page
 
 
