@@ -60,6 +60,8 @@ PHASE2_BYTES_PER_DOCUMENT = 900  # peak memory of one local process per document
 ROBOTS_PAGE_RECORD_BYTES = 200
 SIGNED_FULL_RECORD_BYTES = 300     # with its band digests (the slim record is SIGNED_RECORD_BYTES)
 ROBOTS_EXPANSION = 4
+ROBOTS_BYTES_PER_DOCUMENT = 1400  # one local process's memory for the join (bench/robots_join.py: 1 M hosts, 3 M
+                                  # pages, 4.1 GB over the same pages without it)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -243,6 +245,7 @@ def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes:
     cpu_s = (m["phase1_cpu_s"] + m["phase2_cpu_s"]) * scale + fixed.get("cpu_s", 0)
     baseline = max(m["peak_rss_bytes"], fixed.get("peak_memory_bytes", 0))  # models, runner
     hashes = m.get("paragraph_hashes", 0) * scale
+    robots_memory = docs * ROBOTS_BYTES_PER_DOCUMENT if m.get("robots_bytes_per_input_byte") is not None else 0
     shuffle = docs * (SIGNED_RECORD_BYTES * SIGNED_SHUFFLES + m["bands"] * KEY_RECORD_BYTES) \
         + m["candidate_edges"] * scale * 2 * EDGE_RECORD_BYTES * COMPONENT_ROUNDS + hashes * OCCURRENCE_RECORD_BYTES
     if m.get("robots_bytes_per_input_byte") is not None:  # the host join (ROBOTS_* above)
@@ -254,7 +257,8 @@ def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes:
         "cpu_hours_phase1": round(m["phase1_cpu_s"] * scale / 3600, 4),
         "peak_memory_per_worker_bytes": {"phase1": m["peak_rss_bytes"],
                                          "phase2_one_local_process": round(baseline + docs * PHASE2_BYTES_PER_DOCUMENT
-                                                                           + hashes * PARAGRAPH_BYTES_PER_HASH)},
+                                                                           + hashes * PARAGRAPH_BYTES_PER_HASH
+                                                                           + robots_memory)},
         "prepared_bytes": round(m["prepared_bytes"] * scale),
         "output_bytes_at_most": round((m["docs_bytes"] * m["phase2_kept"] / max(m["documents"], 1) + m["ledger_bytes"]
                                        + m["signature_bytes"]) * scale),
@@ -295,7 +299,8 @@ def assumptions(config, m: dict[str, Any]) -> list[str]:
            "one local process (bench/paragraph_scale.py)"] if m.get("paragraph_hashes") else []),
         *([f"--robots: the captures ({m['robots_bytes_per_input_byte']:.4f} bytes per input byte) shuffled twice at "
            f"{ROBOTS_EXPANSION}x their compressed size, each document's host record ({ROBOTS_PAGE_RECORD_BYTES} B) and "
-           f"whole signature record ({SIGNED_FULL_RECORD_BYTES} B) once more; a host's pages are grouped on one "
+           f"whole signature record ({SIGNED_FULL_RECORD_BYTES} B) once more; one local process holds "
+           f"{ROBOTS_BYTES_PER_DOCUMENT} B a document more (bench/robots_join.py); a host's pages are grouped on one "
            "worker, so the largest site sets that worker's memory (~200 B a page)"]
           if m.get("robots_bytes_per_input_byte") is not None else []),
         "output bytes are an upper bound: a sample shows few of the duplicates a whole crawl holds, so dedup "

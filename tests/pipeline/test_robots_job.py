@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.job.config import ConfigError
+from pipeline.job.outdir import compare_outputs
 from pipeline.job.run import run
 from tests.conftest import SENTENCES_DIR
 from tests.robots_warcs import page_warc, robots_warc
@@ -87,6 +88,17 @@ def test_robots_captures_decide_by_host(tmp_path, warcs):
     assert report["optout"]["removed"]["robots_ai_disallow"]["en"]["documents"] == 4
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["optout"]["robots"] == [str(robots)]
+
+
+def test_two_worker_processes_write_the_same_bytes(tmp_path, warcs):
+    """The join's groupings on another runner setting (two worker processes): shards, ledger and report alike."""
+    robots, pages = warcs
+    args = ["--input", str(pages), "--robots", str(robots), "--quiet"]
+    one = run(args + ["--output", str(tmp_path / "one")])
+    two = run(args + ["--output", str(tmp_path / "two"), "--direct_running_mode=multi_processing",
+                      "--direct_num_workers=2"])
+    assert compare_outputs(str(tmp_path / "one"), str(tmp_path / "two")) == []
+    assert one["funnel"] == two["funnel"] and one["optout"] == two["optout"]
 
 
 def test_the_newest_capture_and_a_table_of_captures(tmp_path, warcs):
