@@ -180,6 +180,22 @@ def count_kept_signed(stage: str, s: Signed) -> None:
     count_kept_tokens(stage, s.tokens)
 
 
+def resolve_by_id(stage: str, records: Iterable[bytes], decision_of) -> Iterable:
+    """The signed records of one id group (GroupedRecords blobs), each kept or dropped by the Decision
+    `decision_of(signed)` gives it (None: kept), counted for `stage`: what a join of decisions by id yields
+    (`--dedup-against`, `--robots`)."""
+    for packed in records_in(records):
+        s = Signed.unpack(packed)
+        count(f"{stage}.in")
+        decision = decision_of(s)
+        if decision is None:
+            count_kept_signed(stage, s)
+            yield packed
+        else:
+            count(f"{stage}.drop.{decision.reason}")
+            yield beam.pvalue.TaggedOutput(LEDGER, decision)
+
+
 def _resolve(stage: str, reason: DropReason, members: Iterable[tuple[Signed, bytes]], winner_id: str):
     """Keep the winner (once, even if an id repeats), standing for the copies of every member (its cluster
     size, `Signed.copies`); the others become decisions naming the winner."""

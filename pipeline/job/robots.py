@@ -14,7 +14,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.job.config import ConfigError
-from pipeline.job.dedup import Decision, GroupedRecords, Signed, by_group_of_id, count_kept_signed, group_of, records_in
+from pipeline.job.dedup import Decision, GroupedRecords, Signed, by_group_of_id, group_of, resolve_by_id
 from pipeline.job.prepare import PREPARED_DIR, part_paths, read_rows
 from pipeline.job.transforms import DOCUMENTS, LEDGER, count
 from stages.optout.captures import HostRules, host_of, read_capture_table, read_capture_warc, redirect_targets
@@ -89,16 +89,12 @@ def _resolve(kv):
     """(id group, {"doc": [records], "decision": [(id, Decision)]}) -> the documents kept, Decisions for the others."""
     _, joined = kv
     decided = dict(joined["decision"])
-    for packed in records_in(joined["doc"]):
-        s = Signed.unpack(packed)
-        count(f"{STAGE}.in")
-        decision = decided.get(s.id)
-        if decision is None:
-            count_kept_signed(STAGE, s)
-            yield packed
-        else:
-            count(f"{STAGE}.drop.{decision.reason}")
-            yield beam.pvalue.TaggedOutput(LEDGER, decision._replace(value=s.tokens))
+
+    def decision(s: Signed) -> Decision | None:
+        found = decided.get(s.id)
+        return None if found is None else found._replace(value=s.tokens)  # the tokens honouring it costs
+
+    yield from resolve_by_id(STAGE, joined["doc"], decision)
 
 
 class RobotsOptOut(beam.PTransform):

@@ -24,12 +24,11 @@ from pipeline.job.dedup import (
     Signed,
     bucket_group,
     by_group_of_id,
-    count_kept_signed,
     group_of,
-    records_in,
+    resolve_by_id,
 )
 from pipeline.job.prepare import paragraph_settings, read_json, signature_settings
-from pipeline.job.transforms import DOCUMENTS, LEDGER, count
+from pipeline.job.transforms import DOCUMENTS, LEDGER
 from stages.dedup import BAND_DIGEST_BYTES, DEDUP_AGAINST, EXACT_OLD, NEAR_OLD, DedupConfig
 from stages.record import StageEnvironmentError
 
@@ -166,19 +165,16 @@ def _resolve(kv):
     matches: dict = {}
     for doc_id, match in joined["match"]:
         matches[doc_id] = min(match, matches.get(doc_id, match))
-    for packed in records_in(joined["doc"]):
-        s = Signed.unpack(packed)
-        count(f"{STAGE}.in")
+
+    def decision(s: Signed) -> Decision | None:
         match = matches.get(s.id)
         if match is None:
-            count_kept_signed(STAGE, s)
-            yield packed
-        else:
-            rank, old_id, folder = match
-            reason = NEAR_OLD if rank else EXACT_OLD
-            count(f"{STAGE}.drop.{reason}")
-            yield beam.pvalue.TaggedOutput(LEDGER, Decision(s.id, s.part, STAGE, reason, f"{'near' if rank else 'exact'} "
-                                                            f"duplicate of {old_id} in {folder}"))
+            return None
+        rank, old_id, folder = match
+        return Decision(s.id, s.part, STAGE, NEAR_OLD if rank else EXACT_OLD,
+                        f"{'near' if rank else 'exact'} duplicate of {old_id} in {folder}")
+
+    yield from resolve_by_id(STAGE, joined["doc"], decision)
 
 
 class DedupAgainst(beam.PTransform):
