@@ -101,6 +101,26 @@ def test_two_worker_processes_write_the_same_bytes(tmp_path, warcs):
     assert one["funnel"] == two["funnel"] and one["optout"] == two["optout"]
 
 
+def test_a_killed_run_resumes_to_the_same_bytes(tmp_path, warcs):
+    """SIGKILL after phase 1 (the join not yet run), then --resume: the uninterrupted run's output, byte for byte."""
+    import os
+    import subprocess
+    import sys
+
+    from pipeline.job.faults import KILL_ENV
+
+    robots, pages = warcs
+    args = ["--input", str(pages), "--robots", str(robots), "--quiet"]
+    run(args + ["--output", str(tmp_path / "whole")])
+    env = dict(os.environ, **{KILL_ENV: "prepared:1"})
+    killed = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", *args, "--output", str(tmp_path / "out")],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    resumed = run(args + ["--output", str(tmp_path / "out"), "--resume"])
+    assert resumed["prepared"]["files_reused"] == 1 and resumed["conservation"]["holds"]
+    assert compare_outputs(str(tmp_path / "whole"), str(tmp_path / "out")) == []
+
+
 def test_the_newest_capture_and_a_table_of_captures(tmp_path, warcs):
     """`robots_as_of: newest` judges the dated site by its 2024-06 file; the same captures as a Parquet table
     (host, fetch_date, status, body, location) decide as the WARC does."""
