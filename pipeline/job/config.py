@@ -33,8 +33,9 @@ class JobConfig:
                                         # every rerun)
     plan: str | None = None             # a `refinery plan --save` file: report.json sets its whole-input
                                         # predictions next to what this run measured
-    robots: tuple[str, ...] = ()         # robots.txt captures: Common Crawl robotstxt WARC files, or Parquet tables of
-                                         # host, fetch_date, status, body (globs or folders); opt-outs by host (optout)
+    robots: tuple[str, ...] = ()         # robots.txt captures: Common Crawl robotstxt WARC files, Parquet tables of
+                                         # host, fetch_date, status, body, or folders of HOST.txt files; opt-outs by
+                                         # host (optout)
     dedup_against: tuple[str, ...] = ()  # earlier runs' output folders: new documents that duplicate (exactly or
                                          # near) one of their documents are dropped (their signatures/ folders)
     sources: tuple[str, ...] = ()       # more sources as "NAME=GLOB": WARC files, or JSONL[.gz]/Parquet text

@@ -9,6 +9,7 @@ can be the one kept). A snapshot's tens of millions of hosts are never a side in
 from __future__ import annotations
 
 import json
+import os
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -17,22 +18,31 @@ from pipeline.job.config import ConfigError
 from pipeline.job.dedup import Decision, GroupedRecords, Signed, by_group_of_id, group_of, resolve_by_id
 from pipeline.job.prepare import PREPARED_DIR, part_paths, read_rows
 from pipeline.job.transforms import DOCUMENTS, LEDGER, count
-from stages.optout.captures import HostRules, host_of, read_capture_table, read_capture_warc, redirect_targets
+from stages.optout.captures import (
+    HostRules,
+    host_of,
+    read_capture_table,
+    read_capture_text,
+    read_capture_warc,
+    redirect_targets,
+)
 from stages.optout.signals import OptOutConfig
 
 STAGE = "robots"
 
 
 def robots_files(patterns) -> list[str]:
-    """The files the --robots globs name (a folder: its *.warc.gz, *.warc and *.parquet); none is an error."""
+    """The files the --robots globs name (a folder: its *.warc.gz, *.warc, *.parquet and robots.txt files, one
+    level down too); none is an error."""
     files = []
     for pattern in patterns:
-        if FileSystems.exists(pattern) and not FileSystems.match([pattern])[0].metadata_list[:1]:
-            pattern = FileSystems.join(pattern, "*")
-        found = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list
-                       if m.path.endswith((".warc.gz", ".warc", ".parquet")))
+        globs = [FileSystems.join(pattern, "*"), FileSystems.join(pattern, "*", "robots.txt")] \
+            if os.path.isdir(pattern) else [pattern]
+        found = sorted({m.path for r in FileSystems.match(globs) for m in r.metadata_list
+                        if m.path.endswith((".warc.gz", ".warc", ".parquet", ".txt"))})
         if not found:
-            raise ConfigError(f"--robots {pattern}: no robots.txt captures there (*.warc.gz, *.warc or *.parquet)")
+            raise ConfigError(f"--robots {pattern}: no robots.txt captures there (*.warc.gz, *.warc, *.parquet, "
+                              "HOST.txt or HOST/robots.txt)")
         files += found
     return files
 
@@ -40,10 +50,23 @@ def robots_files(patterns) -> list[str]:
 class _ReadCaptures(beam.DoFn):
     def process(self, path: str):
         with FileSystems.open(path) as fh:  # .gz is decompressed here; warcio reads either
-            reader = read_capture_table if path.endswith(".parquet") else read_capture_warc
-            for capture in reader(fh):
+            if path.endswith(".txt"):
+                captures = read_capture_text(path, fh, _modified(path))
+            else:
+                captures = (read_capture_table if path.endswith(".parquet") else read_capture_warc)(fh)
+            for capture in captures:
                 count(f"{STAGE}.note.captures_read")
                 yield capture.host, capture
+
+
+def _modified(path: str) -> str:
+    """A local file's modification time (ISO 8601 UTC), the fetch date of a robots.txt a team saved; else ""."""
+    import datetime
+    import os
+
+    if not os.path.exists(path):
+        return ""
+    return datetime.datetime.fromtimestamp(os.path.getmtime(path), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class _ReadPages(beam.DoFn):

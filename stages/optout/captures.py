@@ -3,7 +3,8 @@
 Most Common Crawl pages were fetched before their sites wrote rules for AI crawlers, so the rules are applied
 after the crawl, from the robots.txt fetches the crawl itself keeps: per segment, `robotstxt/*.warc.gz` holds a
 response record per fetch of `/robots.txt` (HTTP status, redirects with their Location, the fetch date). A team
-that fetched current files itself gives a Parquet table of `host, fetch_date, status, body` (and `location`).
+that fetched current files itself gives a Parquet table of `host, fetch_date, status, body` (and `location`), or a
+plain folder of the files (`<host>.txt` or `<host>/robots.txt`).
 
 For one host, `HostRules.decide` picks the capture a page is judged by (`as_of: page`: the newest fetched at or
 before the page, else the earliest after; `newest`: the newest), follows its redirects among the host's captures
@@ -176,6 +177,16 @@ def read_capture_warc(fh) -> Iterator[Capture]:
                                         http.get_header("Location") if http is not None else None)
         if capture is not None:
             yield capture
+
+
+def read_capture_text(path: str, fh, date: str = "") -> Iterator[Capture]:
+    """A robots.txt a team fetched itself, in a folder: `<host>.txt` or `<host>/robots.txt` (status 200; the date,
+    when known, is the file's modification time)."""
+    name = path.replace("\\", "/").rstrip("/").split("/")
+    host = name[-2] if name[-1] == "robots.txt" and len(name) > 1 else name[-1].removesuffix(".txt")
+    capture = capture_from_response(f"https://{host.lower()}/robots.txt", date, 200, fh.read(MAX_BYTES), None)
+    if capture is not None:
+        yield capture
 
 
 def read_capture_table(fh) -> Iterator[Capture]:

@@ -139,6 +139,16 @@ def test_the_newest_capture_and_a_table_of_captures(tmp_path, warcs):
     ledger, _ = outcome(tmp_path / "table")
     assert {url: ledger[url]["reason"] if url in ledger else None for url in EXPECTED} == EXPECTED
 
+    # files a team fetched itself, in a plain folder: HOST.txt or HOST/robots.txt (status 200)
+    folder = tmp_path / "fetched"
+    (folder / "wild.example").mkdir(parents=True)
+    (folder / "news.example.txt").write_text(CAPTURES[0][3], encoding="utf-8")
+    (folder / "wild.example" / "robots.txt").write_text(CAPTURES[8][3], encoding="utf-8")
+    run(["--input", str(pages), "--robots", str(folder), "--output", str(tmp_path / "folder"), "--quiet"])
+    ledger, _ = outcome(tmp_path / "folder")
+    assert sorted(url for url, r in ledger.items() if r["stage"] == "robots") == [
+        "https://news.example/2024/story", "https://wild.example/drafts/one"]
+
 
 def test_robots_inputs_that_name_nothing_are_one_error(tmp_path, warcs):
     _, pages = warcs
