@@ -315,6 +315,7 @@ def _header_facts(metadata: dict, http_headers: dict[str, str]) -> None:
 OPTOUT_HEADERS = ("x-robots-tag", "tdm-reservation", "tdm-policy")
 OPTOUT_KEY = "http_optout"
 OPTOUT_HEADER_CHARS = 1000
+_REPEATABLE = frozenset({"x-robots-tag"})  # sent once per user agent: `X-Robots-Tag: GPTBot: noindex` then `... noai`
 
 
 def _split_http(block: bytes) -> tuple[int | None, dict[str, str] | None, bytes]:
@@ -331,10 +332,15 @@ def _split_http(block: bytes) -> tuple[int | None, dict[str, str] | None, bytes]
     parts = lines[0].split(None, 2)
     status = _int(parts[1]) if len(parts) > 1 else None
     fields: dict[str, str] = {}
+    repeated: dict[str, list[str]] = {}
     for line in lines[1:]:
         name, colon, value = line.partition(":")
         if colon:
-            fields[name.strip().lower()] = value.strip()
+            name = name.strip().lower()
+            fields[name] = value.strip()
+            if name in _REPEATABLE:  # each repeat of a directive header counts: one per line
+                repeated.setdefault(name, []).append(value.strip())
+    fields.update((name, "\n".join(values)) for name, values in repeated.items())
     return status, fields, body
 
 

@@ -121,7 +121,7 @@ class PageOptOut(Stage):
     def _headers(self, headers: dict[str, str]) -> tuple[str, str] | None:
         tag = headers.get("x-robots-tag")
         if tag and self._robots_tag_stops(tag):
-            return "noai_header", f"X-Robots-Tag: {tag}"[:300]
+            return "noai_header", f"X-Robots-Tag: {tag}".replace("\n", " | ")[:300]
         if self.config.tdm and headers.get("tdm-reservation", "").strip() == "1":
             return "tdm_reserved", _tdm_detail("header", headers.get("tdm-policy"))
         return None
@@ -143,16 +143,22 @@ class PageOptOut(Stage):
         return None
 
     def _robots_tag_stops(self, value: str) -> bool:
-        """X-Robots-Tag: `noai` for everyone, or noai/noindex/none after one of the chosen agents' names."""
-        for part in value.split(","):
-            agent, colon, rest = part.partition(":")
-            if colon and product_token(agent.strip()) == agent.strip().lower() and agent.strip():
-                # "GPTBot: noindex" (an agent) vs "unavailable_after: 25 Jun 2026" (a directive with a value)
-                if product_token(agent.strip()) in self._agents and _tokens(rest) & _STOP:
+        """X-Robots-Tag: `noai` for everyone, or noai/noindex/none for one of the chosen agents. A header (one per
+        line: the WARC reader joins repeats so) that starts with an agent's name speaks for that agent throughout:
+        `googlebot: noindex, noai` is Google's business, not every crawler's."""
+        for header in value.split("\n"):
+            scope = None
+            for part in header.split(","):
+                name, colon, rest = part.partition(":")
+                name = name.strip()
+                if colon and name and product_token(name) == name.lower():
+                    # "GPTBot: noindex" (an agent) vs "unavailable_after: 25 Jun 2026" (a directive with a value)
+                    scope, part = name.lower(), rest
+                directives = _tokens(part)
+                if scope is None and "noai" in directives:
                     return True
-                continue
-            if "noai" in _tokens(part):
-                return True
+                if scope is not None and scope in self._agents and directives & _STOP:
+                    return True
         return False
 
     def _license(self, head: str, metas: list[dict[str, str]]) -> tuple[str | None, str | None]:

@@ -48,7 +48,9 @@ def test_meta_tags_headers_and_tdm_reservations(tmp_path):
         ("https://a.example/header", page(), (("X-Robots-Tag", "noai, noimageai"),)),
         ("https://a.example/agent-header", page(), (("X-Robots-Tag", "CCBot: noindex"),)),
         ("https://a.example/other-header", page(), (("X-Robots-Tag", "unavailable_after: 25 Jun 2026 15:00:00 PST"),)),
-        ("https://a.example/search-header", page(), (("X-Robots-Tag", "googlebot: noindex"),)),
+        ("https://a.example/search-header", page(), (("X-Robots-Tag", "googlebot: noindex, noai"),)),
+        ("https://a.example/repeated", page(), (("X-Robots-Tag", "googlebot: noindex"), ("X-Robots-Tag", "noai"))),
+        ("https://a.example/repeated-agent", page(), (("X-Robots-Tag", "noarchive"), ("X-Robots-Tag", "GPTBot: none"))),
         ("https://a.example/equiv", page('<meta http-equiv="X-Robots-Tag" content="noai">'), ()),
         ("https://a.example/tdm-header", page(), (("tdm-reservation", "1"), ("tdm-policy", "https://a.example/p.json"))),
         ("https://a.example/tdm-meta", page('<meta name="tdm-reservation" content="1">'
@@ -58,7 +60,8 @@ def test_meta_tags_headers_and_tdm_reservations(tmp_path):
     ])
     assert {url.rsplit("/", 1)[1]: reason(r) for url, r in out.items()} == {
         "noai": "noai_meta", "noimageai": None, "gptbot": "agent_meta", "googlebot": None, "header": "noai_header",
-        "agent-header": "noai_header", "other-header": None, "search-header": None, "equiv": "noai_header",
+        "agent-header": "noai_header", "other-header": None, "search-header": None, "repeated": "noai_header",
+        "repeated-agent": "noai_header", "equiv": "noai_header",
         "tdm-header": "tdm_reserved", "tdm-meta": "tdm_reserved", "tdm-zero": None, "plain": None}
     assert out["https://a.example/tdm-meta"].detail == ("tdm-reservation: 1 (meta); "
                                                         "tdm-policy: https://a.example/policy.json")
