@@ -32,6 +32,10 @@ CAPTURES = [
      "User-agent: ClaudeBot\nDisallow: /*.pdf$\nDisallow: /drafts/*\n", ()),
     ("https://bom.example/robots.txt", "2024-02-01T00:00:00Z", "200 OK",
      "\ufeffUser-agent: Google-Extended\r\nDisallow: /\r\n", ()),
+    # 600 KB: a rule after the first 500 KiB is not read (RFC 9309 2.5); one before it is
+    ("https://big.example/robots.txt", "2024-02-01T00:00:00Z", "200 OK",
+     "User-agent: GPTBot\nDisallow: /early/\n" + "# " + "x" * 998 + "\n" * 1 + ("# " + "y" * 998 + "\n") * 600
+     + "Disallow: /\n", ()),
 ]
 # URL -> the reason its page leaves the run by (None: kept), with the default settings
 EXPECTED = {
@@ -47,6 +51,8 @@ EXPECTED = {
     "https://wild.example/report.html": None,
     "https://bom.example/x": "robots_ai_disallow",
     "https://nocapture.example/y": None,
+    "https://big.example/early/page": "robots_ai_disallow",
+    "https://big.example/late/page": None,
 }
 
 
@@ -59,7 +65,7 @@ def page(start: int) -> bytes:
 def warcs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("robots")
     robots = robots_warc(folder / "CC-MAIN-robotstxt-00000.warc.gz", CAPTURES)
-    pages = page_warc(folder / "pages.warc.gz", [(url, PAGE_DATE, page(7 * i)) for i, url in enumerate(EXPECTED)])
+    pages = page_warc(folder / "pages.warc.gz", [(url, PAGE_DATE, page(6 * i)) for i, url in enumerate(EXPECTED)])
     return robots, pages
 
 
@@ -82,10 +88,10 @@ def test_robots_captures_decide_by_host(tmp_path, warcs):
     assert "via http://mag.example/robots.txt -> https://www.mag.example/robots.txt" in \
         ledger["https://mag.example/articles/1"]["detail"]
     funnel = {row["stage"]: row for row in report["funnel"]}
-    assert funnel["robots"]["notes"] == {"captures_read": 10, "star_disallow": 1, "robots_unreachable": 1,
+    assert funnel["robots"]["notes"] == {"captures_read": 11, "star_disallow": 1, "robots_unreachable": 1,
                                          "no_capture": 1}
     assert report["conservation"]["holds"]
-    assert report["optout"]["removed"]["robots_ai_disallow"]["en"]["documents"] == 4
+    assert report["optout"]["removed"]["robots_ai_disallow"]["en"]["documents"] == 5
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["optout"]["robots"] == [str(robots)]
 
