@@ -207,6 +207,9 @@ def flag_value(argv: Sequence[str], flag: str) -> str | None:
     return None
 
 
+THREAD_STACK_BYTES = 4 << 20
+
+
 def fit_address_space_limit() -> None:
     """Under an address-space limit (`ulimit -v`, a batch system's memory cap), glibc's per-thread
     malloc arenas (64 MiB of address space each, up to 8 per core) and Beam's many threads use the
@@ -224,6 +227,11 @@ def fit_address_space_limit() -> None:
         ctypes.CDLL("libc.so.6").mallopt(-8, int(os.environ["MALLOC_ARENA_MAX"]))  # M_ARENA_MAX
     except (OSError, AttributeError, ValueError):  # not glibc: nothing to cap
         pass
+    # Each thread reserves its stack (8 MiB, `ulimit -s`) of address space; Beam's runner starts dozens. Python
+    # code needs far less (pages are parsed in the extraction worker, a process of its own): 4 MiB.
+    import threading
+
+    threading.stack_size(THREAD_STACK_BYTES)
 
 
 def _end_children() -> None:
