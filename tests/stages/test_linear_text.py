@@ -18,10 +18,10 @@ from stages.dedup import exact_key, shingles
 from stages.extraction import charset, engines, warc
 from stages.harmful import badwords, toxicity
 from stages.mix import site_of
-from stages.optout import robots
+from stages.optout import captures, robots, signals
 from stages.paragraphs import ParagraphDedupConfig
 from stages.pii import find_pii
-from stages.record import clean_text
+from stages.record import Document, clean_text
 from stages.text import normalized_words
 
 MB = 1 << 20
@@ -117,6 +117,14 @@ FUNCTIONS = {  # each function that applies a pattern to page text, and the inpu
                                             "escapes": "user-agent: a\ndisallow: /" + "%" * MB})),
     "robots.txt match": (lambda t: robots.matches("/" + t, "/" + "*a" * 2000 + "*b$"), (GENERAL, {"stars": "*" * MB})),
     "robots.txt path": (robots.path_of, (GENERAL, {"slashes": "/" * MB, "schemes": run("a://")})),
+    "opt-out head": (lambda t: signals.PageOptOut()(Document(id="x", url="https://x.example/", source="web", html=t)),
+                     (GENERAL, SPACES, {"open meta tags": run("<meta "), "one long meta tag": "<meta" + " " * MB,
+                                        "attributes": "<meta " + "a=" * (MB // 2), "meta robots": run('<meta name="robots" content="'),
+                                        "license links": run('<a rel="license" href="https://creativecommons.org/licenses/'),
+                                        "quotes": "<meta name=\"" + "x" * MB})),
+    "licence URL": (signals.license_of, (GENERAL, {"paths": run("creativecommons.org/licenses/"),
+                                                   "dashes": "creativecommons.org/licenses/" + "-" * MB})),
+    "URL encoding": (captures.encoded, (GENERAL, {"non-ASCII": "é" * MB, "mixed": run("aé")})),
 }
 
 
