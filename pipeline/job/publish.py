@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
@@ -253,20 +254,22 @@ def optout_report(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
     what each language kept; the agents honoured and the licences the kept pages state."""
     ledger_files = reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet"))
     removed: dict[str, dict[str, dict[str, int]]] = {}
-    for path in ledger_files:
+    for path in ledger_files:  # the opt-out rows only, summed by Arrow: a crawl's ledger has billions of rows
         with FileSystems.open(path) as fh:
-            table = pq.read_table(fh, columns=["stage", "reason", "lang", "value"])
-        for stage, reason, lang, value in zip(*(table.column(c).to_pylist() for c in ("stage", "reason", "lang", "value"))):
-            if stage in (OPTOUT_STAGE, ROBOTS_STAGE):
-                entry = removed.setdefault(reason, {}).setdefault(lang or "unknown", {"documents": 0, "tokens": 0})
-                entry["documents"] += 1
-                entry["tokens"] += int(value or 0)
+            table = pq.read_table(fh, columns=["stage", "reason", "lang", "value"],
+                                  filters=[("stage", "in", [OPTOUT_STAGE, ROBOTS_STAGE])])
+        sums = table.group_by(["reason", "lang"]).aggregate([("stage", "count"), ("value", "sum")]).to_pylist()
+        for row in sums:
+            entry = removed.setdefault(row["reason"], {}).setdefault(row["lang"] or "unknown", {"documents": 0, "tokens": 0})
+            entry["documents"] += row["stage_count"]
+            entry["tokens"] += int(row["value_sum"] or 0)
     licences: dict[str, int] = {}
     for shard in report.get("shards", []):
         with FileSystems.open(FileSystems.join(config.output, shard["path"])) as fh:
             metadata = pq.read_table(fh, columns=["metadata"]).column("metadata").combine_chunks()
-        for licence in metadata.field("license").to_pylist():
-            licences[licence or "none"] = licences.get(licence or "none", 0) + 1
+        for count in pc.value_counts(metadata.field("license")).to_pylist():
+            key = count["values"] or "none"
+            licences[key] = licences.get(key, 0) + count["counts"]
     return {"agents": list(config.optout.agents), "agent_list": AGENT_LIST_VERSION,
             "require_license": config.optout.require_license, "robots": list(config.robots),
             "robots_as_of": config.optout.robots_as_of if config.robots else None,

@@ -163,6 +163,8 @@ class PageOptOut(Stage):
 
     def _license(self, head: str, metas: list[dict[str, str]]) -> tuple[str | None, str | None]:
         for link in _LINK.finditer(head):
+            if "license" not in link.group().lower():
+                continue  # a page has hundreds of links: parse the attributes of those that can be one
             attrs = attributes(link.group())
             if "license" in attrs.get("rel", "").lower().split():
                 found = license_of(attrs.get("href", ""))
