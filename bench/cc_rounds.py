@@ -84,8 +84,8 @@ def beam_check(edges, expected_rounds) -> None:
     from apache_beam.metrics.metric import MetricsFilter
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    from pipeline.counters import NAMESPACE
     from pipeline.job.dedup import ConnectedComponents
-    from pipeline.job.transforms import NAMESPACE
 
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         _ = p | beam.Create(edges) | ConnectedComponents(MAX_ROUNDS)

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def make(n: int, folder: str) -> list[str]:
-    from pipeline.job.dedup import Signed
+    from pipeline.job.signed import Signed
 
     rng, records = random.Random(0), []
     for i in range(n):
@@ -46,7 +46,7 @@ def one(paths: list[str], dedup: bool) -> int:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipeline.engines.beam_options import give_freed_buffers_back
+    from pipeline.job.beam_options import give_freed_buffers_back
     from pipeline.job.dedup import ExactDedup, NearDedup
     from stages.dedup import DedupConfig
 

@@ -76,6 +76,14 @@ def original_url(url: str | None) -> str:
     return capture[1] if capture else url or ""
 
 
+def original_host(url: str | None) -> str | None:
+    """The site of a page: its URL's host, or for a Wayback Machine capture the archived page's host."""
+    try:
+        return urlsplit(original_url(url)).hostname
+    except ValueError:
+        return None
+
+
 def is_declared_copy(url: str, canonical: str | None) -> bool:
     """The page names another page as the canonical one."""
     return bool(canonical) and not _same_page(original_url(url), original_url(canonical))

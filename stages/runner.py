@@ -17,7 +17,7 @@ What it does for every stage, so no caller repeats it:
   `Step.html_only`: extraction sees only documents read as HTML (text records have no HTML);
 - `Step.fail_urls`: fault injection (`--inject-error STAGE=URL_PART`), empty in real runs;
 - counts `<stage>.in`, `.kept`, `.kept_tokens`, `.drop.<reason>`, `.note.<name>` (a stage's own
-  `count`) and each stage's time per document.
+  `count`; names from stages/counters.py) and each stage's time per document.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from stages import counters as names
 from stages.mix import approx_tokens
 from stages.record import Document, Drop, Stage, StageEnvironmentError, StageResult
 
@@ -75,7 +76,7 @@ class StageRunner:
         for step in self.steps:
             step.stage.setup()
             if hasattr(step.stage, "count"):  # stages report rule skips etc. as `<stage>.note.<name>`
-                prefix, count = f"{step.name}.note.", self.count
+                prefix, count = names.note(step.name, ""), self.count
                 step.stage.count = lambda name, n=1, prefix=prefix, count=count: count(prefix + name, n)
 
     def teardown(self) -> None:
@@ -126,7 +127,7 @@ class StageRunner:
 
     def run_step(self, step: Step, docs: list[Document]) -> list[StageResult]:
         """One step over `docs`: one result per document, in order, each counted."""
-        self.count(f"{step.name}.in", len(docs))
+        self.count(names.entered(step.name), len(docs))
         if step.batched and not (step.sources and any(doc.source not in step.sources for doc in docs)):
             started = time.perf_counter()
             try:
@@ -152,7 +153,7 @@ class StageRunner:
 
     def _run_one(self, step: Step, doc: Document) -> StageResult:
         if step.sources and doc.source not in step.sources:
-            self.count(f"{step.name}.note.not_for_source.{doc.source}", 1)
+            self.count(names.note(step.name, f"not_for_source.{doc.source}"), 1)
             return doc
         try:
             if _injected(step, doc):
@@ -165,7 +166,7 @@ class StageRunner:
 
     def _count_result(self, stage: str, result: StageResult) -> None:
         if isinstance(result, Drop):
-            self.count(f"{stage}.drop.{result.label}", 1)
+            self.count(names.dropped(stage, result.label), 1)
         else:
             count_kept(self.count, stage, approx_tokens(result.text) if result.text else 0)
 
@@ -177,9 +178,9 @@ class StageRunner:
 
 def count_kept(count: Count, stage: str, tokens: int) -> None:
     """A document leaving `stage` towards the output: one document and its tokens (UTF-8 bytes / 4)."""
-    count(f"{stage}.kept", 1)
+    count(names.kept(stage), 1)
     if tokens:
-        count(f"{stage}.kept_tokens", tokens)
+        count(names.kept_tokens(stage), tokens)
 
 
 def _injected(step: Step, doc: Document) -> bool:

@@ -114,7 +114,8 @@ def test_run_prints_the_funnel_and_progress(tmp_path):
 def test_progress_line_says_what_is_done_of_what_and_when_it_ends():
     """The estimate comes from the input bytes read since the start (not a recent rate: bytes come in bursts), says
     when it has none, and a stage is shown against the documents read only once all of the input is read."""
-    from pipeline.reports.progress import BYTES_READ, progress_line
+    from pipeline.counters import BYTES_READ
+    from pipeline.reports.progress import progress_line
 
     now = {BYTES_READ: 100_000_000, "warc.in": 800, "extract.in": 300, "langid.in": 250}
     line = progress_line(now, 20.0, ["warc", "extract", "langid"], total_bytes=200_000_000)
@@ -213,7 +214,8 @@ def test_train_toxicity_command_makes_a_model_the_stage_loads(tmp_path):
 
 
 def test_progress_counts_text_sources_among_the_documents_read():
-    from pipeline.reports.progress import BYTES_READ, progress_line
+    from pipeline.counters import BYTES_READ
+    from pipeline.reports.progress import progress_line
 
     # 185 WARC records and 122 text records: langid's 307 documents are of 307 read, not of 185
     now = {BYTES_READ: 1_000_000, "warc.in": 185, "read_text.in": 122, "extract.in": 185, "langid.in": 307}

@@ -132,3 +132,52 @@ print("ok", fasttext.__file__)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ok")
+
+
+# pipeline/'s parts, top to bottom: a module imports only its own part or those below it.
+PIPELINE_LAYERS = (("pipeline.cli",), ("pipeline.commands",), ("pipeline.engines",), ("pipeline.job",),
+                   ("pipeline.reports",), ("pipeline.counters", "pipeline.storage"))
+
+
+def _layer(module: str) -> int | None:
+    return next((i for i, parts in enumerate(PIPELINE_LAYERS) for part in parts
+                 if module == part or module.startswith(part + ".")), None)
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((a, b) for a, targets in graph.items() for b in targets
+                  if _layer(a) is not None and _layer(b) is not None and _layer(b) < _layer(a))
+
+
+def test_pipeline_parts_import_downwards_only():
+    """cli -> commands -> engines -> job -> reports -> counters/storage: no arrow back up (the finder finds one)."""
+    assert upward_arrows({"pipeline.engines.slurm": {"pipeline.cli"}, "pipeline.cli": {"pipeline.job.run"}}) == [
+        ("pipeline.engines.slurm", "pipeline.cli")]
+    graph = import_graph(("pipeline",))
+    assert all(_layer(name) is not None for name in graph if name != "pipeline"), "a module outside every layer"
+    assert upward_arrows(graph) == []
+
+
+# The job's tasks and what they import of ours: plain Python a scheduler can loop over. Beam enters only as its
+# filesystems (local paths, gs://, s3://) and, in the counters, its metrics.
+TASK_MODULES = ("pipeline.job.prepare", "pipeline.job.finish")
+BEAM_ALLOWED = {"apache_beam.io.filesystems", "apache_beam.io.filesystem", "apache_beam.io.localfilesystem",
+                "apache_beam.metrics"}
+
+
+def test_the_jobs_tasks_are_beam_free():
+    graph = import_graph(("common", "pipeline", "stages"))
+    reached, todo = set(), list(TASK_MODULES)
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(graph[name])
+    paths = {_module_name(p): p for p in (REPO / "pipeline").rglob("*.py")}
+    offenders = []
+    for name in sorted(reached & paths.keys()):
+        for node in _runtime_imports(ast.parse(paths[name].read_text(encoding="utf-8"))):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            offenders += [(name, m) for m in mods if m.split(".")[0] == "apache_beam" and m not in BEAM_ALLOWED]
+    assert "pipeline.job.parts" in reached and "pipeline.job.readers" in reached
+    assert offenders == []

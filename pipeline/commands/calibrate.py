@@ -23,7 +23,7 @@ import yaml
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from common.settings import add_set_flag, set_values
-from pipeline.engines.beam_options import check_beam_args, loopback_only_grpc
+from pipeline.job.beam_options import check_beam_args, loopback_only_grpc
 from pipeline.job.config import ConfigError, load_config
 from pipeline.job.graph import read_sources
 from pipeline.job.inputs import as_written, check_inputs, input_root, source_groups

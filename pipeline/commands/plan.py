@@ -27,17 +27,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from common.settings import add_set_flag, error_text, set_values
+from pipeline.counters import BYTES_READ, capture_counts
 from pipeline.job.config import ConfigError, load_config
-from pipeline.job.prepare import (
-    PREPARED_DIR,
-    READ_COUNTERS,
-    part_paths,
-    phase1_digest,
-    read_rows,
-)
+from pipeline.job.parts import part_paths, read_rows
+from pipeline.job.prepare import READ_COUNTERS, phase1_digest
 from pipeline.job.schema import SIGNATURE_SCHEMA, document_from_part
-from pipeline.job.transforms import capture_counts
-from pipeline.reports.progress import BYTES_READ
 from stages.runner import StageRunner, Step
 
 # One Common Crawl snapshot (e.g. CC-MAIN-2024-22: ~90,000 WARC files of ~1 GB, ~2.7-3.1 billion pages).
@@ -130,8 +124,8 @@ def make_plan(config, sample: int, scale_files: int, scale_pages: float) -> dict
 def measure_sample(config, files, sample: int) -> dict[str, Any]:
     """Phase 1 on the first records of up to SAMPLE_FILES files spread over the input, then phase 2's
     per-document stages on what passed: CPU seconds, bytes, documents, parts, candidate links."""
-    from pipeline.job.graph import phase1_preparer
     from pipeline.job.inputs import input_root
+    from pipeline.job.steps import phase1_task
 
     step = max(1, len(files) // SAMPLE_FILES)
     picked = files[::step][:SAMPLE_FILES]
@@ -139,18 +133,18 @@ def measure_sample(config, files, sample: int) -> dict[str, Any]:
     root = input_root([f.path for f in files])
     with tempfile.TemporaryDirectory(prefix="refinery-plan-") as tmp:
         config = dataclasses.replace(config, output=tmp)
-        prepare, _ = phase1_preparer(dataclasses.replace(config, limit=0), root)
+        prepare, _ = phase1_task(dataclasses.replace(config, limit=0), root)
         prepare.setup()  # models load outside the timed part: a worker loads them once
         with capture_counts():  # one record first: the extraction worker has imported everything when timing starts
-            prepare.prepare_file(picked[0], 1)
+            prepare.run(picked[0], 1)
         started, wall, children = time.process_time(), time.monotonic(), _children_cpu()
         with capture_counts() as counts:
-            keys = [prepare.prepare_file(f, cap)[0] for f in picked]
+            keys = [prepare.run(f, cap).key for f in picked]
         phase1_cpu = time.process_time() - started + _children_cpu() - children  # extraction runs in a child
         phase1_wall = time.monotonic() - wall
         prepare.teardown()
         phase1_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        parts = [part_paths(os.path.join(tmp, PREPARED_DIR), key) for key in keys]
+        parts = [part_paths(tmp, key) for key in keys]
         rows = [row for paths in parts for row in read_rows(paths["docs.parquet"])]
         docs = [document_from_part(row) for row in rows]
         phase2_cpu, phase2_kept = _phase2_documents(config, docs)

@@ -62,7 +62,9 @@ def main(argv: Sequence[str]) -> int:
         if args.action == "task":
             return slurm.run_task(args.output, args.submission, args.index)
         if args.action == "phase2":
-            return slurm.run_phase2(args.output)
+            from pipeline.commands.run import main as run_command
+
+            return slurm.run_phase2(args.output, run_command)
         if args.action == "status":
             print(slurm.format_status(slurm.status(args.output)))
             return 0

@@ -194,7 +194,7 @@ def _report_dask_tasks(log_dir: str) -> None:
 
 
 def _output_of(run_args: Sequence[str]) -> str:
-    from pipeline.cli import flag_value
+    from pipeline.job.config import flag_value
 
     output = flag_value(run_args, "--output")
     if output is None:

@@ -153,7 +153,7 @@ class LocalSlurm:
 
 
 def _inside(args: argparse.Namespace, run_args: list[str]) -> int:
-    from pipeline.cli import flag_value
+    from pipeline.job.config import flag_value
 
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     output = flag_value(run_args, "--output")

@@ -18,22 +18,16 @@ import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from common import files as safe_files
 from pipeline.job.config import ConfigError, RunConfig
-from pipeline.job.inputs import input_files, input_root
+from pipeline.job.inputs import InputFile, input_files, input_root
 from pipeline.job.outdir import OutputError, OutputLock, prepare_output
-from pipeline.job.prepare import (
-    InputFile,
-    file_name,
-    file_part_key,
-    marker_identity,
-    part_paths,
-    phase1_digest,
-    read_json,
-)
+from pipeline.job.parts import file_name, file_part_key, marker_identity, part_paths
+from pipeline.job.prepare import phase1_digest
+from pipeline.storage import read_json
 
 SLURM_DIR = "slurm"
 STATE = "run.json"
@@ -55,10 +49,9 @@ def missing_files(config: RunConfig, files: Sequence[InputFile]) -> list[InputFi
     SHA-256 are left to the task and to phase 2, which redo a part that fails them: checking them here would
     read every part of a crawl on the login node."""
     root, digest = input_root([f.path for f in files]), phase1_digest(config)
-    prepared = os.path.join(config.output, "prepared")
     out = []
     for f in files:
-        marker = read_json(part_paths(prepared, file_part_key(f, root))["done.json"]) or {}
+        marker = read_json(part_paths(config.output, file_part_key(f, root))["done.json"]) or {}
         want = marker_identity(f, file_name(f, root), digest, None)
         if any(marker.get(k) != v for k, v in want.items()):
             out.append(f)
@@ -151,35 +144,35 @@ def phase2_args(run_args: Sequence[str]) -> list[str]:
 
 def run_task(output: str, submission: int, index: int) -> int:
     """Array task `index` of submission `submission`: prepare its files (a file already prepared is reused)."""
-    from pipeline.job.graph import phase1_preparer
+    from pipeline.job.steps import phase1_task
 
     state = read_state(output)
     config = _run_config(state)
     files = input_files(config)
     mine = set(state["submissions"][submission]["tasks"][index])
-    prepare, _ = phase1_preparer(config, input_root([f.path for f in files]))
+    prepare, _ = phase1_task(config, input_root([f.path for f in files]))
     prepare.setup()
     try:
         for f in files:
             if f.path in mine:
-                key, records = prepare.prepare_file(f, None)
-                print(f"[refinery slurm] prepared {f.path}: {records} record(s), part {key}", flush=True)
+                prepared = prepare.run(f)
+                print(f"[refinery slurm] {'reused' if prepared.reused else 'prepared'} {f.path}: {prepared.records} "
+                      f"record(s), part {prepared.key}", flush=True)
     finally:
         prepare.teardown()
     return 0
 
 
-def run_phase2(output: str) -> int:
-    """Phase 2's job: `refinery run --resume` with the run's flags, in this job or, when the submission asked for
-    Dask workers, on a Dask cluster whose workers dask-jobqueue starts as Slurm jobs (the scheduler runs here)."""
-    from pipeline.cli import main
-
+def run_phase2(output: str, run_command: Callable[[list[str]], int]) -> int:
+    """Phase 2's job: `refinery run --resume` with the run's flags (`run_command`, the command's main), in this
+    job or, when the submission asked for Dask workers, on a Dask cluster whose workers dask-jobqueue starts as
+    Slurm jobs (the scheduler runs here)."""
     state = read_state(output)
     submission = state["submissions"][-1]
-    args = ["run", *phase2_args(state["run_args"])]
+    args = phase2_args(state["run_args"])
     dask = submission.get("dask")
     if not dask:
-        return main(args)
+        return run_command(args)
     from dask_jobqueue import SLURMCluster
     from distributed import Client
 
@@ -194,7 +187,7 @@ def run_phase2(output: str) -> int:
         cluster.scale(jobs=dask["workers"])
         print(f"[refinery slurm] phase 2 on Dask: waiting for {dask['workers']} worker job(s)", flush=True)
         client.wait_for_workers(dask["workers"], timeout=dask["wait_s"])
-        return main([*args, "--runner=pipeline.engines.dask_runner.RefineryDaskRunner",
+        return run_command([*args, "--runner=pipeline.engines.dask_runner.RefineryDaskRunner",
                      f"--dask_client_address={cluster.scheduler_address}"])
 
 

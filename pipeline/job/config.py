@@ -7,7 +7,7 @@ to edit in this file. Loading and checking are `common/settings.py`'s (shared wi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,3 +160,13 @@ Generated from the config classes: `python -m pipeline.commands.docs --write` af
 
 def default_yaml() -> str:
     return to_yaml(RunConfig(), header=DEFAULT_YAML_HEADER)
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value of `flag` in a command line (`--flag V` or `--flag=V`), None when absent."""
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None

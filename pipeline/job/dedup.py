@@ -14,145 +14,36 @@ document survives.
 """
 from __future__ import annotations
 
-import hashlib
-import pickle
-import zlib
 from collections.abc import Iterable
-from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from pipeline.job.transforms import DOCUMENTS, LEDGER, count, count_kept_tokens
+from pipeline.counters import count, count_kept_tokens, dropped, entered, note
+from pipeline.job.signed import (
+    Decision,
+    Signed,
+    Signer,
+    group_of,
+    group_of_number,
+    hash64,
+    signed,
+)
+from pipeline.job.transforms import DOCUMENTS, LEDGER
 from stages.dedup import (
     BAND_DIGEST_BYTES,
     DedupConfig,
-    MinHasher,
-    band_keys,
     both_directions,
-    exact_key,
     jaccard,
     large_star_settling,
-    shingle_hash,
-    shingles,
     small_star_noting,
-    survivor_rank,
 )
-from stages.mix import approx_tokens
-from stages.record import Document, DropReason
+from stages.record import DropReason
 
 EXACT, NEAR = "exact_dedup", "near_dedup"
 SETTLED, NOTES = "settled", "notes"  # tagged outputs of the star steps
-GROUP_BITS = 12  # joins by id or exact key: 4,096 groups, each of documents / 4,096 records
 BUCKET_GROUP_BITS = 12  # 4,096 bucket groups per band, each of documents / 4,096 entries (~60 MB at 3 B documents)
 CLUSTER_BUCKETS = ((2, "2"), (5, "3-5"), (10, "6-10"), (100, "11-100"), (float("inf"), ">100"))
-
-
-class Signed(NamedTuple):
-    """What dedup needs of a document, never its text: signature, what ranks it, tokens (for the funnel)
-    and the prepared part it lies in (where the decision goes back to). Kept small: one job holds one per
-    document in its groupings."""
-
-    id: str
-    part: str
-    number: int                          # unique in the run: (part's input file index << 32) | row; near dedup's node
-    exact_key: str | None               # None: the text could not be hashed in phase 1 (matches nothing)
-    bands: bytes | None                 # the MinHash band digests, concatenated (band i at i * BAND_DIGEST_BYTES);
-                                        # None in the slim records that exact dedup groups and passes on
-    quality: float | None
-    chars: int
-    tokens: int
-    shingles: frozenset | None = None    # shingle hashes, only with dedup.verify
-    copies: int = 1                      # documents this one stands for once dedup kept it (itself included)
-
-    @property
-    def rank(self) -> tuple[float, int, str]:
-        return survivor_rank(self.quality, self.chars, self.id)
-
-    def band_digests(self) -> list[bytes]:
-        n = BAND_DIGEST_BYTES
-        return [self.bands[i:i + n] for i in range(0, len(self.bands), n)]
-
-    def slim(self) -> bytes:
-        """Packed without band digests and shingles: what ranks and places a document, ~40 % of its size."""
-        return self._replace(bands=None, shingles=None).pack()
-
-    def pack(self) -> bytes:
-        """One byte string: what the dedup transforms pass around (groupings concatenate them, GroupedRecords)."""
-        return pickle.dumps(tuple(self), protocol=pickle.HIGHEST_PROTOCOL)
-
-    @staticmethod
-    def unpack(packed: bytes) -> Signed:
-        return Signed(*pickle.loads(packed))
-
-
-def group_of(key: str) -> int:
-    """One of 2**GROUP_BITS groups, from a document id or exact key: the joins of dedup group documents
-    by it rather than one key per document (a per-key entry costs more than the packed record)."""
-    return zlib.crc32(key.encode("utf-8", "surrogatepass")) >> (32 - GROUP_BITS)
-
-
-def _hash64(text: str) -> int:
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
-
-
-def _group_of_number(number: int) -> int:
-    return zlib.crc32(number.to_bytes(8, "big")) >> (32 - GROUP_BITS)
-
-
-def by_group_of_id(packed: bytes) -> tuple[int, bytes]:
-    return group_of(Signed.unpack(packed).id), packed
-
-
-class Decision(NamedTuple):
-    """A dedup stage drops document `id` of part `part`; the part's documents are read once, later, to
-    ledger it with everything the ledger shows (url, language, file, snippet)."""
-
-    id: str
-    part: str
-    stage: str
-    reason: str
-    detail: str
-    kept_id: str | None = None
-    value: float | None = None        # the ledger's measured value (robots: the tokens the page would have given)
-
-
-class Signer:
-    """exact key and MinHash band digests of a text (phase 1 stores them; `--dedup-against` compares them)."""
-
-    def __init__(self, config: DedupConfig):
-        self._config, self._hasher = config, None
-
-    def __call__(self, doc: Document) -> tuple[str | None, list[bytes]]:
-        c = self._config
-        if self._hasher is None:
-            self._hasher = MinHasher(c.num_perm, c.seed)
-        try:
-            key = exact_key(doc.text)
-            doc_shingles = shingles(doc.text, c.shingle_words, doc.lang)
-        except Exception:  # the document still goes on; it just matches nothing
-            count("prepare.note.unsigned")
-            return None, []
-        if not doc_shingles:
-            return key, []
-        bands, rows = c.band_rows()
-        return key, [digest for _, digest in band_keys(self._hasher.signature(doc_shingles), bands, rows)]
-
-
-def signed(doc: Document, part: str, number: int, signature: tuple[str | None, list[bytes]],
-           config: DedupConfig | None = None) -> Signed:
-    """The Signed record of a document (with its shingle hashes when `config.verify`)."""
-    shingle_set = verify_shingles(doc.text, doc.lang, config) if config is not None and config.verify else None
-    return Signed(doc.id, part, number, signature[0], b"".join(signature[1] or ()), doc.quality_score, len(doc.text),
-                  approx_tokens(doc.text), shingle_set)
-
-
-def verify_shingles(text: str, lang: str | None, config: DedupConfig) -> frozenset:
-    """The shingle hashes `dedup.verify` compares (none if the text cannot be shingled)."""
-    try:
-        return frozenset(shingle_hash(s) for s in shingles(text, config.shingle_words, lang))
-    except Exception:
-        return frozenset()
 
 
 class SignDocuments(beam.PTransform):
@@ -165,7 +56,7 @@ class SignDocuments(beam.PTransform):
     def expand(self, documents):
         config, part, signer = self._config, self._part, Signer(self._config)
         # Documents made in a test or bench have no place in a part: a 64-bit hash of the id numbers them.
-        return documents | "Sign" >> beam.Map(lambda d: signed(d, part, _hash64(d.id), signer(d), config).pack())
+        return documents | "Sign" >> beam.Map(lambda d: signed(d, part, hash64(d.id), signer(d), config).pack())
 
 
 def cluster_sizes(packed: bytes):
@@ -186,13 +77,13 @@ def resolve_by_id(stage: str, records: Iterable[bytes], decision_of) -> Iterable
     (`--dedup-against`, `--robots`)."""
     for packed in records_in(records):
         s = Signed.unpack(packed)
-        count(f"{stage}.in")
+        count(entered(stage))
         decision = decision_of(s)
         if decision is None:
             count_kept_signed(stage, s)
             yield packed
         else:
-            count(f"{stage}.drop.{decision.reason}")
+            count(dropped(stage, decision.reason))
             yield beam.pvalue.TaggedOutput(LEDGER, decision)
 
 
@@ -203,13 +94,13 @@ def _resolve(stage: str, reason: DropReason, members: Iterable[tuple[Signed, byt
     copies = sum(s.copies for s, _ in members)
     kept = False
     for s, packed in members:
-        count(f"{stage}.in")
+        count(entered(stage))
         if s.id == winner_id and not kept:
             kept = True
             count_kept_signed(stage, s)
             yield packed if copies == s.copies else s._replace(copies=copies).pack()
         else:
-            count(f"{stage}.drop.{reason}")
+            count(dropped(stage, reason))
             yield beam.pvalue.TaggedOutput(LEDGER, Decision(s.id, s.part, stage, reason, f"kept {winner_id}",
                                                             winner_id))
 
@@ -285,7 +176,7 @@ def _resolve_texts(group):
     for packed in records_in(group[1]):
         s = Signed.unpack(packed)
         if s.exact_key is None:
-            count(f"{EXACT}.in")
+            count(entered(EXACT))
             count_kept_signed(EXACT, s)
             yield packed
         else:
@@ -326,10 +217,10 @@ class _BandRecords(beam.DoFn):
             raise ValueError("near dedup needs records with their band digests: give it those that entered "
                              "exact dedup as 'signed' (exact dedup passes on slim records)")
         if s.exact_key is None:  # the text could not be shingled in phase 1
-            count(f"{NEAR}.note.shingling_failed")
+            count(note(NEAR, "shingling_failed"))
             return
         if not s.bands:
-            count(f"{NEAR}.note.no_shingles")
+            count(note(NEAR, "no_shingles"))
             return
         yield s.number.to_bytes(NUMBER_BYTES, "big") + s.bands
         if self._verify:
@@ -368,7 +259,7 @@ def _bucket_stars(group) -> Iterable[tuple[int, int]]:
         if len(members) < 2:
             continue
         centre = min(members)
-        count(f"{NEAR}.note.candidate_buckets")
+        count(note(NEAR, "candidate_buckets"))
         for member in members:
             if member != centre:
                 yield member, centre
@@ -398,8 +289,8 @@ def _small_star(node_neighbours, round_name: str):
     if changed:
         count(f"{NEAR}.cc.{round_name}.small")
     yield from edges
-    for note in notes:
-        yield beam.pvalue.TaggedOutput(NOTES, note)
+    for noted in notes:
+        yield beam.pvalue.TaggedOutput(NOTES, noted)
 
 
 def _both_ends(edge: tuple[str, str]):
@@ -451,7 +342,7 @@ def _verify(kv, threshold: float):
         if jaccard(shingles_a, shingles_b) >= threshold:
             yield a, b
         else:
-            count(f"{NEAR}.note.links_rejected_by_verification")
+            count(note(NEAR, "links_rejected_by_verification"))
 
 
 def _cluster_bucket(size: int) -> str:
@@ -504,7 +395,7 @@ class NearDedup(beam.PTransform):
 
         by_number = kept | "GroupOfNumber" >> beam.ParDo(GroupedRecords(_by_group_of_number), beam.pvalue.AsSingleton(done))
         placed = (({"doc": by_number,
-                    "component": component | "ComponentGroup" >> beam.Map(lambda kv: (_group_of_number(kv[0]), kv))}
+                    "component": component | "ComponentGroup" >> beam.Map(lambda kv: (group_of_number(kv[0]), kv))}
                    | "Place" >> beam.CoGroupByKey())
                   | "ToComponent" >> beam.FlatMap(_place).with_outputs("singletons", main="clustered"))
         _ = (placed["clustered"]
@@ -533,7 +424,7 @@ def _one_member(kv):
 
 def _count_cluster_size(kv) -> None:
     if kv[1] > 1:  # a component whose other members were exact copies: no near duplicate
-        count(f"{NEAR}.note.cluster_size.{_cluster_bucket(kv[1])}")
+        count(note(NEAR, f"cluster_size.{_cluster_bucket(kv[1])}"))
 
 
 def _resolve_component(kv):
@@ -545,7 +436,7 @@ def _resolve_component(kv):
 def _by_group_of_number(packed: bytes) -> tuple[int, bytes]:
     """(group, the slim record): what places and ranks a document."""
     s = Signed.unpack(packed)
-    return _group_of_number(s.number), s.slim()
+    return group_of_number(s.number), s.slim()
 
 
 def _place(kv):
@@ -559,7 +450,7 @@ def _place(kv):
         if component is not None:
             yield component, packed
         else:
-            count(f"{NEAR}.in")
+            count(entered(NEAR))
             count_kept_signed(NEAR, s)
             yield beam.pvalue.TaggedOutput("singletons", packed)
 

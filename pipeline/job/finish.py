@@ -1,40 +1,35 @@
-"""Phase 2's passes over the texts: each prepared part is streamed by a task of its own, twice.
+"""Phase 2's passes over the texts, as two plain tasks; each prepared part is streamed by a task of its own,
+twice (pipeline/job/phases.py runs them in Beam; tests and other schedulers call `run` directly):
 
-    dedup's decisions, grouped by part -> FinishPart: the part's documents minus the dropped ones
-        (ledgered now, with url, language, file and snippet), through the per-document stages after
-        dedup (decontamination, bad words, toxicity, PII) -> OUTPUT/_finished/<key>.parquet
+    dedup's decisions for a part -> FinishPart: the part's documents minus the dropped ones (ledgered now,
+        with url, language, file and snippet), through the per-document stages after dedup
+        (decontamination, bad words, toxicity, PII) -> OUTPUT/_finished/<key>.parquet
     -> WritePart: the mix's copies, the write check, the validation and anneal splits -> the part's
         shards (pipeline/job/output.py), and the signatures of the originals in the output
 
-Dedup itself reads only signatures (pipeline/job/dedup.py). So no step holds documents beyond one chunk
-of one part: what the job gathers is a few records per document (signatures, dedup decisions, ledger
-drops and, with a mix or an anneal split, (id, source, tokens, quality) for their totals); shards and
-signatures are written by the part's task, never gathered. The second
-pass exists because the mix's rates and the anneal split depend on every part's finished tokens.
+A task's `run` is a generator: it yields `Output(tag, value)` as it goes (a ledger drop, an edit, a stats
+line: a part's outputs are never held whole) and returns its typed result; `drain` runs one to the end
+into a sink. Dedup itself reads only signatures (pipeline/job/dedup.py), so no step holds documents
+beyond one chunk of one part. The second pass exists because the mix's rates and the anneal split
+depend on every part's finished tokens.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
-import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.job.dedup import Decision
+from pipeline.counters import count, runner
 from pipeline.job.holdout import VALID
 from pipeline.job.holdout import split as holdout_split
 from pipeline.job.mix import Anneal, AnnealPlan, Mix, Rehydration, repeats, weight_of
-from pipeline.job.output import STATS_DIR, ShardWriter
-from pipeline.job.paragraphs import WriteTopParagraphs, host_of
-from pipeline.job.prepare import (
-    PREPARED_DIR,
-    PartWriter,
-    RunsStages,
-    part_paths,
-    read_rows,
-)
+from pipeline.job.outdir import SIGNATURES_DIR
+from pipeline.job.output import ShardWriter
+from pipeline.job.parts import PartWriter, finished_path, part_paths, read_rows
 from pipeline.job.schema import (
     PART_SCHEMA,
     SIGNATURE_SCHEMA,
@@ -44,32 +39,92 @@ from pipeline.job.schema import (
     edit_rows,
     part_row,
 )
-from pipeline.job.signatures import SIGNATURES_DIR
-from pipeline.job.transforms import LEDGER, count, runner
-from stages.mix import approx_tokens, mix_rates, site_of
-from stages.paragraphs import ParagraphCut, site_sample, unit_texts
+from pipeline.job.signed import Decision
+from stages.mix import approx_tokens, site_of
+from stages.origin import original_host
+from stages.paragraphs import Owner, ParagraphCut, site_sample, unit_texts
 from stages.record import Document, Drop
 from stages.runner import CHUNK, CHUNK_CHARS, Step
 
-FINISHED_DIR = "_finished"
-LEDGER_ROWS, FINISHED, SIGNATURE_FILES = "ledger_rows", "finished", "signature_files"  # tagged outputs
+LEDGER, LEDGER_ROWS, FINISHED, SIGNATURE_FILES = "ledger", "ledger_rows", "finished", "signature_files"  # output tags
 ANNEAL_TOP = "anneal_top"  # (kind, name, tokens) of each document drawn into the anneal split: kind page, site, lang
 ANNEAL_TOP_N = 10          # the largest pages, sites and languages of the anneal split, in report.json
 EDITS, TOP_TEXTS = "edits", "top_texts"
 ANNEAL = "anneal"
+STATS = "stats"  # WritePart's stats lines of the main split (and its repeats)
 REHYDRATE = "rehydrate"  # counters: rehydrate.repeats
+TOP_TEXT_CHARS = 500  # of a most-repeated paragraph, in the report
+
+Result = TypeVar("Result")
 
 
-def finished_path(output: str, key: str) -> str:
-    return FileSystems.join(output, FINISHED_DIR, f"{key}.parquet")
+class Output(NamedTuple):
+    """One thing a task emits while it runs: `tag` says what (LEDGER: a Drop, LEDGER_ROWS: a phase-1 ledger row,
+    EDITS: an edit-book row, ...), `value` is it."""
+
+    tag: str
+    value: Any
 
 
-class FinishPart(RunsStages):
-    """(part key, {"decided": [[Decision]], "cuts": [(paragraph hash, owner id)], "sizes": [(id, cluster size)]})
-    -> the key, once the part's finished documents are written; the part's phase-1 ledger rows (LEDGER_ROWS),
-    its drops (LEDGER), the edit book's rows of what stages cut from the documents kept (EDITS), the text of
-    the most repeated paragraphs met (TOP_TEXTS: side input `top`, [(hash, Owner)]) and, if `tally`, (id,
-    source, tokens, quality, rehydration weight, language, site) of each finished document (FINISHED)."""
+Sink = Callable[[str, Any], None]
+
+
+def drain(outputs: Generator[Output, None, Result], sink: Sink | None = None) -> Result:
+    """Runs a task's `run(...)` to its end, each output to `sink(tag, value)`; returns the task's result."""
+    try:
+        while True:
+            tag, value = next(outputs)
+            if sink is not None:
+                sink(tag, value)
+    except StopIteration as stop:
+        return stop.value
+
+
+class Collected(collections.defaultdict):
+    """A sink that keeps every output: {tag: [values]} (tests, small runs)."""
+
+    def __init__(self):
+        super().__init__(list)
+
+    def __call__(self, tag: str, value: Any) -> None:
+        self[tag].append(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class FinishedPart:
+    key: str
+    documents: int   # written to the finished part
+    dropped: int     # by dedup's decisions and the per-document stages
+
+
+@dataclasses.dataclass(frozen=True)
+class WrittenPart:
+    key: str
+    name: str        # part-FFFFF: its shards' and signature file's name
+    rows: int        # written to the main split (with repeats), valid and anneal
+    signatures: int
+
+
+class _Task:
+    """A task whose documents go through a StageRunner (`self._runner`): `setup()` loads the stages' models
+    (once a worker), `teardown()` lets them go."""
+
+    _runner: Any
+
+    def setup(self) -> None:
+        self._runner.setup()
+
+    def teardown(self) -> None:
+        self._runner.teardown()
+
+
+class FinishPart(_Task):
+    """Phase 2's first pass over a part: `run(key, decided, cuts, sizes, top)` with dedup's Decisions on the
+    part, paragraph dedup's cuts ({paragraph hash: owner id}), cluster sizes ({id: size}) and the most
+    repeated paragraphs' hashes (`top`: [(hash, Owner)]) writes the part's finished documents and yields
+    its phase-1 ledger rows (LEDGER_ROWS), its drops (LEDGER), the edit book's rows of what stages cut from
+    the documents kept (EDITS), the text of the top paragraphs met (TOP_TEXTS) and, if `tally`, (id, source,
+    tokens, quality, rehydration weight, language, site) of each finished document (FINISHED)."""
 
     def __init__(self, output: str, steps: Sequence[tuple[str, Step]], tally: bool, snippet_chars: int,
                  deduplicated: bool = False, rehydrate: Rehydration | None = None):
@@ -79,27 +134,27 @@ class FinishPart(RunsStages):
         # paragraph dedup's stage, told each part's cuts before the part's documents pass
         self._cut = next((step.stage for _, step in steps if isinstance(step.stage, ParagraphCut)), None)
 
-    def process(self, element, top=()):
-        key, joined = element
-        if not joined["decided"]:
-            raise RuntimeError(f"paragraph cuts or cluster sizes came for part {key}, which is not in this run")
-        decided: dict[str, Decision] = {d.id: d for d in joined["decided"][0]}
+    def run(self, key: str, decided: Iterable[Decision], cuts: Mapping[int, str] | None = None,
+            sizes: Mapping[str, int] | None = None,
+            top: Iterable[tuple[int, Owner]] = ()) -> Generator[Output, None, FinishedPart]:
+        decisions = {d.id: d for d in decided}
         if self._cut is not None:
-            self._cut.cuts, self._cut.candidates = dict(joined["cuts"]), set()
-        sizes = dict(joined["sizes"])
+            self._cut.cuts, self._cut.candidates = dict(cuts or {}), set()
+        sizes = sizes or {}
         top_hashes = {h for h, _ in top}
-        paths = part_paths(FileSystems.join(self._output, PREPARED_DIR), key)
+        paths = part_paths(self._output, key)
         for row in read_rows(paths["ledger.parquet"]):
-            yield beam.pvalue.TaggedOutput(LEDGER_ROWS, row)
+            yield Output(LEDGER_ROWS, row)
         out = PartWriter(finished_path(self._output, key), PART_SCHEMA)
         chunk: list[Document] = []
         signatures: dict[str, Signature] = {}
         top_texts: dict[int, tuple] = {}
-        chars = 0
+        chars = dropped = 0
         for row in read_rows(paths["docs.parquet"]):
             doc = document_from_part(row)
-            decision = decided.get(doc.id)
+            decision = decisions.get(doc.id)
             if decision is not None:
+                dropped += 1
                 yield self._ledgered(doc.drop(decision.stage, decision.reason, decision.detail,
                                               kept_id=decision.kept_id, value=decision.value))
                 continue
@@ -113,31 +168,32 @@ class FinishPart(RunsStages):
             chars += len(doc.text)
             signatures[doc.id] = Signature.of_row(row)  # of the text dedup compared (before PII)
             if len(chunk) >= CHUNK or chars >= CHUNK_CHARS:
-                yield from self._finish(chunk, signatures, out)
+                dropped += yield from self._finish(chunk, signatures, out)
                 chunk, signatures, chars = [], {}, 0
-        yield from self._finish(chunk, signatures, out)
-        out.commit()
+        dropped += yield from self._finish(chunk, signatures, out)
+        documents = out.commit()
         for h, (doc_id, text, hosts) in sorted(top_texts.items()):
-            yield beam.pvalue.TaggedOutput(TOP_TEXTS, (h, (doc_id, text, site_sample(hosts))))
-        yield key
+            yield Output(TOP_TEXTS, (h, (doc_id, text, site_sample(hosts))))
+        return FinishedPart(key, documents, dropped)
 
     def _finish(self, chunk: list[Document], signatures: dict[str, Signature], out: PartWriter):
+        """The chunk through the stages: kept documents written, the rest yielded; returns how many dropped."""
         kept, drops = self._runner.run(chunk)
         for doc in kept:
             out.add(part_row(doc, signatures[doc.id]))
             for row in edit_rows(doc, self._snippet):
-                yield beam.pvalue.TaggedOutput(EDITS, row)
+                yield Output(EDITS, row)
             if self._tally:
-                yield beam.pvalue.TaggedOutput(FINISHED, (doc.id, doc.source, approx_tokens(doc.text), doc.quality_score,
-                                                          weight_of(self._rehydrate, doc.cluster_size), doc.lang,
-                                                          site_of(doc.url)))
+                yield Output(FINISHED, (doc.id, doc.source, approx_tokens(doc.text), doc.quality_score,
+                                        weight_of(self._rehydrate, doc.cluster_size), doc.lang, site_of(doc.url)))
         for drop in drops:
             yield self._ledgered(drop)
+        return len(drops)
 
-    def _ledgered(self, drop: Drop):
+    def _ledgered(self, drop: Drop) -> Output:
         """To the ledger, with the snippet already cut to the run's length (the job holds its drops until
         their kept copies are resolved)."""
-        return beam.pvalue.TaggedOutput(LEDGER, dataclasses.replace(drop, snippet=drop.snippet[:self._snippet]))
+        return Output(LEDGER, dataclasses.replace(drop, snippet=drop.snippet[:self._snippet]))
 
 
 def _note_top_texts(doc: Document, wanted: set[int], found: dict[int, tuple], cut: ParagraphCut) -> None:
@@ -145,7 +201,7 @@ def _note_top_texts(doc: Document, wanted: set[int], found: dict[int, tuple], cu
     and the sites of all that have it."""
     if not wanted:
         return
-    host = host_of(doc.url)
+    host = original_host(doc.url)
     for h, unit in unit_texts(doc.text, cut.config):
         if h not in wanted:
             continue
@@ -155,17 +211,15 @@ def _note_top_texts(doc: Document, wanted: set[int], found: dict[int, tuple], cu
         found[h] = (doc_id, text, hosts | ({host} if host else set()))
 
 
-TOP_TEXT_CHARS = 500  # of a most-repeated paragraph, in the report
+class WritePart(_Task):
+    """Phase 2's second pass over a part: `run(key, rates, totals)` with the mix's rates and the anneal split's
+    token totals ({} when off) writes the part's shards and the signatures of its originals in the output
+    (signatures/part-FFFFF.parquet), and yields the stats lines of its shards (STATS; VALID and ANNEAL for
+    those splits), the mix's and the write check's drops (LEDGER), its signature file's entry
+    (SIGNATURE_FILES: path, rows, bytes, SHA-256, for the manifest) and (kind, name, tokens) of what went
+    into the anneal split (ANNEAL_TOP)."""
 
-
-class WritePart(RunsStages):
-    """A finished part's key -> stats lines of its shards (main output; VALID and ANNEAL tagged), the mix's
-    and the write check's drops (LEDGER) and its signature file's (SIGNATURE_FILES: path, rows, bytes,
-    SHA-256, for the manifest); writes the shards and the signatures of its originals in the output
-    (signatures/part-FFFFF.parquet). Side inputs: the mix's rates and the anneal split's token
-    totals ({} when off)."""
-
-    def __init__(self, output: str, shard_index: dict[str, int], write_check, mix: Mix | None,
+    def __init__(self, output: str, shard_index: Mapping[str, int], write_check, mix: Mix | None,
                  holdout_fraction: float, anneal: Anneal | None, shard_size_mb: float,
                  row_group_rows: int, rehydrate: Rehydration | None = None):
         self._output, self._index, self._runner = output, shard_index, runner([write_check])
@@ -177,7 +231,9 @@ class WritePart(RunsStages):
         folder = FileSystems.join(self._output, *([split] if split else []), "data")
         return ShardWriter(folder, prefix, *self._shard)
 
-    def process(self, key: str, rates: dict[str, float], totals: dict[str, int]):
+    def run(self, key: str, rates: Mapping[str, float] | None = None,
+            totals: Mapping[str, int] | None = None) -> Generator[Output, None, WrittenPart]:
+        rates, totals = rates or {}, totals or {}
         name = f"part-{self._index[key]:05d}"
         plan = self._anneal.plan(totals) if self._anneal else None  # the same on every worker: from the side input
         writers = {"": self._writer("", name), "repeats": self._writer("", f"{name}-repeats")}
@@ -193,23 +249,25 @@ class WritePart(RunsStages):
             if weight > 1 and not isinstance(copies, Drop):
                 count(f"{REHYDRATE}.repeats", len(copies) - 1)
             if isinstance(copies, Drop):  # the mix did not draw it
-                yield beam.pvalue.TaggedOutput(LEDGER, copies)
+                yield Output(LEDGER, copies)
                 continue
             checked, drops = self._runner.run(copies)
             for copy in checked:
                 if self._place(copy, row, writers, signatures, plan):
                     tokens = approx_tokens(copy.text)
-                    for kind, name in (("page", copy.url or copy.id), ("site", site_of(copy.url)), ("lang", copy.lang)):
-                        yield beam.pvalue.TaggedOutput(ANNEAL_TOP, (kind, str(name), tokens))
+                    for kind, label in (("page", copy.url or copy.id), ("site", site_of(copy.url)), ("lang", copy.lang)):
+                        yield Output(ANNEAL_TOP, (kind, str(label), tokens))
             for drop in drops:
-                yield beam.pvalue.TaggedOutput(LEDGER, drop)
+                yield Output(LEDGER, drop)
         signatures.commit()
-        yield beam.pvalue.TaggedOutput(SIGNATURE_FILES, json.dumps(
+        yield Output(SIGNATURE_FILES, json.dumps(
             {"path": f"{SIGNATURES_DIR}/{name}.parquet", "rows": signatures.rows, **signatures.digest}))
+        rows = 0
         for split, writer in writers.items():
             for stats in writer.close():
-                line = json.dumps(stats)
-                yield line if split in ("", "repeats") else beam.pvalue.TaggedOutput(split, line)
+                rows += stats.get("rows", 0)
+                yield Output(STATS if split in ("", "repeats") else split, json.dumps(stats))
+        return WrittenPart(key, name, rows, signatures.rows)
 
     def _place(self, doc: Document, row: dict[str, Any], writers: dict, signatures: PartWriter,
                plan: AnnealPlan | None) -> bool:
@@ -230,108 +288,3 @@ class WritePart(RunsStages):
             writers[ANNEAL].add(shard_row)
             return True
         return False
-
-
-class Finish(beam.PTransform):
-    """(part keys, dedup's Decisions, cluster sizes) -> (phase 2's ledger drops, phase 1's ledger rows, the edit
-    book's rows).
-    Writes every part's finished documents, then its shards (data/, valid/, anneal/), the shards' stats and
-    signatures/; with paragraph dedup (`paragraphs`: a CountParagraphs), its counts come first."""
-
-    def __init__(self, config, per_document: Sequence[tuple[str, Any]], mix: Mix | None, write_check,
-                 file_index: dict[str, int], paragraphs: beam.PTransform | None = None,
-                 rehydrate: Rehydration | None = None, deduplicated: bool = False):
-        super().__init__()
-        self._config, self._per_document, self._mix = config, list(per_document), mix
-        self._write_check, self._file_index, self._paragraphs = write_check, file_index, paragraphs
-        self._rehydrate, self._deduplicated = rehydrate, deduplicated  # deduplicated: cluster sizes are known
-
-    def expand(self, pcolls):
-        keys, decisions, sizes = pcolls  # sizes: (part, (id, cluster size)) of documents dedup kept for others
-        c, mix, p = self._config, self._mix, keys.pipeline
-        decided = ({"part": keys | "PartKeys" >> beam.Map(lambda k: (k, None)),
-                    "decided": decisions | "ByPart" >> beam.Map(lambda d: (d.part, d))}
-                   | "DecisionsOfPart" >> beam.CoGroupByKey()
-                   | "OfRunParts" >> beam.FlatMap(_decisions_of_part))
-        if self._paragraphs is not None:
-            cuts, top = decided | "ParagraphDedup" >> self._paragraphs
-        else:
-            cuts, top = p | "NoCuts" >> beam.Create([]), p | "NoTop" >> beam.Create([[]])
-        finished = ({"decided": decided, "cuts": cuts, "sizes": sizes}
-                    | "CutsOfPart" >> beam.CoGroupByKey()
-                    | "FinishParts" >> beam.ParDo(FinishPart(c.output, self._per_document,
-                                                             bool(mix or c.anneal_fraction), c.ledger_snippet_chars,
-                                                             self._deduplicated, self._rehydrate),
-                                                  beam.pvalue.AsSingleton(top))
-                    .with_outputs(LEDGER, LEDGER_ROWS, FINISHED, EDITS, TOP_TEXTS, main="keys"))
-        if self._paragraphs is not None:
-            _ = (finished[TOP_TEXTS], top) | "TopParagraphs" >> WriteTopParagraphs(FileSystems.join(c.output, STATS_DIR))
-        rates, totals = p | "NoRates" >> beam.Create([{}]), p | "NoTotals" >> beam.Create([{}])
-        if mix:
-            weights = mix.weights
-            rates = (finished[FINISHED]
-                     | "SourceTokens" >> beam.Map(lambda f: (f[1], f[2] * f[4]))  # rehydrated tokens
-                     | "PerSource" >> beam.CombinePerKey(sum)
-                     | "TokensBySource" >> beam.combiners.ToDict()
-                     | "MixRates" >> beam.Map(lambda tokens: mix_rates(weights, tokens)))
-        anneal = Anneal(c.anneal_fraction, c.anneal_min_quality, c.seed, c.anneal_max_page_share,
-                        c.anneal_max_site_share, c.anneal_max_language_excess) if c.anneal_fraction else None
-        if anneal:
-            totals = anneal_totals(finished[FINISHED], anneal, rates, mix, c.holdout_fraction)
-        written = (finished["keys"]
-                   | "SpreadFinished" >> beam.Reshuffle()
-                   | "WriteParts" >> beam.ParDo(WritePart(c.output, self._file_index, self._write_check, mix,
-                                                          c.holdout_fraction, anneal, c.shard_size_mb,
-                                                          c.row_group_rows, self._rehydrate),
-                                                beam.pvalue.AsSingleton(rates), beam.pvalue.AsSingleton(totals))
-                   .with_outputs(LEDGER, VALID, ANNEAL, SIGNATURE_FILES, ANNEAL_TOP, main="stats"))
-        if anneal:
-            _ = (written[ANNEAL_TOP]
-                 | "AnnealTopKeys" >> beam.Map(lambda r: ((r[0], r[1]), r[2]))
-                 | "AnnealTopSums" >> beam.CombinePerKey(sum)
-                 | "AnnealTopByKind" >> beam.Map(lambda kv: (kv[0][0], (kv[1], kv[0][1])))
-                 | "AnnealTopN" >> beam.combiners.Top.LargestPerKey(ANNEAL_TOP_N)
-                 | "AnnealTopJson" >> beam.Map(lambda kv: json.dumps({"kind": kv[0], "top": kv[1]}, ensure_ascii=False))
-                 | "AnnealTopWrite" >> beam.io.WriteToText(FileSystems.join(c.output, STATS_DIR, ANNEAL_TOP),
-                                                           shard_name_template="-SSSSS"))
-        _ = (written[SIGNATURE_FILES]
-             | "SignatureFiles" >> beam.io.WriteToText(FileSystems.join(c.output, STATS_DIR, SIGNATURE_FILES),
-                                                        shard_name_template="-SSSSS"))
-        for split, on in (("", True), (VALID, bool(c.holdout_fraction)), (ANNEAL, bool(anneal))):
-            if on:
-                folder = FileSystems.join(c.output, split) if split else c.output
-                _ = (written[split or "stats"]
-                     | f"Stats{split}" >> beam.io.WriteToText(FileSystems.join(folder, STATS_DIR, "stats"),
-                                                              shard_name_template="-SSSSS"))
-        drops = (finished[LEDGER], written[LEDGER]) | "AllDrops" >> beam.Flatten()
-        return drops, finished[LEDGER_ROWS], finished[EDITS]
-
-
-def anneal_totals(finished, anneal: Anneal, rates, mix: Mix | None, holdout_fraction: float):
-    """The anneal split's side input: the tallies of training and high-quality tokens, overall, per language and
-    per page size class (a few thousand numbers at most), and those of the largest sites
-    (`Anneal.sites_to_tally`: only they can be over their cap), whatever the crawl's number of sites."""
-    tallies = (finished
-               | "AnnealTallies" >> beam.FlatMap(anneal.tallies, beam.pvalue.AsSingleton(rates), mix, holdout_fraction)
-               | "SumAnneal" >> beam.CombinePerKey(sum))
-    small = tallies | "NotSites" >> beam.Filter(lambda kv: not kv[0].startswith(("hq|site:", "hq2|site:")))
-    largest = (tallies
-               | "SiteTotals" >> beam.Filter(lambda kv: kv[0].startswith("hq|site:") and kv[0].count("|") == 1)
-               | "LargestSites" >> beam.combiners.Top.Of(anneal.sites_to_tally(), key=lambda kv: (kv[1], kv[0]))
-               | "LargestNames" >> beam.Map(lambda top: {key for key, _ in top}))
-    of_largest = (tallies
-                  | "SiteSizes" >> beam.Filter(lambda kv: kv[0].startswith(("hq|site:", "hq2|site:"))
-                                               and kv[0].count("|") == 3)
-                  | "OfLargestSites" >> beam.Filter(lambda kv, names: "hq|" + kv[0].split("|")[1] in names,
-                                                    beam.pvalue.AsSingleton(largest)))
-    return ((small, of_largest)
-            | "AnnealTotalsAll" >> beam.Flatten()
-            | "AnnealTotals" >> beam.combiners.ToDict())
-
-
-def _decisions_of_part(kv):
-    """(part key, {"part": [..], "decided": [Decision]}) -> (part key, its Decisions), for the run's parts."""
-    key, joined = kv
-    if not joined["part"]:
-        raise RuntimeError(f"dedup decided on documents of part {key}, which is not in this run")
-    yield key, list(joined["decided"])

@@ -1,6 +1,6 @@
 """The Beam graph of a run: phase 1 prepares each input file (pipeline/job/prepare.py); phase 2 runs the
 global stages over signatures, finishes each part and writes its shards (pipeline/job/finish.py) and
-the ledger."""
+the ledger. The tasks' Beam adapters are in pipeline/job/phases.py."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -11,21 +11,20 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.job.config import TABLE, RunConfig
 from pipeline.job.dedup import EXACT, NEAR, cluster_sizes
-from pipeline.job.finish import Finish
-from pipeline.job.inputs import source_groups
+from pipeline.job.inputs import InputFile, source_groups
 from pipeline.job.ledger import ResolveKeptCopies
-from pipeline.job.mix import Mix, Rehydration
 from pipeline.job.outdir import EDITS_DIR, LEDGER_DIR
 from pipeline.job.paragraphs import CountParagraphs
-from pipeline.job.prepare import InputFile, Prepare, PrepareFiles, ReadSigned, file_part_key, phase1_digest
+from pipeline.job.parts import file_part_key
+from pipeline.job.phases import Finish, Prepare, PrepareFiles, ReadSigned
+from pipeline.job.readers import FileReader
 from pipeline.job.robots import STAGE as ROBOTS_STAGE
 from pipeline.job.schema import EDITS_SCHEMA, LEDGER_SCHEMA, ledger_row
 from pipeline.job.signatures import earlier_signature_files
-from pipeline.job.steps import WRITE_STAGE, make_steps
-from pipeline.job.transforms import FileReader, ReadSource
+from pipeline.job.steps import make_steps, phase1_task, phase2_tasks
+from pipeline.job.transforms import ReadSource
 from stages.decontam import STAGE as DECONTAM_STAGE
 from stages.dedup import DEDUP_AGAINST
-from stages.mix import parse_rehydration
 from stages.paragraphs import STAGE as PARAGRAPH_STAGE
 from stages.table import READ
 
@@ -46,31 +45,20 @@ def read_sources(p: beam.Pipeline, config: RunConfig, root: str = "") -> tuple:
                  for what, pcolls in (("Html", html_docs), ("Text", text_docs), ("ReadDrops", drops)))
 
 
-def phase1_preparer(config: RunConfig, root: str, facts: dict[str, Any] | None = None,
-                    run_id: str = "") -> tuple[PrepareFiles, list]:
-    """Phase 1's DoFn for this run's settings and its steps: the job runs it over each input file, `refinery
-    plan` over a sample, a Slurm array task over its share of the files (called directly, after `setup()`)."""
-    phase1 = make_steps(config, facts, phase=1)
-    readers = {name: FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root,
-                                config.sample_fraction) for name, _ in source_groups(config)}
-    paragraphs = config.paragraph_dedup if config.paragraph_dedup.enabled else None
-    return PrepareFiles(config.output, readers, phase1, root, phase1_digest(config), config.dedup,
-                        config.ledger_snippet_chars, config.limit, run_id, paragraphs), phase1
-
-
 def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFile], root: str = "",
                    facts: dict[str, Any] | None = None, run_id: str = "") -> list[str]:
     """Adds the job to `p`; returns the stage names in order (for the report). Phase 1 prepares each input
     file (pipeline/job/prepare.py), phase 2 runs the global stages and the rest on the prepared documents.
     Input files are named by their path below `root` (see `input_root`); what the stages loaded is added
     to `facts`."""
-    prepare, phase1 = phase1_preparer(config, root, facts, run_id)
-    keys = p | "Prepare" >> Prepare(files, prepare, one_task=bool(config.limit))
+    prepare, phase1 = phase1_task(config, root, facts, run_id)
+    keys = p | "Prepare" >> Prepare(files, PrepareFiles(prepare, config.limit), one_task=bool(config.limit))
     names = [spec.name for spec in TABLE if spec.runs == READ] + [name for name, _ in phase1]
     file_index = {file_part_key(f, root): i for i, f in enumerate(files)}  # numbers shards and dedup's nodes
     signed = keys | "ReadSigned" >> beam.ParDo(ReadSigned(config.output, config.dedup, file_index))
-    decisions, per_document, mix, write_check, entering, paragraphs = [], [], None, None, None, None
-    for name, step in make_steps(config, facts, phase=2):
+    decisions, entering, paragraphs = [], None, None
+    phase2 = make_steps(config, facts, phase=2)
+    for name, step in phase2:
         names.append(name)
         if name == ROBOTS_STAGE:  # on signatures and the parts' URLs, before dedup
             signed, decided = {"signed": signed, "keys": keys} | f"Stage_{name}" >> step
@@ -83,21 +71,11 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
         elif name == PARAGRAPH_STAGE:
             paragraphs = CountParagraphs(config.paragraph_dedup, config.output, file_index,
                                          earlier_signature_files(config) if config.dedup_against else [])
-            per_document.append((name, step))  # the cut: the first per-document stage of phase 2
-        elif isinstance(step, Mix):
-            mix = step
-        elif name == WRITE_STAGE:
-            write_check = step
-        else:
-            per_document.append((name, step))
     decided = (decisions or [p | "NoDecisions" >> beam.Create([])]) | "AllDecisions" >> beam.Flatten()
     deduplicated = any(name in (EXACT, NEAR) for name in names)
     sizes = signed | "ClusterSizes" >> beam.FlatMap(cluster_sizes) if deduplicated else p | "NoSizes" >> beam.Create([])
-    rehydrate = Rehydration(parse_rehydration(config.rehydrate_weights), config.mix_max_epochs) \
-        if config.rehydrate else None
-    drops, prepared_rows, edits = ((keys, decided, sizes)
-                                   | "Finish" >> Finish(config, per_document, mix, write_check, file_index, paragraphs,
-                                                        rehydrate, deduplicated))
+    tasks = phase2_tasks(config, phase2, file_index, deduplicated)
+    drops, prepared_rows, edits = (keys, decided, sizes) | "Finish" >> Finish(config, tasks, paragraphs)
     dedup_stages = sum(1 for name in names if name in (EXACT, NEAR))
     phase2_rows = (drops
                    | "ResolveKeptCopies" >> ResolveKeptCopies(rounds=dedup_stages)

@@ -9,7 +9,7 @@ out of training too, and never enter valid/ twice.
 """
 from __future__ import annotations
 
-from pipeline.job.transforms import count
+from pipeline.counters import count, note
 from stages.mix import approx_tokens, original_id, unit_hash
 from stages.record import Document
 
@@ -27,7 +27,7 @@ def split(doc: Document, fraction: float) -> str | None:
     if not held_out(doc.id, fraction):
         return TRAIN
     if doc.epoch:
-        count(f"{STAGE}.note.repeats_left_out")  # a copy, not a document read: no conservation entry
+        count(note(STAGE, "repeats_left_out"))  # a copy, not a document read: no conservation entry
         return None
     count(f"{STAGE}.{VALID}")
     count(f"{STAGE}.{VALID}_tokens", approx_tokens(doc.text))

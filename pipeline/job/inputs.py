@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
 from pipeline.job.config import ConfigError, RunConfig
-from pipeline.job.prepare import InputFile
+
+
+class InputFile(NamedTuple):
+    source: str
+    path: str
+    size: int
+    mtime: float
 
 
 def check_inputs(patterns: Sequence[str], written: Mapping[str, str] | None = None) -> dict[str, int]:
@@ -87,3 +95,20 @@ def source_groups(config: RunConfig) -> list[tuple]:
     return list(groups.items())
 
 
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"))
+
+
+def local_file_problem(path: str) -> str | None:
+    """Why a local input cannot be read as a file ("a folder", "a FIFO", a symlink loop, ...); None for a
+    regular file or a path on another filesystem (gs://, s3://: objects are always regular)."""
+    if "://" in path:
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return f"cannot open: {exc.strerror or type(exc).__name__}" + (" (a symbolic link)" if os.path.islink(path) else "")
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), None if stat.S_ISREG(mode) else "not a file")
+    return f"not a regular file ({kind}): only regular files are read" if kind else None

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from pipeline.job.holdout import held_out
+from stages.counters import dropped, entered, note
 from stages.mix import approx_tokens, copies, rehydration_weight, repeat_id, site_of, unit_hash
 from stages.record import Document, Drop, DropReason
 from stages.runner import Count, count_kept, no_count
@@ -28,17 +29,17 @@ class Mix:
              weight: int = 1) -> list[Document] | Drop:
         """The document and its repeats (own id, own epoch), or its drop. `weight`: its rehydration weight (the
         rates were computed over tokens times each document's weight)."""
-        count(f"{STAGE}.in", 1)
+        count(entered(STAGE), 1)
         rate = rates.get(doc.source, 1.0) * weight
         if rate > self.max_epochs:
-            count(f"{STAGE}.note.capped.{doc.source}", 1)  # the report names sources whose share is out of reach
+            count(note(STAGE, f"capped.{doc.source}"), 1)  # the report names sources whose share is out of reach
         n = self.copies(doc.id, doc.source, rates, weight)
         if n == 0:
-            count(f"{STAGE}.drop.{DropReason.MIX_DOWNSAMPLED}", 1)
+            count(dropped(STAGE, DropReason.MIX_DOWNSAMPLED), 1)
             return doc.drop(STAGE, DropReason.MIX_DOWNSAMPLED, f"{doc.source} rate {rate:.3f}")
         count_kept(count, STAGE, approx_tokens(doc.text) if doc.text else 0)
         for _ in range(1, n):  # repeats of a source smaller than its share
-            count(f"{STAGE}.note.repeats", 1)
+            count(note(STAGE, "repeats"), 1)
         return repeats(doc, n)
 
 

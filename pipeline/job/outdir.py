@@ -33,6 +33,7 @@ FINISHED_PATTERNS = ("_finished/*.parquet", "_finished/.*.tmp")
 # The output folder's layout.
 DATA_DIR, LEDGER_DIR, VALID_DIR, ANNEAL_DIR = "data", "ledger", "valid", "anneal"
 EDITS_DIR = "edits"  # the edit book: what stages cut from documents they kept
+SIGNATURES_DIR = "signatures"  # each output part's originals' signatures (a later run's --dedup-against)
 REPORT_FILE, HTML_REPORT_FILE = "report.json", "report.html"
 SPLITS = (ANNEAL_DIR, VALID_DIR)  # folders beside data/ with the same layout (pipeline/job/run.py writes them)
 # What a complete run publishes. `--overwrite`/`--resume` over a complete output set these aside in

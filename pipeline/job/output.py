@@ -13,65 +13,23 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
-from typing import IO, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from common import files
 from common.shards import MANIFEST
 from common.shards import manifest as shards_manifest
 from pipeline.job.faults import kill_point
 from pipeline.job.schema import DOCUMENT_SCHEMA
+from pipeline.storage import write_atomically
 
 STATS_DIR = "_shard_stats"
 
 
 def shard_name(index: int, count: int) -> str:
     return f"part-{index:05d}-of-{count:05d}.parquet"
-
-
-def _local(path: str) -> bool:
-    return "://" not in path
-
-
-def create(path: str) -> IO[bytes]:
-    """A new file to write at `path`, its folder made: a local path as `common.files` opens it (never through a
-    link or into a special file someone put there), others through Beam's filesystems."""
-    if not _local(path):
-        return FileSystems.create(path)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    return files.open_for_writing(path, "wb")
-
-
-def replace(temp: str, path: str) -> None:
-    """Rename a finished temporary file over `path` (a retried attempt replaces its own earlier output)."""
-    if _local(path):
-        files.check_replaceable(path)
-        os.replace(temp, path)
-        return
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([temp], [path])
-
-
-def write_atomically(path: str, data: bytes, temp_name: str | None = None) -> None:
-    """`data` to `path` all or nothing: written to a temporary name beside it (default `.NAME.tmp`), then
-    renamed over any earlier file (a retried attempt replaces its own earlier output)."""
-    if _local(path):
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        files.write_atomically(path, data, temp_name)
-        return
-    folder, name = path.rsplit("/", 1) if "/" in path else ("", path)
-    temp = temp_name or f".{name}.tmp"
-    temp = FileSystems.join(folder, temp) if folder else temp
-    with FileSystems.create(temp) as fh:
-        fh.write(data)
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([temp], [path])
 
 
 class ShardWriter:

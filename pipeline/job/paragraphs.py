@@ -15,18 +15,17 @@ The prepared parts store 64-bit hashes, never paragraph texts: only the few top 
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
 
 import apache_beam as beam
 import pyarrow.dataset as ds
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.counters import count, note
 from pipeline.job.outdir import EDITS_DIR
 from pipeline.job.output import STATS_DIR
-from pipeline.job.prepare import PREPARED_DIR, part_paths, read_rows
+from pipeline.job.parts import part_paths, read_rows
 from pipeline.job.signatures import read_signature_file
-from pipeline.job.transforms import count
-from stages.origin import origin_rank, original_url
+from stages.origin import origin_rank
 from stages.paragraphs import (
     STAGE,
     Owner,
@@ -40,27 +39,19 @@ from stages.paragraphs import (
 PARAGRAPHS_FILE = "repeated_paragraphs"  # _shard_stats/repeated_paragraphs-NNNNN: the report's top table
 
 
-def host_of(url: str | None) -> str | None:
-    """The site of a page: its URL's host, or for a Wayback Machine capture the archived page's host."""
-    try:
-        return urlsplit(original_url(url)).hostname
-    except ValueError:
-        return None
-
-
 class ParagraphOccurrences(beam.DoFn):
     """(part key, Decisions of its documents) -> (paragraph hash, Owner) for each distinct paragraph of each
     document of the part that document dedup kept."""
 
     def __init__(self, output: str, file_index: dict[str, int]):
-        self._prepared, self._index = FileSystems.join(output, PREPARED_DIR), file_index
+        self._output, self._index = output, file_index
 
     def process(self, element):
         key, decided = element
         dropped = {d.id for d in decided}
         part = self._index[key]
         columns = ["id", "url", "metadata", "quality_score", "chars", "paragraphs"]
-        for row in read_rows(part_paths(self._prepared, key)["docs.parquet"], columns):
+        for row in read_rows(part_paths(self._output, key)["docs.parquet"], columns):
             if row["id"] in dropped or not row["paragraphs"]:
                 continue
             url = (row["url"] or b"").decode("utf-8", "surrogatepass")
@@ -104,7 +95,7 @@ class OwnerCombine(beam.CombineFn):
 def _repeated(kv, min_documents: int):
     h, plain = kv
     if plain[0] >= min_documents:
-        count(f"{STAGE}.note.repeated_paragraphs")
+        count(note(STAGE, "repeated_paragraphs"))
         yield h, plain
 
 
@@ -201,7 +192,7 @@ def edits_report(output: str, counters: dict[str, int] | None) -> dict:
             book[row["stage"]] = {"documents": row["paragraphs_count"], "paragraphs": row["paragraphs_sum"],
                                   "chars": row["chars_sum"]}
     for stage, entry in book.items():
-        seen = (counters or {}).get(f"{stage}.note.chars_seen")
+        seen = (counters or {}).get(note(stage, "chars_seen"))
         entry["share_of_text"] = round(entry["chars"] / seen, 5) if seen else None
     top = []
     for path in (m.path for r in FileSystems.match([FileSystems.join(output, STATS_DIR, PARAGRAPHS_FILE + "*")])
@@ -210,6 +201,6 @@ def edits_report(output: str, counters: dict[str, int] | None) -> dict:
             top += [json.loads(line) for line in fh.read().decode("utf-8").splitlines() if line.strip()]
     if top or STAGE in book:
         entry = book.setdefault(STAGE, {"documents": 0, "paragraphs": 0, "chars": 0, "share_of_text": None})
-        entry["repeated_paragraphs"] = (counters or {}).get(f"{STAGE}.note.repeated_paragraphs")
+        entry["repeated_paragraphs"] = (counters or {}).get(note(STAGE, "repeated_paragraphs"))
         entry["most_repeated"] = sorted(top, key=lambda t: (-t["documents"], t["text"]))
     return book

@@ -11,28 +11,31 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from common.version import version
+from pipeline.counters import entered, notes_of, source_records
 from pipeline.job.config import TABLE, RunConfig
 from pipeline.job.dedup import dedup_report
-from pipeline.job.inputs import source_groups
+from pipeline.job.inputs import InputFile, source_groups
 from pipeline.job.mix import STAGE as MIX_STAGE
-from pipeline.job.outdir import ANNEAL_DIR, DATA_DIR, HTML_REPORT_FILE, LEDGER_DIR, REPORT_FILE, VALID_DIR, lock_note
+from pipeline.job.outdir import (
+    ANNEAL_DIR,
+    DATA_DIR,
+    HTML_REPORT_FILE,
+    LEDGER_DIR,
+    PREPARED_DIR,
+    REPORT_FILE,
+    SIGNATURES_DIR,
+    VALID_DIR,
+    lock_note,
+)
 from pipeline.job.output import MANIFEST, collect_anneal_top, collect_shards, collect_signature_files, write_manifest
 from pipeline.job.paragraphs import edits_report
-from pipeline.job.prepare import (
-    PREPARED_DIR,
-    InputFile,
-    file_part_key,
-    paragraph_settings,
-    part_paths,
-    read_json,
-    signature_settings,
-)
+from pipeline.job.parts import file_part_key, part_paths
+from pipeline.job.prepare import paragraph_settings, signature_settings
 from pipeline.job.robots import STAGE as ROBOTS_STAGE
-from pipeline.job.signatures import SIGNATURES_DIR
-from pipeline.job.transforms import SOURCE_RECORDS
 from pipeline.reports import html_report
 from pipeline.reports import report as reporting
 from pipeline.reports.resources import compare as plan_vs_measured
+from pipeline.storage import read_json
 from stages.extraction import trafilatura_speedups
 from stages.extraction.extract import Extractor
 from stages.extraction.warc import STAGE as WARC_STAGE
@@ -138,8 +141,8 @@ def build_report(config: RunConfig, result, counters: dict[str, int] | None, nam
     ledger_files = reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet"))
     originals = reporting.column_counts(shard_paths, ["epoch"])  # from the files, not the writers' stats
     if counters is not None:  # a read stage that saw nothing (no such files) stays out of the funnel
-        names = [n for n in names if n not in reporting.READ_STAGES or counters.get(f"{n}.in", 0)]
-        if not counters.get(f"{WARC_STAGE}.in", 0):
+        names = [n for n in names if n not in reporting.READ_STAGES or counters.get(entered(n), 0)]
+        if not counters.get(entered(WARC_STAGE), 0):
             names = [n for n in names if n != Extractor.name]  # text sources alone: nothing to extract
     valid_dir = FileSystems.join(config.output, VALID_DIR)
     held_out = reporting.parquet_row_counts([FileSystems.join(valid_dir, s["path"]) for s in valid_shards])
@@ -183,9 +186,8 @@ def build_report(config: RunConfig, result, counters: dict[str, int] | None, nam
 
 def markers(config: RunConfig, files: Sequence[InputFile], root: str) -> dict[str, Any]:
     """{part key: its phase-1 marker, None where there is none}: each written by the task that read the file."""
-    prepared = FileSystems.join(config.output, PREPARED_DIR)
     keys = [file_part_key(file, root) for file in files]
-    return {key: read_json(part_paths(prepared, key)["done.json"]) for key in keys}
+    return {key: read_json(part_paths(config.output, key)["done.json"]) for key in keys}
 
 
 def records_read(found: Mapping[str, Any], limit: int | None = None) -> int | None:
@@ -229,8 +231,7 @@ def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str,
         report["mix"] = {"requested": parse_weights(config.mix),
                          "achieved": {k: round(v["tokens"] / max(tokens, 1), 4) for k, v in sorted(by_source.items())},
                          "max_epochs": config.mix_max_epochs,
-                         "capped_sources": sorted(k.split(".", 3)[3] for k, v in (counters or {}).items()
-                                                  if k.startswith(f"{MIX_STAGE}.note.capped.") and v)}
+                         "capped_sources": sorted(k for k, v in notes_of(counters or {}, MIX_STAGE, "capped.").items() if v)}
     if config.holdout_fraction:
         report["valid"] = {"manifest": f"{VALID_DIR}/{MANIFEST}", "rows": report["held_out"],
                            "tokens": sum(s["tokens"] for s in valid_shards), "fraction": config.holdout_fraction,
@@ -309,7 +310,7 @@ def _checks(config: RunConfig, report: dict[str, Any], counters: dict[str, int] 
                         "(or counters disagree with the ledger)")
     if counters is not None:
         for name, _ in source_groups(config):
-            if not counters.get(f"{SOURCE_RECORDS}{name}", 0):
+            if not counters.get(source_records(name), 0):
                 problems.append(f"source {name!r} yielded no records: its files hold no WARC response, JSONL or "
                                 "Parquet record (the ledger's `read` rows say why)")
     if config.strict and report["kept"] == 0:

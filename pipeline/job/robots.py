@@ -14,10 +14,12 @@ import os
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.counters import count, note
 from pipeline.job.config import ConfigError
-from pipeline.job.dedup import Decision, GroupedRecords, Signed, by_group_of_id, group_of, resolve_by_id
-from pipeline.job.prepare import PREPARED_DIR, part_paths, read_rows
-from pipeline.job.transforms import DOCUMENTS, LEDGER, count
+from pipeline.job.dedup import GroupedRecords, resolve_by_id
+from pipeline.job.parts import part_paths, read_rows
+from pipeline.job.signed import Decision, Signed, by_group_of_id, group_of
+from pipeline.job.transforms import DOCUMENTS, LEDGER
 from stages.optout.captures import (
     HostRules,
     host_of,
@@ -55,7 +57,7 @@ class _ReadCaptures(beam.DoFn):
             else:
                 captures = (read_capture_table if path.endswith(".parquet") else read_capture_warc)(fh)
             for capture in captures:
-                count(f"{STAGE}.note.captures_read")
+                count(note(STAGE, "captures_read"))
                 yield capture.host, capture
 
 
@@ -73,10 +75,10 @@ class _ReadPages(beam.DoFn):
     """A part key -> (host, (id, part, scheme, URL, fetch date)) for each document of the part."""
 
     def __init__(self, output: str):
-        self._prepared = FileSystems.join(output, PREPARED_DIR)
+        self._output = output
 
     def process(self, key: str):
-        for row in read_rows(part_paths(self._prepared, key)["docs.parquet"], ["id", "url", "metadata"]):
+        for row in read_rows(part_paths(self._output, key)["docs.parquet"], ["id", "url", "metadata"]):
             url = row["url"].decode("utf-8", "surrogatepass") if isinstance(row["url"], bytes) else row["url"] or ""
             found = host_of(url)
             if found is None:
@@ -101,9 +103,9 @@ def _decide(kv, agents, as_of):
         return
     rules = HostRules(joined["captures"], agents, as_of)
     for doc_id, part, scheme, url, date in joined["pages"]:
-        verdict, note = rules.judge(host, scheme, url, date)
-        if note:
-            count(f"{STAGE}.note.{note}")
+        verdict, note_name = rules.judge(host, scheme, url, date)
+        if note_name:
+            count(note(STAGE, note_name))
         if verdict is not None:
             yield group_of(doc_id), (doc_id, Decision(doc_id, part, STAGE, *verdict))
 

@@ -18,15 +18,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from common.settings import add_flags, add_set_flag, flag_values, set_values
 from common.version import version
-from pipeline.engines.beam_options import check_beam_args, give_freed_buffers_back, loopback_only_grpc
+from pipeline.job.beam_options import check_beam_args, give_freed_buffers_back, loopback_only_grpc
 from pipeline.job.config import ConfigError, RunConfig, load_config
 from pipeline.job.graph import build_pipeline
-from pipeline.job.inputs import input_files, input_root
+from pipeline.job.inputs import InputFile, input_files, input_root
 from pipeline.job.outdir import (
     FAILED_REPORTS,
     REPORT_FILE,
@@ -37,7 +36,6 @@ from pipeline.job.outdir import (
     remove_partial,
     restore_previous,
 )
-from pipeline.job.prepare import PREPARED_DIR, InputFile
 from pipeline.job.publish import RunFailed, publish
 from pipeline.job.steps import preflight
 from pipeline.reports import report as reporting
@@ -182,8 +180,9 @@ def _run_with_progress(p: beam.Pipeline, options: PipelineOptions, names: list[s
     the runner's metrics while it runs (the markers while those say nothing)."""
     from apache_beam.options.pipeline_options import DirectOptions
 
-    from pipeline.job.prepare import MarkerCounts
-    from pipeline.reports.progress import TALLY, Display, runner_or_markers, workers_logging_aside
+    from pipeline.counters import TALLY
+    from pipeline.job.parts import MarkerCounts
+    from pipeline.reports.progress import Display, runner_or_markers, workers_logging_aside
 
     runner = str(options.view_as(StandardOptions).runner or "")
     direct = options.view_as(DirectOptions)
@@ -194,7 +193,7 @@ def _run_with_progress(p: beam.Pipeline, options: PipelineOptions, names: list[s
         result = p.run()
         result.wait_until_finish()
         return result
-    markers = MarkerCounts(FileSystems.join(output, PREPARED_DIR))
+    markers = MarkerCounts(output)
     if in_process or local:
         if in_process:
             TALLY.on, TALLY.counts = True, {}

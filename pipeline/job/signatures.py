@@ -17,22 +17,14 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.job.config import ConfigError
-from pipeline.job.dedup import (
-    Decision,
-    GroupedEntries,
-    GroupedRecords,
-    Signed,
-    bucket_group,
-    by_group_of_id,
-    group_of,
-    resolve_by_id,
-)
-from pipeline.job.prepare import paragraph_settings, read_json, signature_settings
+from pipeline.job.dedup import GroupedEntries, GroupedRecords, bucket_group, resolve_by_id
+from pipeline.job.prepare import paragraph_settings, signature_settings
+from pipeline.job.signed import Decision, Signed, by_group_of_id, group_of
 from pipeline.job.transforms import DOCUMENTS, LEDGER
+from pipeline.storage import read_json
 from stages.dedup import BAND_DIGEST_BYTES, DEDUP_AGAINST, EXACT_OLD, NEAR_OLD, DedupConfig
 from stages.record import StageEnvironmentError
 
-SIGNATURES_DIR = "signatures"
 STAGE = DEDUP_AGAINST
 
 

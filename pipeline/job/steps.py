@@ -6,21 +6,24 @@ from __future__ import annotations
 import collections
 import os
 import sys
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from pipeline.job.config import TABLE, ConfigError, RunConfig
 from pipeline.job.dedup import ExactDedup, NearDedup
+from pipeline.job.finish import FinishPart, WritePart
 from pipeline.job.inputs import source_groups
 from pipeline.job.mix import STAGE as MIX_STAGE
-from pipeline.job.mix import Mix
-from pipeline.job.prepare import in_phase1
+from pipeline.job.mix import Anneal, Mix, Rehydration
+from pipeline.job.prepare import PrepareFile, in_phase1, phase1_digest
+from pipeline.job.readers import FileReader
 from pipeline.job.robots import STAGE as ROBOTS_STAGE
 from pipeline.job.robots import RobotsOptOut, robots_files
 from pipeline.job.schema import OutputCheck
 from pipeline.job.signatures import DedupAgainst, earlier_signature_files
 from stages.decontam import DecontaminationIndex, Decontaminator, read_benchmarks
 from stages.dedup import DEDUP_AGAINST
-from stages.mix import parse_weights
+from stages.mix import parse_rehydration, parse_weights
 from stages.paragraphs import STAGE as PARAGRAPH_STAGE
 from stages.paragraphs import ParagraphCut
 from stages.runner import Step
@@ -112,3 +115,42 @@ def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: in
     return steps
 
 
+def phase1_task(config: RunConfig, root: str, facts: dict[str, Any] | None = None,
+                run_id: str = "") -> tuple[PrepareFile, list]:
+    """Phase 1's task for this run's settings and its steps: the job runs it over each input file, `refinery
+    plan` over a sample, a Slurm array task over its share of the files (after `setup()`)."""
+    phase1 = make_steps(config, facts, phase=1)
+    readers = {name: FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root,
+                                config.sample_fraction) for name, _ in source_groups(config)}
+    paragraphs = config.paragraph_dedup if config.paragraph_dedup.enabled else None
+    return PrepareFile(config.output, readers, phase1, root, phase1_digest(config), config.dedup,
+                       config.ledger_snippet_chars, run_id, paragraphs), phase1
+
+
+class Phase2Tasks(NamedTuple):
+    """Phase 2's two tasks for a run, and the mix and anneal split they apply (whose side inputs the
+    scheduler computes: rates from every part's finished tokens, the anneal split's totals)."""
+
+    finish: FinishPart
+    write: WritePart
+    mix: Mix | None
+    anneal: Anneal | None
+
+
+def phase2_tasks(config: RunConfig, steps: Sequence[tuple[str, Any]], file_index: Mapping[str, int],
+                 deduplicated: bool) -> Phase2Tasks:
+    """FinishPart over phase 2's per-document steps of `steps` (`make_steps(config, phase=2)`: decontamination and
+    paragraph dedup's cut included; the transforms over signatures are the scheduler's), WritePart with the mix
+    and the write check; `file_index` numbers each part's shards, `deduplicated`: cluster sizes will be known."""
+    per_document = [(name, step) for name, step in steps if isinstance(step, Step) and name != WRITE_STAGE]
+    mix = next((step for _, step in steps if isinstance(step, Mix)), None)
+    write_check = next((step for name, step in steps if name == WRITE_STAGE), None)
+    c = config
+    rehydrate = Rehydration(parse_rehydration(c.rehydrate_weights), c.mix_max_epochs) if c.rehydrate else None
+    anneal = Anneal(c.anneal_fraction, c.anneal_min_quality, c.seed, c.anneal_max_page_share,
+                    c.anneal_max_site_share, c.anneal_max_language_excess) if c.anneal_fraction else None
+    finish = FinishPart(c.output, per_document, bool(mix or c.anneal_fraction), c.ledger_snippet_chars, deduplicated,
+                        rehydrate)
+    write = WritePart(c.output, file_index, write_check, mix, c.holdout_fraction, anneal, c.shard_size_mb,
+                      c.row_group_rows, rehydrate)
+    return Phase2Tasks(finish, write, mix, anneal)

@@ -338,6 +338,6 @@ def _times(times: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
 
 
 def write(path: str, report: Mapping[str, Any], output: str, config) -> None:
-    from pipeline.job.output import write_atomically
+    from pipeline.storage import write_atomically
 
     write_atomically(path, render(report, output, config).encode("utf-8"))

@@ -7,7 +7,7 @@ into this process's `Tally`: display only, never read back into results. Runners
 elsewhere (portable, Dataflow, Flink, Spark) are polled through the PipelineResult's Beam metrics
 (attempted counters: `<stage>.in`, `warc.bytes_read`), and where those say nothing yet (a job service
 reports them at the end; local worker processes report none while the job runs), through the phase-1
-markers written so far (`pipeline.job.prepare.MarkerCounts`).
+markers written so far (`pipeline.job.parts.MarkerCounts`).
 """
 from __future__ import annotations
 
@@ -19,37 +19,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from pipeline.counters import BYTES_READ, entered
 from stages.extraction.warc import STAGE as WARC_STAGE
 from stages.textsource import STAGE as TEXT_STAGE
 
-BYTES_READ = "read.bytes"  # counter: compressed input bytes consumed by the readers
 DOCUMENT_READERS = (WARC_STAGE, TEXT_STAGE)  # the read stages whose `.in` are documents (WARC and text records)
 
 
 def documents_read(counts: Mapping[str, int]) -> int:
     """Documents read so far, from every reader: the total each later stage works through."""
-    return sum(counts.get(f"{stage}.in", 0) for stage in DOCUMENT_READERS)
-
-
-class Tally:
-    """Counts of this process, written by DoFns when a local run switched them on."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.counts: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def add(self, name: str, n: int = 1) -> None:
-        if self.on:
-            with self._lock:
-                self.counts[name] = self.counts.get(name, 0) + n
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self.counts)
-
-
-TALLY = Tally()
+    return sum(counts.get(entered(stage), 0) for stage in DOCUMENT_READERS)
 
 
 def runner_or_markers(runner_poll: Callable[[], Mapping[str, int]], markers: Callable[[], Mapping[str, int]]):
@@ -119,7 +98,7 @@ def progress_line(counts: Mapping[str, int], elapsed: float, stages: Sequence[st
              f"{done / max(elapsed, 1e-9) / 1e6:.2f} MB/s)"]
     read, all_read = documents_read(counts), done >= total_bytes > 0
     for stage in stages:
-        n = counts.get(f"{stage}.in", 0)
+        n = counts.get(entered(stage), 0)
         if n:
             parts.append(f"{stage} {n:,}" + (f"/{read:,}" if all_read and stage not in DOCUMENT_READERS else ""))
     return "[refinery] " + " · ".join(parts) + " · " + estimate(done, total_bytes, elapsed)
@@ -179,7 +158,7 @@ class Display:
         from tqdm import tqdm
 
         elapsed = time.monotonic() - self._started
-        for position, (label, key) in enumerate([("read", BYTES_READ)] + [(s, f"{s}.in") for s in self.stages]):
+        for position, (label, key) in enumerate([("read", BYTES_READ)] + [(s, entered(s)) for s in self.stages]):
             value = counts.get(key, 0)
             if label != "read" and not value:
                 continue

@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
-from pipeline.job.output import write_atomically
-from pipeline.job.transforms import NAMESPACE
+from pipeline import counters as names
+from pipeline.counters import NAMESPACE
+from pipeline.storage import write_atomically
 from stages.table import READ, stage_table
 
 READ_STAGES = tuple(s.name for s in stage_table() if s.runs == READ)  # their `in` counters: documents read
@@ -119,19 +120,19 @@ def build_report(*, stages: Sequence[str], beam_counters: Mapping[str, int] | No
     metrics_available = beam_counters is not None
     beam_counters = beam_counters or {}
     kept, ledgered = sum(shard_rows.values()), sum(ledger_rows.values())
-    counted_read = sum(beam_counters.get(f"{s}.in", 0) for s in stages if s in READ_STAGES)
+    counted_read = sum(beam_counters.get(names.entered(s), 0) for s in stages if s in READ_STAGES)
     read = records_read if records_read is not None else counted_read if metrics_available else None
     funnel, entering = [], read or 0
     for stage in stages:
         dropped = {reason: n for (s, reason), n in sorted(ledger_reasons.items()) if s == stage}
-        counted = {k.split(".drop.", 1)[1]: v for k, v in beam_counters.items() if k.startswith(f"{stage}.drop.")}
-        notes = {k.split(".note.", 1)[1]: v for k, v in beam_counters.items() if k.startswith(f"{stage}.note.")}
+        counted = names.drops_of(beam_counters, stage)
+        notes = names.notes_of(beam_counters, stage)
         leaving = entering - sum(dropped.values())
         funnel.append({
             "stage": stage,
-            "in": beam_counters.get(f"{stage}.in", 0) if metrics_available else entering,
-            "kept": beam_counters.get(f"{stage}.kept", 0) if metrics_available else leaving,
-            "kept_tokens": beam_counters.get(f"{stage}.kept_tokens", 0),
+            "in": beam_counters.get(names.entered(stage), 0) if metrics_available else entering,
+            "kept": beam_counters.get(names.kept(stage), 0) if metrics_available else leaving,
+            "kept_tokens": beam_counters.get(names.kept_tokens(stage), 0),
             "dropped": sum(dropped.values()),
             "dropped_by_reason": dropped,
             "counters_agree_with_ledger": counted == dropped if metrics_available else None,

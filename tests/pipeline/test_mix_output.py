@@ -81,6 +81,11 @@ def test_manifest_agrees_with_the_shards(mixed_run):
         texts = pq.read_table(path, columns=["text"]).column("text").to_pylist()
         assert sum(approx_tokens(t) for t in texts) == shard["tokens"]
     assert manifest["rows"] == sum(s["rows"] for s in manifest["shards"]) == report["output"]["rows"]
+    # each part's signature file as listed (a part that wrote to the anneal split once listed its last language's
+    # name instead of its own: signatures/en.parquet)
+    for entry in manifest["signature_files"]:
+        path = tmp / "a" / entry["path"]
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"], entry
     assert manifest["config"]["mix"] == "web=0.5,books=0.5" and manifest["refinery_version"]
     assert pads.dataset(str(tmp / "a" / "data"), format="parquet").count_rows() == manifest["rows"]
     assert not list((tmp / "a").glob("_shard_stats*")) and not list((tmp / "a" / "data").glob(".*tmp"))

@@ -7,7 +7,8 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from datasketch import MinHash, MinHashLSH
 
-from pipeline.job.dedup import ExactDedup, NearDedup, SignDocuments, Signed
+from pipeline.job.dedup import ExactDedup, NearDedup, SignDocuments
+from pipeline.job.signed import Signed
 from stages.dedup import DedupConfig, MinHasher, exact_key, jaccard, shingles, survivor_rank
 from tests import dedup_corpus
 from tests.union_find import union_find_components

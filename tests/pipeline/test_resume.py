@@ -85,7 +85,7 @@ def test_changed_input_or_phase1_setting_is_redone(inputs, uninterrupted, tmp_pa
     folder = tmp_path / "in"
     shutil.copytree(inputs, folder)  # copies keep their mtimes: the same files
 
-    from pipeline.job.prepare import part_key
+    from pipeline.job.parts import part_key
 
     part = {name: out / "prepared" / part_key("web", name) for name in FILES}
     os.utime(folder / FILES[1], (1e9, 1e9))  # a changed input file: its part is redone
@@ -112,7 +112,7 @@ def test_resume_and_overwrite_exclude_each_other(inputs, tmp_path):
 
 
 def test_limit_and_sample_fraction(inputs, uninterrupted, tmp_path):
-    from pipeline.job.transforms import in_sample
+    from pipeline.job.readers import in_sample
     from stages.record import stable_id
 
     limited = run(["--input", str(inputs / "*.warc.gz"), "--output", str(tmp_path / "l"), "--quiet", "--limit", "40"])

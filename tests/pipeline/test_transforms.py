@@ -9,9 +9,11 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.job.dedup import ExactDedup, SignDocuments, Signed
+from pipeline.counters import NAMESPACE
+from pipeline.job.dedup import ExactDedup, SignDocuments
 from pipeline.job.mix import Mix
-from pipeline.job.transforms import NAMESPACE, ApplyStage
+from pipeline.job.signed import Signed
+from pipeline.job.transforms import ApplyStage
 from stages.dedup import DedupConfig
 from stages.mix import approx_tokens, mix_rates
 from stages.quality import QualityConfig, QualityScorer

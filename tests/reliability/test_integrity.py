@@ -12,7 +12,7 @@ import pytest
 from pipeline.job.config import ConfigError
 from pipeline.job.outdir import compare_outputs
 from pipeline.job.output import MissingShardStats, collect_shards
-from pipeline.job.prepare import part_key
+from pipeline.job.parts import part_key
 from pipeline.job.run import run
 from stages.record import StageEnvironmentError
 from tests.conftest import WARC_DIR
@@ -75,7 +75,7 @@ def test_a_same_size_rewrite_with_its_mtime_put_back_is_noticed(finished, tmp_pa
 def test_a_phase2_part_that_cannot_be_read_is_named_with_its_input(finished, tmp_path):
     """A part damaged while the run goes on (after it was checked) fails the run with one error naming the
     part and the input file it came from."""
-    from pipeline.job.prepare import PartUnreadable, read_rows
+    from pipeline.job.parts import PartUnreadable, read_rows
 
     _, expected = finished
     part = tmp_path / "out" / "prepared" / _part(expected, FILES[0], "docs.parquet").name

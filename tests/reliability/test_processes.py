@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pipeline.engines.beam_options import loopback_only_grpc
+from pipeline.job.beam_options import loopback_only_grpc
 from tests.conftest import CC_EXCERPT, WARC_DIR
 from tests.reliability.hostile import REPO, alive, children_of, cmdline, processes_with
 

@@ -1,0 +1,225 @@
+"""Beam's side of the job's tasks: each DoFn here is an adapter of a few lines around a plain task
+(PrepareFile in pipeline/job/prepare.py, FinishPart and WritePart in pipeline/job/finish.py) that maps the
+task's outputs to tagged outputs; the PTransforms route parts, decisions and side inputs between them.
+Another scheduler (Slurm's array tasks, a loop in a test) calls the tasks without these."""
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Iterable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.job.finish import (
+    ANNEAL,
+    ANNEAL_TOP,
+    ANNEAL_TOP_N,
+    EDITS,
+    FINISHED,
+    LEDGER,
+    LEDGER_ROWS,
+    SIGNATURE_FILES,
+    STATS,
+    TOP_TEXTS,
+    Output,
+)
+from pipeline.job.holdout import VALID
+from pipeline.job.inputs import InputFile
+from pipeline.job.mix import Anneal, Mix
+from pipeline.job.output import STATS_DIR
+from pipeline.job.paragraphs import WriteTopParagraphs
+from pipeline.job.parts import part_paths, read_rows
+from pipeline.job.prepare import PrepareFile, prepare_files
+from pipeline.job.schema import part_value
+from pipeline.job.signed import Signed, verify_shingles
+from stages.dedup import DedupConfig
+from stages.mix import mix_rates
+
+if TYPE_CHECKING:
+    from pipeline.job.steps import Phase2Tasks
+
+Result = TypeVar("Result")
+
+
+def tagged(outputs: Generator[Output, None, Result], main: str | None = None):
+    """A task's outputs as Beam's (the `main` tag's values untagged); returns the task's result."""
+    try:
+        while True:
+            tag, value = next(outputs)
+            yield value if tag == main else beam.pvalue.TaggedOutput(tag, value)
+    except StopIteration as stop:
+        return stop.value
+
+
+class _TaskFn(beam.DoFn):
+    def __init__(self, task):
+        self._task = task
+
+    def setup(self) -> None:
+        self._task.setup()
+
+    def teardown(self) -> None:
+        self._task.teardown()
+
+
+class PrepareFiles(_TaskFn):
+    """A list of input files -> the part key of each (PrepareFile). One file per element, except with --limit:
+    then all files in name order in one element, read until the run's record budget is spent."""
+
+    def __init__(self, task: PrepareFile, limit: int = 0):
+        super().__init__(task)
+        self._limit = limit
+
+    def process(self, files: Sequence[InputFile]) -> Iterable[str]:
+        for prepared in prepare_files(self._task, files, self._limit):
+            yield prepared.key
+
+
+class Prepare(beam.PTransform):
+    """Input files -> the keys of their prepared parts (written, or reused when their markers match)."""
+
+    def __init__(self, files: Sequence[InputFile], prepare_fn: PrepareFiles, one_task: bool):
+        super().__init__()
+        self._files, self._fn, self._one_task = list(files), prepare_fn, one_task
+
+    def expand(self, pbegin):
+        elements = [self._files] if self._one_task else [[f] for f in self._files]
+        return (pbegin
+                | "InputFiles" >> beam.Create(elements)
+                | "SpreadFiles" >> beam.Reshuffle()
+                | "PrepareFiles" >> beam.ParDo(self._fn)
+                | "SpreadParts" >> beam.Reshuffle())
+
+
+class ReadSigned(beam.DoFn):
+    """A part key -> a packed `Signed` record per document (its signature, rank and tokens; the text only to
+    compute shingles for `dedup.verify`)."""
+
+    def __init__(self, output: str, dedup: DedupConfig, file_index: dict[str, int]):
+        self._output, self._dedup, self._file_index = output, dedup, file_index
+
+    def process(self, key: str):
+        columns = ["id", "exact_key", "bands", "quality_score", "chars", "tokens"]
+        verify, first = self._dedup.verify, self._file_index[key] << 32
+        rows = read_rows(part_paths(self._output, key)["docs.parquet"], columns + (["text", "lang"] if verify else []))
+        for number, row in enumerate(rows, start=first):
+            shingle_set = verify_shingles(part_value(row, "text"), row["lang"], self._dedup) if verify else None
+            yield Signed(row["id"], key, number, row["exact_key"], b"".join(row["bands"] or ()), row["quality_score"],
+                         row["chars"], row["tokens"], shingle_set).pack()
+
+
+class FinishParts(_TaskFn):
+    """(part key, {"decided": [[Decision]], "cuts": [(hash, owner id)], "sizes": [(id, size)]}) -> FinishPart's
+    outputs, tagged; the key (main) once the part is finished. Side input `top`: [(hash, Owner)]."""
+
+    def process(self, element, top=()):
+        key, joined = element
+        if not joined["decided"]:
+            raise RuntimeError(f"paragraph cuts or cluster sizes came for part {key}, which is not in this run")
+        finished = yield from tagged(self._task.run(key, joined["decided"][0], dict(joined["cuts"]),
+                                                    dict(joined["sizes"]), top))
+        yield finished.key
+
+
+class WriteParts(_TaskFn):
+    """A finished part's key -> WritePart's outputs, its shards' stats lines as the main output. Side inputs:
+    the mix's rates and the anneal split's token totals."""
+
+    def process(self, key: str, rates: dict[str, float], totals: dict[str, int]):
+        yield from tagged(self._task.run(key, rates, totals), main=STATS)
+
+
+class Finish(beam.PTransform):
+    """(part keys, dedup's Decisions, cluster sizes) -> (phase 2's ledger drops, phase 1's ledger rows, the edit
+    book's rows).
+    Writes every part's finished documents, then its shards (data/, valid/, anneal/), the shards' stats and
+    signatures/; with paragraph dedup (`paragraphs`: a CountParagraphs), its counts come first."""
+
+    def __init__(self, config, tasks: Phase2Tasks, paragraphs: beam.PTransform | None = None):
+        super().__init__()
+        self._config, self._tasks, self._paragraphs = config, tasks, paragraphs
+
+    def expand(self, pcolls):
+        keys, decisions, sizes = pcolls  # sizes: (part, (id, cluster size)) of documents dedup kept for others
+        c, mix, anneal, p = self._config, self._tasks.mix, self._tasks.anneal, keys.pipeline
+        decided = ({"part": keys | "PartKeys" >> beam.Map(lambda k: (k, None)),
+                    "decided": decisions | "ByPart" >> beam.Map(lambda d: (d.part, d))}
+                   | "DecisionsOfPart" >> beam.CoGroupByKey()
+                   | "OfRunParts" >> beam.FlatMap(_decisions_of_part))
+        if self._paragraphs is not None:
+            cuts, top = decided | "ParagraphDedup" >> self._paragraphs
+        else:
+            cuts, top = p | "NoCuts" >> beam.Create([]), p | "NoTop" >> beam.Create([[]])
+        finished = ({"decided": decided, "cuts": cuts, "sizes": sizes}
+                    | "CutsOfPart" >> beam.CoGroupByKey()
+                    | "FinishParts" >> beam.ParDo(FinishParts(self._tasks.finish),
+                                                  beam.pvalue.AsSingleton(top))
+                    .with_outputs(LEDGER, LEDGER_ROWS, FINISHED, EDITS, TOP_TEXTS, main="keys"))
+        if self._paragraphs is not None:
+            _ = (finished[TOP_TEXTS], top) | "TopParagraphs" >> WriteTopParagraphs(FileSystems.join(c.output, STATS_DIR))
+        rates, totals = p | "NoRates" >> beam.Create([{}]), p | "NoTotals" >> beam.Create([{}])
+        if mix:
+            weights = mix.weights
+            rates = (finished[FINISHED]
+                     | "SourceTokens" >> beam.Map(lambda f: (f[1], f[2] * f[4]))  # rehydrated tokens
+                     | "PerSource" >> beam.CombinePerKey(sum)
+                     | "TokensBySource" >> beam.combiners.ToDict()
+                     | "MixRates" >> beam.Map(lambda tokens: mix_rates(weights, tokens)))
+        if anneal:
+            totals = anneal_totals(finished[FINISHED], anneal, rates, mix, c.holdout_fraction)
+        written = (finished["keys"]
+                   | "SpreadFinished" >> beam.Reshuffle()
+                   | "WriteParts" >> beam.ParDo(WriteParts(self._tasks.write),
+                                                beam.pvalue.AsSingleton(rates), beam.pvalue.AsSingleton(totals))
+                   .with_outputs(LEDGER, VALID, ANNEAL, SIGNATURE_FILES, ANNEAL_TOP, main=STATS))
+        if anneal:
+            _ = (written[ANNEAL_TOP]
+                 | "AnnealTopKeys" >> beam.Map(lambda r: ((r[0], r[1]), r[2]))
+                 | "AnnealTopSums" >> beam.CombinePerKey(sum)
+                 | "AnnealTopByKind" >> beam.Map(lambda kv: (kv[0][0], (kv[1], kv[0][1])))
+                 | "AnnealTopN" >> beam.combiners.Top.LargestPerKey(ANNEAL_TOP_N)
+                 | "AnnealTopJson" >> beam.Map(lambda kv: json.dumps({"kind": kv[0], "top": kv[1]}, ensure_ascii=False))
+                 | "AnnealTopWrite" >> beam.io.WriteToText(FileSystems.join(c.output, STATS_DIR, ANNEAL_TOP),
+                                                           shard_name_template="-SSSSS"))
+        _ = (written[SIGNATURE_FILES]
+             | "SignatureFiles" >> beam.io.WriteToText(FileSystems.join(c.output, STATS_DIR, SIGNATURE_FILES),
+                                                        shard_name_template="-SSSSS"))
+        for split, on in (("", True), (VALID, bool(c.holdout_fraction)), (ANNEAL, bool(anneal))):
+            if on:
+                folder = FileSystems.join(c.output, split) if split else c.output
+                _ = (written[split or STATS]
+                     | f"Stats{split}" >> beam.io.WriteToText(FileSystems.join(folder, STATS_DIR, "stats"),
+                                                              shard_name_template="-SSSSS"))
+        drops = (finished[LEDGER], written[LEDGER]) | "AllDrops" >> beam.Flatten()
+        return drops, finished[LEDGER_ROWS], finished[EDITS]
+
+
+def anneal_totals(finished, anneal: Anneal, rates, mix: Mix | None, holdout_fraction: float):
+    """The anneal split's side input: the tallies of training and high-quality tokens, overall, per language and
+    per page size class (a few thousand numbers at most), and those of the largest sites
+    (`Anneal.sites_to_tally`: only they can be over their cap), whatever the crawl's number of sites."""
+    tallies = (finished
+               | "AnnealTallies" >> beam.FlatMap(anneal.tallies, beam.pvalue.AsSingleton(rates), mix, holdout_fraction)
+               | "SumAnneal" >> beam.CombinePerKey(sum))
+    small = tallies | "NotSites" >> beam.Filter(lambda kv: not kv[0].startswith(("hq|site:", "hq2|site:")))
+    largest = (tallies
+               | "SiteTotals" >> beam.Filter(lambda kv: kv[0].startswith("hq|site:") and kv[0].count("|") == 1)
+               | "LargestSites" >> beam.combiners.Top.Of(anneal.sites_to_tally(), key=lambda kv: (kv[1], kv[0]))
+               | "LargestNames" >> beam.Map(lambda top: {key for key, _ in top}))
+    of_largest = (tallies
+                  | "SiteSizes" >> beam.Filter(lambda kv: kv[0].startswith(("hq|site:", "hq2|site:"))
+                                               and kv[0].count("|") == 3)
+                  | "OfLargestSites" >> beam.Filter(lambda kv, names: "hq|" + kv[0].split("|")[1] in names,
+                                                    beam.pvalue.AsSingleton(largest)))
+    return ((small, of_largest)
+            | "AnnealTotalsAll" >> beam.Flatten()
+            | "AnnealTotals" >> beam.combiners.ToDict())
+
+
+def _decisions_of_part(kv):
+    """(part key, {"part": [..], "decided": [Decision]}) -> (part key, its Decisions), for the run's parts."""
+    key, joined = kv
+    if not joined["part"]:
+        raise RuntimeError(f"dedup decided on documents of part {key}, which is not in this run")
+    yield key, list(joined["decided"])

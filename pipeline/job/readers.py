@@ -1,0 +1,119 @@
+"""Reading an input file: its format is sniffed from its first bytes (stages/formats.py), then its records
+come from the WARC reader or the text-record reader, each with whether it was read as HTML; what cannot
+be read is one ledger row for the file. Plain Python: phase 1's task, Slurm's array tasks, `refinery plan`
+and Beam's ReadSource (for `refinery calibrate`) call it alike."""
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+
+from pipeline.counters import BYTES_READ, count, count_result, entered, note, source_records
+from pipeline.job.inputs import local_file_problem
+from pipeline.storage import open_raw
+from stages.extraction.warc import STAGE as WARC_STAGE
+from stages.extraction.warc import WarcConfig, read_warc
+from stages.formats import SNIFF_BYTES, WARC, is_gzip, sniff_format
+from stages.formats import SPEC as READ_SPEC
+from stages.record import Document, Drop, DropReason, StageResult, stable_id
+from stages.textsource import STAGE as TEXT_STAGE
+from stages.textsource import TextSourceConfig, read_text_records
+
+READ_STAGE = READ_SPEC.name  # files that are no known format, or cannot be opened
+
+
+class FileReader:
+    """One input file in, its records out, each with whether it was read as HTML: WARC pages (HTML still
+    to extract), JSONL/Parquet text records, and Drops for what cannot be read.
+
+    The reader is chosen per file from its first bytes (stages/formats.py), so one glob may hold
+    both kinds; a file that is neither is one `read` ledger row. Readers undo gzip themselves.
+    Files are named by their path below `root` (the inputs' common folder): ids, metadata and the
+    ledger then do not depend on where the input tree lies (a laptop, a bucket, a CI clone).
+    """
+
+    def __init__(self, source: str, warc_config: WarcConfig, text_config: TextSourceConfig, max_payload_bytes: int,
+                 root: str = "", sample_fraction: float = 1.0):
+        self._source, self._warc, self._text, self._max_payload = source, warc_config, text_config, max_payload_bytes
+        self._root, self._sample_fraction = root, sample_fraction
+
+    def read(self, full_path: str, size: int, cap: int | None = None) -> Iterator[tuple[StageResult, bool]]:
+        """(record, read as HTML?) of the file at `full_path` (`size` bytes); with `cap`, at most that many
+        (--limit), the rest unread."""
+        path = full_path[len(self._root):] if self._root and full_path.startswith(self._root) else full_path
+        problem = local_file_problem(full_path)
+        if problem == "a folder":
+            count(note(READ_STAGE, "directories_skipped"))  # `dir/*` also matches sub-folders
+            return
+        if problem:  # opening a FIFO blocks forever; a device never ends
+            yield from self._file_error(path, problem)
+            return
+        try:
+            with open_raw(full_path) as stream:
+                head = stream.read(SNIFF_BYTES)
+        except IsADirectoryError:
+            count(note(READ_STAGE, "directories_skipped"))  # `dir/*` also matches sub-folders
+            return
+        except Exception as exc:  # unreadable (permissions, vanished): one row for the file
+            yield from self._file_error(path, f"cannot open: {type(exc).__name__}: {exc}")
+            return
+        if not head:  # nothing to read: one row, so a source of empty files says why it yielded nothing
+            yield from self._file_error(path, "empty file (0 bytes)")
+            return
+        fmt = sniff_format(path, head)
+        if fmt is None:
+            yield from self._file_error(path, "not a WARC, JSONL or Parquet file")
+            return
+        stage = WARC_STAGE if fmt == WARC else TEXT_STAGE
+        reader_count = functools.partial(self._count_note, stage)
+        with open_raw(full_path) as stream:
+            if fmt == WARC:
+                records = read_warc(stream, source=self._source, filename=path, config=self._warc,
+                                    max_payload_bytes=self._max_payload, count=reader_count)
+            else:
+                records = read_text_records(stream, source=self._source, filename=path, fmt=fmt,
+                                            gzipped=is_gzip(head), config=self._text, count=reader_count)
+            position, taken = 0, 0
+            for result in records:
+                if self._sample_fraction < 1 and not in_sample(result.id, self._sample_fraction):
+                    count(note(stage, "not_sampled"))  # --sample-fraction: not part of this run
+                    continue
+                if cap is not None and taken >= cap:
+                    count(note(stage, "limit_reached"))  # --limit: the rest of the input is not read
+                    return
+                taken += 1
+                count(entered(stage))
+                position = self._count_bytes(stream, position)
+                if not (isinstance(result, Drop) and result.reason == DropReason.READ_ERROR):
+                    count(source_records(self._source))
+                count_result(stage, result)
+                yield result, fmt == WARC
+
+        count(BYTES_READ, max(size - position, 0))  # the file's tail
+
+    @staticmethod
+    def _count_bytes(stream, position: int) -> int:
+        """Input bytes consumed so far (progress, its ETA); streams that cannot tell are counted at the end."""
+        try:
+            now = stream.tell()
+        except (OSError, AttributeError, ValueError):
+            return position
+        if now > position:
+            count(BYTES_READ, now - position)
+            return now
+        return position
+
+    def _file_error(self, path: str, detail: str):
+        count(entered(READ_STAGE))
+        doc = Document(id=stable_id(READ_STAGE, self._source, path), url="", source=self._source)
+        drop = doc.drop(READ_STAGE, DropReason.READ_ERROR, f"{path}: {detail}"[:500])
+        count_result(READ_STAGE, drop)
+        yield drop, False
+
+    @staticmethod
+    def _count_note(stage: str, name: str) -> None:
+        count(f"{stage}.{name}")  # the reader's own names: warc.record.<type>, <stage>.note.<name>
+
+
+def in_sample(doc_id: str, fraction: float) -> bool:
+    """Is this record in a --sample-fraction sample? Decided by its id: the same records on every rerun."""
+    return int(doc_id[-8:], 16) < fraction * 0x100000000 if len(doc_id) >= 8 else True
