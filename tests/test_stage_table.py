@@ -76,6 +76,36 @@ class LetterShare(Stage):
 SPEC = StageSpec(name="letter_share", order=66, config=LetterShareConfig, build=LetterShare,
                  about="scores the share of letters", reasons={})
 '''
+GLOBAL_STAGE = '''"""A toy global stage (added by tests/test_stage_table.py): at most `max_documents` of one input file, the best."""
+from dataclasses import dataclass
+
+from stages.grouped import GroupDrop, best_first
+from stages.table import GLOBAL, StageSpec
+
+
+@dataclass(frozen=True)
+class CapPerFileConfig:
+    """Cap per file: a toy global stage."""
+
+    enabled: bool = True
+    max_documents: int = 1000     # documents one input file may give the output
+
+
+class CapPerFile:
+    def __init__(self, config):
+        self.config = config
+
+    def group(self, record):
+        return record.part
+
+    def decide(self, group, records):
+        for record in best_first(records)[self.config.max_documents:]:
+            yield GroupDrop(record.id, "over_cap", f"{len(records)} documents in its file")
+
+
+SPEC = StageSpec(name="cap_per_file", order=85, runs=GLOBAL, config=CapPerFileConfig, build=CapPerFile,
+                 about="keeps the best max_documents of each file", reasons={"over_cap": "its file gave enough"})
+'''
 SCORE_COLUMN = '    score_column("letter_share"),  # added by tests/test_stage_table.py\n'
 
 
@@ -103,7 +133,8 @@ def test_a_new_filter_is_one_file(tmp_path):
     """Copy the code, add one stage module, and nothing else: it runs in the job at its place, is in
     the funnel and the ledger, has flags in --help, and a section in the generated default config and
     README tables. A stage that writes a score of its own is its file and one line of pipeline/job/schema.py:
-    the score then crosses both phases of the job and is a column of the shards."""
+    the score then crosses both phases of the job and is a column of the shards. A global stage that decides
+    within groups of documents (stages/grouped.py) is one file too."""
     tree = tmp_path / "tree"
     for part in ("common", "stages", "pipeline", "configs"):
         shutil.copytree(REPO / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
@@ -111,6 +142,7 @@ def test_a_new_filter_is_one_file(tmp_path):
     shutil.copy(REPO / "docs" / "stages.md", tree / "docs" / "stages.md")
     (tree / "stages" / "short_pages.py").write_text(TOY_STAGE, encoding="utf-8")
     (tree / "stages" / "letter_share.py").write_text(SCORE_STAGE, encoding="utf-8")
+    (tree / "stages" / "cap_per_file.py").write_text(GLOBAL_STAGE, encoding="utf-8")
     schema = (tree / "pipeline" / "job" / "schema.py").read_text(encoding="utf-8")
     anchor = "    Column(\"epoch\""
     assert schema.count(anchor) == 1
@@ -135,7 +167,7 @@ def test_a_new_filter_is_one_file(tmp_path):
 
     out = tmp_path / "out"
     python("-m", "pipeline.cli", "run", "--input", str(REPO / "data" / "warc" / "dolma_sample-0000.warc.gz"),
-           "--output", str(out), "--short-pages-min-chars", "3000", "--quiet")
+           "--output", str(out), "--short-pages-min-chars", "3000", "--cap-per-file-max-documents", "2", "--quiet")
     report = json.loads((out / "report.json").read_text())
     names = [row["stage"] for row in report["funnel"]]
     assert names.index("gopher_quality") < names.index("short_pages") < names.index("quality")  # its order, 65
@@ -143,6 +175,11 @@ def test_a_new_filter_is_one_file(tmp_path):
     ledger = pq.read_table(out / "ledger").to_pylist()
     short = [row for row in ledger if row["stage"] == "short_pages"]
     assert dropped == len(short) > 0 and {row["reason"] for row in short} == {"too_short"}
+    assert names.index("exact_dedup") < names.index("cap_per_file") < names.index("near_dedup")  # its order, 85
+    capped = next(row for row in report["funnel"] if row["stage"] == "cap_per_file")
+    over = [row for row in ledger if row["stage"] == "cap_per_file"]
+    assert capped["in"] > 2 and capped["kept"] == 2 and capped["dropped"] == len(over) == capped["in"] - 2
+    assert {row["reason"] for row in over} == {"over_cap"} and all(row["url"] for row in over)
     assert report["conservation"]["holds"] is True and (out / "manifest.json").exists()
     shards = pq.read_table(out / "data")
     kept_text = shards.column("text").to_pylist()

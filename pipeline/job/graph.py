@@ -11,6 +11,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.job.config import TABLE, RunConfig
 from pipeline.job.dedup import EXACT, NEAR, cluster_sizes
+from pipeline.job.grouped import GroupedGlobal
 from pipeline.job.inputs import InputFile, source_groups
 from pipeline.job.ledger import ResolveKeptCopies
 from pipeline.job.outdir import EDITS_DIR, LEDGER_DIR
@@ -67,6 +68,9 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
             if name != DEDUP_AGAINST and entering is None:
                 entering = signed  # near dedup bands every record that enters exact dedup (NearDedup says why)
             signed, decided = ({"kept": signed, "signed": entering} if name == NEAR else signed) | f"Stage_{name}" >> step
+            decisions.append(decided)
+        elif isinstance(step, GroupedGlobal):  # a stage that decides within groups of signatures
+            signed, decided = signed | f"Stage_{name}" >> step
             decisions.append(decided)
         elif name == PARAGRAPH_STAGE:
             paragraphs = CountParagraphs(config.paragraph_dedup, config.output, file_index,

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from pipeline.job.config import TABLE, ConfigError, RunConfig
 from pipeline.job.dedup import ExactDedup, NearDedup
 from pipeline.job.finish import FinishPart, WritePart
+from pipeline.job.grouped import GroupedGlobal
 from pipeline.job.inputs import source_groups
 from pipeline.job.mix import STAGE as MIX_STAGE
 from pipeline.job.mix import Anneal, Mix, Rehydration
@@ -23,6 +24,7 @@ from pipeline.job.schema import OutputCheck
 from pipeline.job.signatures import DedupAgainst, earlier_signature_files
 from stages.decontam import DecontaminationIndex, Decontaminator, read_benchmarks
 from stages.dedup import DEDUP_AGAINST
+from stages.grouped import GroupedStage
 from stages.mix import parse_rehydration, parse_weights
 from stages.paragraphs import STAGE as PARAGRAPH_STAGE
 from stages.paragraphs import ParagraphCut
@@ -30,6 +32,7 @@ from stages.runner import Step
 from stages.table import DOCUMENT, EXTRACT, GLOBAL, WRITE, StageSpec
 
 WRITE_STAGE = next(spec.name for spec in TABLE if spec.runs == WRITE)
+TABLE_BY_NAME = {spec.name: spec for spec in TABLE}
 
 
 def enabled_stages(config: RunConfig) -> list[StageSpec]:
@@ -83,7 +86,11 @@ def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]):
         return Step(ParagraphCut(config.paragraph_dedup))
     if spec.name == MIX_STAGE:
         return Mix(parse_weights(config.mix), config.seed, config.mix_max_epochs)
-    raise ConfigError(f"stage {spec.name}: runs over all documents, but the pipeline has no transform for it")
+    made = spec.make(config) if spec.build is not None else None
+    if isinstance(made, GroupedStage):  # a stage that decides within groups (stages/grouped.py)
+        return GroupedGlobal(spec.name, made, spec.reasons)
+    raise ConfigError(f"stage {spec.name}: runs over all documents, but its build gives no GroupedStage and the "
+                      "pipeline has no transform for it")
 
 
 def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: int | None = None) -> list[tuple]:
@@ -105,7 +112,13 @@ def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: in
                                           sources=frozenset(getattr(spec.settings(config), "sources", ())),
                                           html_only=spec.runs == EXTRACT)))
         elif spec.runs == GLOBAL:
-            steps.append((spec.name, _global_step(spec, config, {} if facts is None else facts)))
+            step = _global_step(spec, config, {} if facts is None else facts)
+            after = [name for name, done in steps if isinstance(done, Step) and not in_phase1(TABLE_BY_NAME[name])]
+            if isinstance(step, GroupedGlobal) and after:  # its decisions reach the parts before those stages run
+                raise ConfigError(f"stage {spec.name} decides within groups of signatures, so it runs before the "
+                                  f"per-document stages of phase 2; its order ({spec.order}) is after "
+                                  f"{', '.join(after)}'s")
+            steps.append((spec.name, step))
         elif spec.runs == WRITE:  # the last check before a shard
             steps.append((spec.name, Step(OutputCheck())))
     unknown = set(faults) - set(per_document)
