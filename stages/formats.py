@@ -1,4 +1,5 @@
-"""Which reader a file needs, decided per file from its first bytes (then its name).
+"""Which reader a file needs, decided per file from its first bytes (then its name), over the readers' table
+(each reader module's `FORMATS`, stages/table.py `InputFormat`).
 
 A source glob such as `books=dir/*` may match WARC, JSONL and Parquet files alike; deciding by
 the glob's suffix read every JSONL file as WARC (0 documents, exit 0). Content wins over the name:
@@ -11,9 +12,9 @@ import gzip
 import json
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
-from stages.table import READ, StageSpec
+from stages.table import READ, InputFormat, StageSpec, format_table
 
 SPEC = StageSpec(name="read", order=0, runs=READ, about="opening input files, choosing each one's reader", reasons={
     "read_error": "a file that is empty, is no WARC, JSONL or Parquet file, is not a regular file (a FIFO, a "
@@ -39,24 +40,55 @@ def _inner_head(head: bytes) -> bytes:
         return b""
 
 
-def sniff_format(path: str, head: bytes) -> str | None:
-    """WARC, JSONL or PARQUET for a file starting with `head`; None when it is none of them."""
-    if head[:4] == b"PAR1":
-        return PARQUET
+class ReadSettings(NamedTuple):
+    """What the readers are told (`InputFormat.read`'s `settings`)."""
+
+    warc: Any                 # WarcConfig
+    text: Any                 # TextSourceConfig
+    max_payload_bytes: int    # the extraction cap: a WARC payload over it is ledgered by the reader
+
+
+def input_format(path: str, head: bytes) -> InputFormat | None:
+    """The reader of a file starting with `head` (the readers' table: stages/table.py `InputFormat`): the
+    format whose sniff is surest, content over name, ties in table order; None when none knows it."""
     inner = _inner_head(head)
+    best, best_score = None, 0
+    for fmt in format_table():
+        score = fmt.sniff(path, head, inner)
+        if score > best_score:
+            best, best_score = fmt, score
+    return best
+
+
+def sniff_format(path: str, head: bytes) -> str | None:
+    """The name of the format of a file starting with `head` (warc, jsonl, parquet, ...), or None."""
+    found = input_format(path, head)
+    return found.name if found else None
+
+
+def format_names() -> str:
+    """"WARC, JSONL or Parquet": the formats a file can be, for an error line."""
+    names = [NAMES.get(f.name, f.name) for f in format_table()]
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+NAMES = {WARC: "WARC", JSONL: "JSONL", PARQUET: "Parquet"}
+
+
+def sniff_warc(path: str, head: bytes, inner: bytes) -> int:
     if inner.startswith(b"WARC/"):
-        return WARC
-    stripped = inner.lstrip(b"\xef\xbb\xbf \t\r\n")  # a UTF-8 BOM or blank lines before the first record
-    if stripped.startswith(b"{"):
-        return JSONL
-    lower = path.lower()
-    if not stripped and lower.endswith(_JSONL_SUFFIXES):
-        return JSONL  # an empty or blank JSONL file: read it, it holds no records
-    if lower.endswith(_WARC_SUFFIXES):
-        return WARC  # damaged from the first byte: the WARC reader ledgers it
-    if lower.endswith(_JSONL_SUFFIXES):
-        return JSONL  # likewise: every bad line becomes a ledger row
-    return None
+        return 2
+    return 1 if path.lower().endswith(_WARC_SUFFIXES) else 0  # damaged from the first byte: its reader ledgers it
+
+
+def sniff_jsonl(path: str, head: bytes, inner: bytes) -> int:
+    if inner.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):  # a UTF-8 BOM or blank lines before the first record
+        return 2
+    return 1 if path.lower().endswith(_JSONL_SUFFIXES) else 0  # empty, or every bad line a ledger row
+
+
+def sniff_parquet(path: str, head: bytes, inner: bytes) -> int:
+    return 2 if head[:4] == b"PAR1" else 0
 
 
 def parse_json(text: str | bytes):

@@ -77,6 +77,41 @@ class StageSpec:
             self.make(run_config).check()
 
 
+@dataclass(frozen=True)
+class InputFormat:
+    """A kind of input file, declared by its reader's module as `FORMATS = (InputFormat(...),)`: the readers'
+    table, so a new format (WET text, a Hugging Face folder) is one module and its test.
+
+    `sniff(path, head, inner)`: 2 when the file's first bytes are this format's (`inner`: the first bytes
+    inside a gzip file), 1 when only its name says so (a file damaged from its first byte is still read by
+    its reader, which ledgers what it cannot read), 0 otherwise; the highest wins.
+    `read(stream, *, source, filename, gzipped, settings, count)`: the file's Documents and Drops (`settings`:
+    `stages.formats.ReadSettings`; `count(name)` a note of the read stage `stage`); `html`: its documents
+    are HTML still to extract."""
+
+    name: str
+    stage: str
+    html: bool
+    sniff: Callable[[str, bytes, bytes], int]
+    read: Callable[..., Any]
+
+
+@functools.cache
+def format_table(package: str = "stages") -> tuple[InputFormat, ...]:
+    """Every InputFormat declared in the package's modules, in the order of their modules' names."""
+    root = importlib.import_module(package)
+    found: list[InputFormat] = []
+    for info in pkgutil.walk_packages(root.__path__, prefix=package + "."):
+        if not info.name.rsplit(".", 1)[-1].startswith("_"):
+            found.extend(f for f in getattr(importlib.import_module(info.name), "FORMATS", ())
+                         if isinstance(f, InputFormat))
+    names = [f.name for f in found]
+    shared = sorted({n for n in names if names.count(n) > 1})
+    if shared:
+        raise ValueError(f"input formats share a name: {shared}")
+    return tuple(found)
+
+
 ERROR_REASON = "error"  # any stage: the ledger says error:<ExceptionType>
 ANY_STAGE_REASONS = {f"{ERROR_REASON}:<Type>": "a stage raised, e.g. `error:ValueError`; the document is "
                      "ledgered and the job goes on (detail: the message). `--inject-error STAGE=URL_PART` "

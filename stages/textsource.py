@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from common.settings import check
-from stages.formats import PARQUET, parse_json
+from stages.formats import JSONL, PARQUET, parse_json, sniff_jsonl, sniff_parquet
 from stages.parquet_pages import chunk_range, column_pages
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
-from stages.table import READ, StageSpec
+from stages.table import READ, InputFormat, StageSpec
 
 STAGE = "read_text"
 _SKIP_CHUNK = 1 << 20
@@ -55,6 +55,17 @@ SPEC = StageSpec(
                               "group with a page over `text.max_parquet_page_bytes` (not decoded)",
         DropReason.HEADER_TOO_LONG: "a `url` over `text.max_url_chars`",
         DropReason.NO_TEXT: "a record without text in `text.field`"})
+
+
+def _reader(fmt: str):
+    def read(stream: BinaryIO, *, source: str, filename: str, gzipped: bool, settings, count) -> Iterator[StageResult]:
+        return read_text_records(stream, source=source, filename=filename, fmt=fmt, gzipped=gzipped,
+                                 config=settings.text, count=count)
+    return read
+
+
+FORMATS = (InputFormat(name=JSONL, stage=STAGE, html=False, sniff=sniff_jsonl, read=_reader(JSONL)),
+           InputFormat(name=PARQUET, stage=STAGE, html=False, sniff=sniff_parquet, read=_reader(PARQUET)))
 
 
 def document_id(source: str, filename: str, n: int) -> str:

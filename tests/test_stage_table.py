@@ -106,6 +106,23 @@ class CapPerFile:
 SPEC = StageSpec(name="cap_per_file", order=85, runs=GLOBAL, config=CapPerFileConfig, build=CapPerFile,
                  about="keeps the best max_documents of each file", reasons={"over_cap": "its file gave enough"})
 '''
+FORMAT_MODULE = '''"""A toy input format (added by tests/test_stage_table.py): a `#tsv` line, then URL<TAB>text lines."""
+from stages.record import Document, stable_id
+from stages.table import InputFormat
+
+
+def sniff(path, head, inner):
+    return 2 if inner.startswith(b"#tsv\\n") else 0
+
+
+def read(stream, *, source, filename, gzipped, settings, count):
+    for n, line in enumerate(stream.read().decode("utf-8").splitlines()[1:]):
+        url, _, text = line.partition("\\t")
+        yield Document(id=stable_id("tsv", source, filename, str(n)), url=url, source=source, text=text)
+
+
+FORMATS = (InputFormat(name="tsv", stage="read_text", html=False, sniff=sniff, read=read),)
+'''
 SCORE_COLUMN = '    score_column("letter_share"),  # added by tests/test_stage_table.py\n'
 
 
@@ -143,6 +160,10 @@ def test_a_new_filter_is_one_file(tmp_path):
     (tree / "stages" / "short_pages.py").write_text(TOY_STAGE, encoding="utf-8")
     (tree / "stages" / "letter_share.py").write_text(SCORE_STAGE, encoding="utf-8")
     (tree / "stages" / "cap_per_file.py").write_text(GLOBAL_STAGE, encoding="utf-8")
+    (tree / "stages" / "tsv_source.py").write_text(FORMAT_MODULE, encoding="utf-8")
+    tsv = tmp_path / "pages.data"  # a name no reader knows: its first line decides
+    tsv.write_text("#tsv\n" + "".join(f"https://tsv.example/{i}\tA short line {i}.\n" for i in range(3)),
+                   encoding="utf-8")
     schema = (tree / "pipeline" / "job" / "schema.py").read_text(encoding="utf-8")
     anchor = "    Column(\"epoch\""
     assert schema.count(anchor) == 1
@@ -167,7 +188,7 @@ def test_a_new_filter_is_one_file(tmp_path):
 
     out = tmp_path / "out"
     python("-m", "pipeline.cli", "run", "--input", str(REPO / "data" / "warc" / "dolma_sample-0000.warc.gz"),
-           "--output", str(out), "--short-pages-min-chars", "3000", "--cap-per-file-max-documents", "2", "--quiet")
+           "--source", f"notes={tsv}", "--output", str(out), "--short-pages-min-chars", "3000", "--cap-per-file-max-documents", "2", "--quiet")
     report = json.loads((out / "report.json").read_text())
     names = [row["stage"] for row in report["funnel"]]
     assert names.index("gopher_quality") < names.index("short_pages") < names.index("quality")  # its order, 65
@@ -180,6 +201,10 @@ def test_a_new_filter_is_one_file(tmp_path):
     over = [row for row in ledger if row["stage"] == "cap_per_file"]
     assert capped["in"] > 2 and capped["kept"] == 2 and capped["dropped"] == len(over) == capped["in"] - 2
     assert {row["reason"] for row in over} == {"over_cap"} and all(row["url"] for row in over)
+    # the toy format's 3 records were read as text (a new input format is one file too)
+    assert next(row for row in report["funnel"] if row["stage"] == "read_text")["in"] == 3
+    assert {row["url"] for row in ledger if row["url"].startswith("https://tsv.example/")} == {
+        f"https://tsv.example/{i}" for i in range(3)}  # too short for the recipe: each a ledger row
     assert report["conservation"]["holds"] is True and (out / "manifest.json").exists()
     shards = pq.read_table(out / "data")
     kept_text = shards.column("text").to_pylist()

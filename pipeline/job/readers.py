@@ -1,6 +1,6 @@
-"""Reading an input file: its format is sniffed from its first bytes (stages/formats.py), then its records
-come from the WARC reader or the text-record reader, each with whether it was read as HTML; what cannot
-be read is one ledger row for the file. Plain Python: phase 1's task, Slurm's array tasks, `refinery plan`
+"""Reading an input file: its format is sniffed from its first bytes, then its records come from that
+format's reader (the readers' table: each reader module declares `FORMATS`, stages/table.py `InputFormat`),
+each with whether it was read as HTML; what cannot be read is one ledger row for the file. Plain Python: phase 1's task, Slurm's array tasks, `refinery plan`
 and Beam's ReadSource (for `refinery calibrate`) call it alike."""
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ from collections.abc import Iterator
 from pipeline.counters import BYTES_READ, count, count_result, entered, note, source_records
 from pipeline.job.inputs import local_file_problem
 from pipeline.storage import open_raw
-from stages.extraction.warc import STAGE as WARC_STAGE
-from stages.extraction.warc import WarcConfig, read_warc
-from stages.formats import SNIFF_BYTES, WARC, is_gzip, sniff_format
+from stages.extraction.warc import WarcConfig
+from stages.formats import SNIFF_BYTES, ReadSettings, format_names, input_format, is_gzip
 from stages.formats import SPEC as READ_SPEC
 from stages.record import Document, Drop, DropReason, StageResult, stable_id
-from stages.textsource import STAGE as TEXT_STAGE
-from stages.textsource import TextSourceConfig, read_text_records
+from stages.textsource import TextSourceConfig
 
 READ_STAGE = READ_SPEC.name  # files that are no known format, or cannot be opened
 
@@ -26,14 +24,14 @@ class FileReader:
     to extract), JSONL/Parquet text records, and Drops for what cannot be read.
 
     The reader is chosen per file from its first bytes (stages/formats.py), so one glob may hold
-    both kinds; a file that is neither is one `read` ledger row. Readers undo gzip themselves.
+    several formats; a file of none is one `read` ledger row. Readers undo gzip themselves.
     Files are named by their path below `root` (the inputs' common folder): ids, metadata and the
     ledger then do not depend on where the input tree lies (a laptop, a bucket, a CI clone).
     """
 
     def __init__(self, source: str, warc_config: WarcConfig, text_config: TextSourceConfig, max_payload_bytes: int,
                  root: str = "", sample_fraction: float = 1.0):
-        self._source, self._warc, self._text, self._max_payload = source, warc_config, text_config, max_payload_bytes
+        self._source, self._settings = source, ReadSettings(warc_config, text_config, max_payload_bytes)
         self._root, self._sample_fraction = root, sample_fraction
 
     def read(self, full_path: str, size: int, cap: int | None = None) -> Iterator[tuple[StageResult, bool]]:
@@ -59,19 +57,15 @@ class FileReader:
         if not head:  # nothing to read: one row, so a source of empty files says why it yielded nothing
             yield from self._file_error(path, "empty file (0 bytes)")
             return
-        fmt = sniff_format(path, head)
+        fmt = input_format(path, head)
         if fmt is None:
-            yield from self._file_error(path, "not a WARC, JSONL or Parquet file")
+            yield from self._file_error(path, f"not a {format_names()} file")
             return
-        stage = WARC_STAGE if fmt == WARC else TEXT_STAGE
+        stage = fmt.stage
         reader_count = functools.partial(self._count_note, stage)
         with open_raw(full_path) as stream:
-            if fmt == WARC:
-                records = read_warc(stream, source=self._source, filename=path, config=self._warc,
-                                    max_payload_bytes=self._max_payload, count=reader_count)
-            else:
-                records = read_text_records(stream, source=self._source, filename=path, fmt=fmt,
-                                            gzipped=is_gzip(head), config=self._text, count=reader_count)
+            records = fmt.read(stream, source=self._source, filename=path, gzipped=is_gzip(head),
+                               settings=self._settings, count=reader_count)
             position, taken = 0, 0
             for result in records:
                 if self._sample_fraction < 1 and not in_sample(result.id, self._sample_fraction):
@@ -86,7 +80,7 @@ class FileReader:
                 if not (isinstance(result, Drop) and result.reason == DropReason.READ_ERROR):
                     count(source_records(self._source))
                 count_result(stage, result)
-                yield result, fmt == WARC
+                yield result, fmt.html
 
         count(BYTES_READ, max(size - position, 0))  # the file's tail
 

@@ -24,9 +24,10 @@ from warcio.archiveiterator import ArchiveIterator
 
 from common.settings import check
 from stages.extraction.charset import charset_from_content_type, decode_html
+from stages.formats import WARC, sniff_warc
 from stages.origin import http_date
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
-from stages.table import READ, StageSpec
+from stages.table import READ, InputFormat, StageSpec
 
 # warcio logs a warning for every Target-URI with spaces (it reads them, spaces escaped): common in real crawls,
 # harmless, and printed through the progress bars
@@ -79,6 +80,13 @@ def check_decoders(run_config) -> None:
     if not hasattr(brotli.Decompressor(), "can_accept_more_data"):
         raise OSError("brotli is too old for bounded decompression: pip install 'brotli>=1.2'")
 
+
+def _read(stream: BinaryIO, *, source: str, filename: str, gzipped: bool, settings, count) -> Iterator[StageResult]:
+    return read_warc(stream, source=source, filename=filename, config=settings.warc,
+                     max_payload_bytes=settings.max_payload_bytes, count=count)
+
+
+FORMATS = (InputFormat(name=WARC, stage=STAGE, html=True, sniff=sniff_warc, read=_read),)
 
 SPEC = StageSpec(
     name=STAGE, order=1, runs=READ, config=WarcConfig, check=check_decoders,
