@@ -9,9 +9,11 @@ setup(
     version="0.1.0",
     description="Open pipeline from raw web crawls to clean pretraining data, and training on it",
     python_requires=">=3.10",
-    packages=find_packages(include=["common", "common.*", "pipeline", "pipeline.*", "stages", "stages.*", "training", "training.*"]),
+    packages=find_packages(include=["common", "common.*", "pipeline", "pipeline.*", "refinery", "stages", "stages.*", "training",
+                                   "training.*"]),
     # Models travel as package data so Beam workers on a cluster find them (--setup_file).
-    package_data={"stages.models": ["*.ftz", "*.bin", "*.npz", "*.card.json", "*.yaml", "extract_cascade.json", "README.md"],
+    package_data={"refinery": ["py.typed"],  # the Python API is typed (PEP 561)
+                  "stages.models": ["*.ftz", "*.bin", "*.npz", "*.card.json", "*.yaml", "extract_cascade.json", "README.md"],
                   "pipeline.reports": ["templates/*.html"],   # report.html's Jinja2 template
                   "stages.harmful": ["lists/SOURCES.md", "lists/*/*", "lists/*/*/*", "lists/*/*/*/*", "identity/*.yaml",
                                      "identity/README.md"]},

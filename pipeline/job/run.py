@@ -100,7 +100,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             overrides["source"] = value
     if args.no_dedup:
         overrides["dedup.exact"] = overrides["dedup.near"] = False
-    config = load_config(args.config, overrides)
+    return checked(load_config(args.config, overrides))
+
+
+def checked(config: RunConfig) -> RunConfig:
+    """A config a run can start from: it names inputs and an output."""
     if not config.inputs and not config.sources:
         raise ConfigError("no input: pass --input GLOB or --source NAME=GLOB (or `inputs:` in the config file)")
     if not config.output:
@@ -116,7 +120,12 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
     parser = build_parser()
     args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
     check_beam_args(beam_args, parser)
-    config = config_from_args(args)
+    return run_config(config_from_args(args), beam_args, args.quiet, args.progress_every, interrupted)
+
+
+def run_config(config: RunConfig, beam_args: Sequence[str] = (), quiet: bool = False,
+               progress_every: float | None = None, interrupted: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+    """Run the job of a checked config (`checked`) with these Beam options; returns the report (see `run`)."""
     files = input_files(config)
     preflight(config)
     if config.plan:
@@ -126,6 +135,7 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
             read_plan(config.plan)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+    beam_args = list(beam_args)
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = [f"--runner={DEFAULT_RUNNER}", *beam_args]
     options = PipelineOptions(beam_args)
@@ -133,7 +143,7 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
     with OutputLock(config.output, take_stale=config.resume):
         prepared = prepare_output(config.output, config.overwrite, config.resume)
         try:
-            report = _run_job(config, args, options, runner, files, prepared, interrupted)
+            report = _run_job(config, quiet, progress_every, options, runner, files, prepared, interrupted)
         except BaseException as exc:  # a complete earlier output set aside comes back, this run's outputs go
             remove_partial(config.output)
             if restore_previous(config.output) and isinstance(exc, RunFailed):
@@ -144,11 +154,11 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
     return report
 
 
-def _run_job(config: RunConfig, args: argparse.Namespace, options: PipelineOptions, runner, files: list[InputFile],
-             prepared: int, interrupted: Callable[[], bool]) -> dict[str, Any]:
+def _run_job(config: RunConfig, quiet: bool, progress_every: float | None, options: PipelineOptions, runner,
+             files: list[InputFile], prepared: int, interrupted: Callable[[], bool]) -> dict[str, Any]:
     """Build and run the job in the held output folder, then check and publish (`publish`)."""
     total_bytes = sum(f.size for f in files)
-    if not args.quiet:
+    if not quiet:
         print(f"[refinery] {len(files)} input file(s), {total_bytes / 1e6:.1f} MB; runner {runner}"
               + (f"; resuming with {prepared} prepared part(s)" if config.resume else ""), file=sys.stderr)
     started, usage = time.monotonic(), ResourceUsage()
@@ -160,14 +170,14 @@ def _run_job(config: RunConfig, args: argparse.Namespace, options: PipelineOptio
     if str(runner).endswith("FnApiRunner"):  # the job's groupings live in this process
         give_freed_buffers_back()
     with loopback_only_grpc():  # FnApiRunner's worker servers listen on 127.0.0.1/::1 only
-        result = _run_with_progress(p, options, names, total_bytes, 0 if args.quiet else args.progress_every,
+        result = _run_with_progress(p, options, names, total_bytes, 0 if quiet else progress_every,
                                     config.output)
     if interrupted():
         raise KeyboardInterrupt  # a Ctrl-C that Beam swallowed while the job went on
     elapsed = time.monotonic() - started
     facts["resources"] = usage.measured()
     try:
-        return publish(config, result, names, runner, elapsed, quiet=args.quiet, root=root,
+        return publish(config, result, names, runner, elapsed, quiet=quiet, root=root,
                        interrupted=interrupted, facts=facts, files=files)
     finally:
         remove_finished(config.output)

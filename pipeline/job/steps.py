@@ -93,6 +93,12 @@ def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]):
                       "pipeline has no transform for it")
 
 
+def document_step(spec: StageSpec, config: RunConfig, fail_urls: tuple[str, ...] = ()) -> Step:
+    """The Step of a per-document stage (extraction or a document stage) with this run's settings."""
+    return Step(spec.make(config), fail_urls=fail_urls, sources=frozenset(getattr(spec.settings(config), "sources", ())),
+                html_only=spec.runs == EXTRACT)
+
+
 def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: int | None = None) -> list[tuple]:
     """(name, transform) of every enabled stage after reading (of one phase: 1, per input file, or 2),
     in the stage table's order: stages before extraction (on the URL: every document), extraction (HTML
@@ -108,9 +114,7 @@ def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: in
         if phase is not None and in_phase1(spec) != (phase == 1):
             continue
         if spec.runs in (EXTRACT, DOCUMENT):
-            steps.append((spec.name, Step(spec.make(config), fail_urls=tuple(faults.get(spec.name, ())),
-                                          sources=frozenset(getattr(spec.settings(config), "sources", ())),
-                                          html_only=spec.runs == EXTRACT)))
+            steps.append((spec.name, document_step(spec, config, tuple(faults.get(spec.name, ())))))
         elif spec.runs == GLOBAL:
             step = _global_step(spec, config, {} if facts is None else facts)
             after = [name for name, done in steps if isinstance(done, Step) and not in_phase1(TABLE_BY_NAME[name])]
