@@ -69,7 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command in COMMANDS:
         import importlib
 
-        return importlib.import_module(COMMANDS[command][0]).main(rest)
+        from stages.table import PluginError
+
+        try:
+            return importlib.import_module(COMMANDS[command][0]).main(rest)
+        except PluginError as exc:  # an installed stage package that does not load, or clashes with another
+            print(f"refinery: error: {exc}", file=sys.stderr)
+            return 2
     print(f"refinery: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
     return 2
 

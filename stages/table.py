@@ -11,6 +11,7 @@ derived from this table, so adding a filter is one file in `stages/` and its tes
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import pkgutil
@@ -40,6 +41,9 @@ class StageSpec:
     inputs: Callable[[Any], Mapping[str, Any]] | None = None  # run config -> keyword arguments of `build` from
                                                    # other sections (the model of another stage it asks)
     about: str = ""                                # one line for docs/stages.md's stage column
+    scores: tuple[str, ...] = ()                   # score columns the stage writes (`doc.with_score(name, x)`): each
+                                                   # a float column of the shards
+    plugin: str = ""                               # "distribution==version" of a stage from another package
 
     def __post_init__(self):
         if self.runs not in PLACES:
@@ -94,21 +98,21 @@ class InputFormat:
     html: bool
     sniff: Callable[[str, bytes, bytes], int]
     read: Callable[..., Any]
+    plugin: str = ""                               # "distribution==version" of a format from another package
 
 
 @functools.cache
 def format_table(package: str = "stages") -> tuple[InputFormat, ...]:
-    """Every InputFormat declared in the package's modules, in the order of their modules' names."""
-    root = importlib.import_module(package)
+    """Every InputFormat declared in the package's modules (and the stage packages installed), in the order of
+    their modules' names."""
     found: list[InputFormat] = []
-    for info in pkgutil.walk_packages(root.__path__, prefix=package + "."):
-        if not info.name.rsplit(".", 1)[-1].startswith("_"):
-            found.extend(f for f in getattr(importlib.import_module(info.name), "FORMATS", ())
-                         if isinstance(f, InputFormat))
+    for module, plugin in stage_modules(package):
+        found.extend(dataclasses.replace(f, plugin=plugin) if plugin else f for f in getattr(module, "FORMATS", ())
+                     if isinstance(f, InputFormat))
     names = [f.name for f in found]
     shared = sorted({n for n in names if names.count(n) > 1})
     if shared:
-        raise ValueError(f"input formats share a name: {shared}")
+        raise PluginError(f"input formats share a name: {shared}")
     return tuple(found)
 
 
@@ -123,18 +127,74 @@ def specs_in(module) -> tuple[StageSpec, ...]:
     return tuple(s for s in found if isinstance(s, StageSpec))
 
 
+PLUGIN_GROUP = "refinery.stages"  # entry points of other packages: a module declaring SPEC(S) and/or FORMATS
+
+
+class PluginError(ValueError):
+    """A stage package that cannot be loaded or clashes with the table: one line naming it."""
+
+
+@functools.cache
+def stage_modules(package: str = "stages") -> tuple[tuple[Any, str], ...]:
+    """(module, plugin) of every module of the package (sub-packages included; plugin "") and of every module
+    another installed package registers in the `refinery.stages` entry-point group (plugin "NAME==VERSION")."""
+    root = importlib.import_module(package)
+    found = [(importlib.import_module(info.name), "") for info in pkgutil.walk_packages(root.__path__, prefix=package + ".")
+             if not info.name.rsplit(".", 1)[-1].startswith("_")]
+    if package == "stages":
+        found += plugin_modules()
+    return tuple(found)
+
+
+def plugin_modules() -> list[tuple[Any, str]]:
+    from importlib.metadata import entry_points
+
+    found = []
+    for point in sorted(entry_points(group=PLUGIN_GROUP), key=lambda p: (p.dist.name if p.dist else "", p.name)):
+        plugin = f"{point.dist.name}=={point.dist.version}" if point.dist else point.name
+        try:
+            loaded = point.load()
+        except Exception as exc:
+            raise PluginError(f"stage plugin {plugin} (entry point {point.name} = {point.value}) does not load: "
+                              f"{type(exc).__name__}: {exc}") from None
+        found.append((loaded, plugin))
+    return found
+
+
+def plugins() -> dict[str, list[str]]:
+    """{"NAME==VERSION": [its stages and formats]} of the stage packages installed (the manifest names them)."""
+    out: dict[str, list[str]] = {}
+    for spec in stage_table():
+        if spec.plugin:
+            out.setdefault(spec.plugin, []).append(spec.name)
+    for fmt in format_table():
+        if fmt.plugin:
+            out.setdefault(fmt.plugin, []).append(f"format {fmt.name}")
+    return dict(sorted(out.items()))
+
+
+def _specs_of(loaded: Any) -> tuple[StageSpec, ...]:
+    """A module's SPEC/SPECS, or a StageSpec, or a sequence of them (what an entry point may name)."""
+    if isinstance(loaded, StageSpec):
+        return (loaded,)
+    if isinstance(loaded, (tuple, list)):
+        return tuple(s for s in loaded if isinstance(s, StageSpec))
+    return specs_in(loaded)
+
+
 @functools.cache
 def stage_table(package: str = "stages") -> tuple[StageSpec, ...]:
-    """Every StageSpec declared in the package's modules (sub-packages included), ordered."""
-    root = importlib.import_module(package)
+    """Every StageSpec declared in the package's modules (sub-packages included) and, for `stages`, in the stage
+    packages installed (`refinery.stages` entry points), ordered."""
     specs: list[StageSpec] = []
-    for info in pkgutil.walk_packages(root.__path__, prefix=package + "."):
-        if not info.name.rsplit(".", 1)[-1].startswith("_"):
-            specs.extend(specs_in(importlib.import_module(info.name)))
-    for what, values in (("name", [s.name for s in specs]), ("order number", [s.order for s in specs])):
+    for module, plugin in stage_modules(package):
+        specs.extend(dataclasses.replace(s, plugin=plugin) if plugin else s for s in _specs_of(module))
+    for what, key in (("name", lambda s: s.name), ("order number", lambda s: s.order)):
+        values = [key(s) for s in specs]
         shared = sorted({v for v in values if values.count(v) > 1})
         if shared:
-            raise ValueError(f"stages share a {what}: {shared}")
+            who = sorted({s.plugin or "refinery" for s in specs if key(s) in shared})
+            raise PluginError(f"stages share a {what}: {shared} (declared by {', '.join(who)})")
     return tuple(sorted(specs, key=lambda s: s.order))
 
 

@@ -129,12 +129,33 @@ RunConfig = dataclasses.make_dataclass(
 def load_config(yaml_path: str | None = None, overrides: Mapping[str, Any] | None = None) -> RunConfig:
     """Defaults, then the YAML file, then `overrides` given as dotted keys ("langid.threshold"); the result
     knows which settings the user gave (`user_settings`)."""
+    _check_sections(yaml_path, overrides)
     config = load(RunConfig, yaml_path, overrides)
     given = set(overrides or {})
     if yaml_path:  # a file restating a default (a generated one) sets nothing
         given |= _differing(load(RunConfig, yaml_path), RunConfig())
     object.__setattr__(config, "user_settings", frozenset(given))
     return config
+
+
+def _check_sections(yaml_path: str | None, overrides: Mapping[str, Any] | None) -> None:
+    """A section no stage of this installation has (its package uninstalled, or a typo) is one line naming it."""
+    from common.settings import read_yaml
+    from stages.table import plugins
+
+    values = read_yaml(yaml_path) if yaml_path else {}
+    named = list(values) if isinstance(values, Mapping) else []
+    named += [key.split(".", 1)[0] for key in (overrides or {})]
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    unknown = sorted({str(name) for name in named if str(name).replace("-", "_") not in known})
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0].replace("-", "_"), sorted(known), n=1)
+        installed = ", ".join(plugins()) or "none"
+        raise ConfigError(f"unknown setting {unknown[0]}: no stage or setting of that name in this installation"
+                          + (f" (did you mean {close[0]}?)" if close else
+                             f" (a stage of another package that is not installed? stage packages: {installed})"))
 
 
 def _differing(config: Any, default: Any, prefix: str = "") -> set[str]:

@@ -41,7 +41,7 @@ from stages.dedup import DedupConfig
 from stages.paragraphs import ParagraphDedupConfig, paragraph_hashes
 from stages.record import Document, Drop
 from stages.runner import Step, chunks, held_chars
-from stages.table import GLOBAL, READ
+from stages.table import GLOBAL, READ, plugins
 
 PHASE1_END = min(spec.order for spec in TABLE if spec.runs == GLOBAL)  # phase 1: the stages before it
 READ_COUNTERS = tuple(entered(spec.name) for spec in TABLE if spec.runs == READ)
@@ -73,7 +73,7 @@ def phase1_digest(config) -> str:
     sections = sorted({spec.section for spec in TABLE if in_phase1(spec) and spec.section})
     relevant = {section: settings[section] for section in sections}
     relevant.update(signature=signature_settings(config.dedup), paragraphs=paragraph_settings(config.paragraph_dedup),
-                    version=version(),
+                    version=version(), **({"plugins": plugins()} if plugins() else {}),  # a plugin's new version too
                     part_format=PART_SCHEMA.metadata[b"refinery.schema"].decode(),
                     inject_errors=settings["inject_errors"], ledger_snippet_chars=config.ledger_snippet_chars,
                     sample_fraction=config.sample_fraction, thresholds=_thresholds_digest(config.thresholds),

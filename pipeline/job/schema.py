@@ -20,6 +20,7 @@ from stages.mix import approx_tokens
 from stages.pii import KINDS as PII_KINDS
 from stages.quality_signals import QUALITY_SIGNALS
 from stages.record import Document, Drop, DropReason, Edit, Stage, StageResult, clean_text, has_lone_surrogate
+from stages.table import stage_table
 
 SCHEMA_VERSION = "13"  # 13: metadata.license, license_source; 12: lm_surprise; 11: toxicity_worst, toxic_window_share, url_listed; 10: text_fixed, encoding_damage, the quality signals; 9: edits (and the edit book, edits/), cluster_size; 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
 
@@ -121,6 +122,19 @@ def _metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 _METADATA_NAMES = [f.name for f in METADATA_FIELDS]
 
+BUILT_IN_SCORES = frozenset({"lang_score", "quality_score", *QUALITY_SIGNALS, "text_fixed", "encoding_damage",
+                             "toxicity_score", "toxicity_worst", "toxic_window_share", "url_listed"})
+
+
+def declared_scores(built_in: frozenset[str]) -> list[str]:
+    """Score columns the stage table's specs declare (`StageSpec.scores`: a stage of another package has no line
+    here), in the table's order, besides the built-in ones."""
+    seen: list[str] = []
+    for spec in stage_table():
+        seen += [name for name in spec.scores if name not in built_in and name not in seen]
+    return seen
+
+
 DOCUMENT_COLUMNS: tuple[Column, ...] = (
     Column("id", pa.string(), nullable=False),           # unique: derived from source, file and place in it
     Column("source", pa.string(), nullable=False),
@@ -138,6 +152,7 @@ DOCUMENT_COLUMNS: tuple[Column, ...] = (
     score_column("toxicity_worst"),                      # P(toxic) of its most toxic paragraph
     score_column("toxic_window_share"),                  # share of its paragraphs at or over toxicity.window_threshold
     score_column("url_listed"),                          # 1: its site is on a url_filter.second_look list (listed_site)
+    *(score_column(name) for name in declared_scores(BUILT_IN_SCORES)),  # those stages declare (StageSpec.scores)
     Column("epoch", pa.int32(), nullable=False),         # 0 = original, k = k-th repeat from source mixing
     Column("cluster_size", pa.int32()),                  # documents dedup folded into this one, itself included
     Column("pii_counts", PII_COUNTS_TYPE, part_type=pa.string(), shard=_pii_counts, encode=_json,
@@ -186,8 +201,9 @@ SIGNATURE_SCHEMA = pa.schema(  # signatures/ of a run's output (--dedup-against 
 def part_row(doc: Document, signature: Signature) -> dict[str, Any]:
     undeclared = set(doc.scores) - {c.name for c in DOCUMENT_COLUMNS if c.score}
     if undeclared:  # it would be lost between the phases: a stage's score must be a column
-        raise ValueError(f"score(s) {sorted(undeclared)} of document {doc.id} have no column: add "
-                         "score_column(NAME) to DOCUMENT_COLUMNS in pipeline/job/schema.py")
+        raise ValueError(f"score(s) {sorted(undeclared)} of document {doc.id} have no column: declare them in the "
+                         "stage's spec (StageSpec(scores=(NAME,))) or add score_column(NAME) to DOCUMENT_COLUMNS in "
+                         "pipeline/job/schema.py")
     row = {c.name: c.encode(c.value(doc)) for c in DOCUMENT_COLUMNS}
     row.update(exact_key=signature.exact_key, bands=signature.bands, paragraphs=signature.paragraphs,
                chars=len(doc.text), tokens=approx_tokens(doc.text))
