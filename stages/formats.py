@@ -31,13 +31,21 @@ def is_gzip(head: bytes) -> bool:
 
 
 def _inner_head(head: bytes) -> bytes:
-    """The first decompressed bytes of a gzip file (as many as the head holds), else the head itself."""
+    """The first decompressed bytes of a gzip file (as many as the head holds, across members: a WARC file is one
+    member per record), else the head itself."""
     if not is_gzip(head):
         return head
+    out, rest = b"", head
     try:
-        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, SNIFF_BYTES)
+        while rest[:2] == b"\x1f\x8b" and len(out) < SNIFF_BYTES:
+            member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out += member.decompress(rest, SNIFF_BYTES - len(out))
+            if not member.eof:
+                break
+            rest = member.unused_data
     except zlib.error:
-        return b""
+        pass
+    return out
 
 
 class ReadSettings(NamedTuple):

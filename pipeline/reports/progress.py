@@ -20,10 +20,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from pipeline.counters import BYTES_READ, entered
-from stages.extraction.warc import STAGE as WARC_STAGE
-from stages.textsource import STAGE as TEXT_STAGE
+from stages.table import format_table
 
-DOCUMENT_READERS = (WARC_STAGE, TEXT_STAGE)  # the read stages whose `.in` are documents (WARC and text records)
+DOCUMENT_READERS = tuple(dict.fromkeys(f.stage for f in format_table()))  # the read stages whose `.in` are documents
 
 
 def documents_read(counts: Mapping[str, int]) -> int:
