@@ -29,6 +29,8 @@ class TextSourceConfig:
     """JSONL[.gz] and Parquet text sources (code, books): they skip extraction."""
 
     field: str = "text"                         # text field of JSONL/Parquet records
+    id_field: str = "id"                        # their own id (kept as `record_id`; a Hugging Face set's id column)
+    url_field: str = "url"                      # their URL, if they have one
     # A JSONL line (or Parquet text) larger than this is ledgered as too_large without being held.
     # Books run to a few MB (Project Gutenberg's longest are ~5 MB); every later stage holds a few
     # copies of a document, so the cap is what bounds a worker's memory for text sources.
@@ -42,7 +44,8 @@ class TextSourceConfig:
     def __post_init__(self):
         check(self.max_record_bytes > 0 and self.max_url_chars > 0 and self.max_parquet_page_bytes > 0,
               "size caps must be positive: max_record_bytes, max_url_chars, max_parquet_page_bytes")
-        check(bool(self.field), "field must name the text field")
+        check(bool(self.field) and bool(self.id_field) and bool(self.url_field),
+              "field, id_field and url_field must name a column")
 
 
 SPEC = StageSpec(
@@ -124,8 +127,8 @@ def _line_record(line: bytes | None, size: int, n: int, source: str, filename: s
 
 def _row_document(doc: Document, row: dict, where: str, config: TextSourceConfig) -> StageResult:
     """Validate and clean one record's id, url and text (no lone surrogates leave reading)."""
-    own_id = row.get("id")
-    url = row.get("url")
+    own_id = row.get(config.id_field)
+    url = row.get(config.url_field)
     doc = doc.replace(record_id=None if own_id is None else clean_text(str(own_id))[:1024],
                       url=clean_text(url) if isinstance(url, str) else "")
     if len(doc.url) > config.max_url_chars:
@@ -164,7 +167,7 @@ def _read_parquet(stream: BinaryIO, source: str, filename: str, config: TextSour
     try:
         parquet = pq.ParquetFile(stream)
         names = set(parquet.schema_arrow.names)
-        columns = [c for c in (config.field, "id", "url") if c in names]
+        columns = [c for c in (config.field, config.id_field, config.url_field) if c in names]
         meta = parquet.metadata
         leaves = [j for j in range(meta.num_columns) if meta.schema.column(j).path.split(".")[0] in columns]
     except Exception as exc:  # not readable at all: one row for the file

@@ -38,14 +38,16 @@ REPORT_FILE, HTML_REPORT_FILE = "report.json", "report.html"
 SPLITS = (ANNEAL_DIR, VALID_DIR)  # folders beside data/ with the same layout (pipeline/job/run.py writes them)
 # What a complete run publishes. `--overwrite`/`--resume` over a complete output set these aside in
 # PREVIOUS_DIR (manifest first) until the new run publishes, and put them back if it does not.
-PUBLISHED = ("manifest.json", "data", "ledger", EDITS_DIR, "signatures", *SPLITS, "report.json", "report.html")
+CARD_FILE = "README.md"  # the dataset card (pipeline/reports/card.py)
+PUBLISHED = ("manifest.json", "data", "ledger", EDITS_DIR, "signatures", *SPLITS, "report.json", "report.html",
+             CARD_FILE)
 PREVIOUS_DIR = ".previous"
 FAILED_REPORTS = {"report.json": "report.failed.json", "report.html": "report.failed.html"}
 # Everything a run (or an interrupted one) writes, relative to the output folder.
 OWN_PATTERNS = (
     "data/part-*.parquet", "data/.part-*.tmp", "ledger/part-*.parquet", "ledger/beam-temp-*",
     "edits/part-*.parquet", "edits/beam-temp-*",
-    "report.json", "report.html", "manifest.json", ".manifest.json.tmp", "_shard_stats/*",
+    "report.json", "report.html", CARD_FILE, "manifest.json", ".manifest.json.tmp", "_shard_stats/*",
     "signatures/part-*.parquet", "signatures/.part-*.tmp", LOCK_FILE, *PREPARED_PATTERNS, *FINISHED_PATTERNS,
     *FAILED_REPORTS.values(),
     *(f"{split}/{pattern}" for split in SPLITS for pattern in ("data/part-*.parquet", "data/.part-*.tmp",

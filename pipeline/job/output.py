@@ -108,7 +108,8 @@ def collect_shards(output: str, data_dir: str) -> list[dict[str, Any]]:
     if not shards:
         empty = shard_name(0, 1)
         buffer = io.BytesIO()
-        pq.write_table(DOCUMENT_SCHEMA.empty_table(), buffer, compression="zstd")
+        pq.ParquetWriter(buffer, DOCUMENT_SCHEMA, compression="zstd").close()  # no row group: readers that size
+        #                                 their batches by a row group's rows (datasets) fail on one of 0 rows
         write_atomically(FileSystems.join(output, data_dir, empty), buffer.getvalue())
         shards = [{"path": empty, "rows": 0, "originals": 0, "bytes": len(buffer.getvalue()), "row_groups": 0,
                    "sha256": hashlib.sha256(buffer.getvalue()).hexdigest(), "tokens_by_source": {},

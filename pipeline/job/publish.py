@@ -18,6 +18,7 @@ from pipeline.job.inputs import InputFile, source_groups
 from pipeline.job.mix import STAGE as MIX_STAGE
 from pipeline.job.outdir import (
     ANNEAL_DIR,
+    CARD_FILE,
     DATA_DIR,
     HTML_REPORT_FILE,
     LEDGER_DIR,
@@ -32,10 +33,12 @@ from pipeline.job.paragraphs import edits_report
 from pipeline.job.parts import file_part_key, part_paths
 from pipeline.job.prepare import paragraph_settings, signature_settings
 from pipeline.job.robots import STAGE as ROBOTS_STAGE
+from pipeline.job.schema import DOCUMENT_SCHEMA
 from pipeline.reports import html_report
 from pipeline.reports import report as reporting
+from pipeline.reports.card import dataset_card
 from pipeline.reports.resources import compare as plan_vs_measured
-from pipeline.storage import read_json
+from pipeline.storage import read_json, write_atomically
 from stages.extraction import trafilatura_speedups
 from stages.extraction.extract import Extractor
 from stages.extraction.warc import STAGE as WARC_STAGE
@@ -78,6 +81,8 @@ def publish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     _warn(config, report)
     if problems:
         raise RunFailed(f"run failed its checks, no manifest written ({REPORT_FILE} has details): " + "; ".join(problems))
+    write_atomically(FileSystems.join(config.output, CARD_FILE),
+                     dataset_card(report, DOCUMENT_SCHEMA, version()).encode("utf-8"))  # checks passed: a card
     _write_manifests(config, report, shards, valid_shards, anneal_shards, interrupted)
     if not quiet:
         print(f"shards: {FileSystems.join(config.output, DATA_DIR)} ({len(shards)} file(s)); "

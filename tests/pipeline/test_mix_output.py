@@ -135,3 +135,29 @@ def test_text_sources_alone_skip_extraction(tmp_path):
 def test_mixed_run_writes_what_it_wrote_before(mixed_run):
     """Held to the digests recorded before the last refactor (tests/golden.py)."""
     check_against_golden("mixed_run", mixed_run[0] / "a")
+
+
+def test_the_output_is_a_dataset_card_that_datasets_loads(mixed_run):
+    """OUT/README.md's header names every split with rows, the languages and the size; `datasets` loads the folder
+    by it, and the shards alone with their declared features."""
+    import datasets
+    import yaml
+
+    tmp, report, _ = mixed_run
+    out = tmp / "a"
+    card = (out / "README.md").read_text(encoding="utf-8")
+    header = yaml.safe_load(card.split("---\n")[1])
+    files = {entry["split"]: entry["path"] for entry in header["configs"][0]["data_files"]}
+    assert files == {"train": "data/*.parquet", "validation": "valid/data/*.parquet", "anneal": "anneal/data/*.parquet"}
+    assert set(header["language"]) == {lang for lang in report["languages"] if lang}
+    assert f"{report['output']['rows']:,} documents" in card and "| mix |" in card
+    loaded = datasets.load_dataset(str(out))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert loaded["train"].num_rows == manifest["rows"]
+    assert loaded["validation"].num_rows == manifest["valid"]["rows"] > 0
+    assert loaded["anneal"].num_rows == manifest["anneal"]["rows"] > 0
+    shards = datasets.load_dataset("parquet", data_dir=str(out / "data"))["train"]
+    assert shards.num_rows == manifest["rows"]
+    assert shards.features["metadata"]["warc_offset"] == datasets.Value("int64")
+    assert shards.features.arrow_schema.field("pii_counts").type == pq.read_schema(
+        next((out / "data").glob("*.parquet"))).field("pii_counts").type

@@ -54,3 +54,23 @@ def test_a_row_group_with_a_page_over_the_cap_is_ledgered_unread_and_the_next_on
     assert "row group 0 holds a page of" in results[0].detail and "(not decoded)" in results[0].detail
     assert [r.text for r in results[3:]] == ["a small document", "another one"]
     assert [r.id for r in results] == [document_id("s", "f", n) for n in range(5)]  # rows numbered across groups
+
+
+def test_a_folder_written_by_datasets_reads_with_its_columns_named(tmp_path):
+    """--text-column, --id-column, --url-column: a `datasets` export (Parquet or JSONL) with its own column names."""
+    import datasets
+
+    from pipeline.job.run import build_parser, config_from_args
+
+    rows = {"content": ["A first text.", "A second one."], "doc_id": ["a-1", "a-2"], "link": ["https://x.example/1", ""]}
+    ds = datasets.Dataset.from_dict(rows)
+    ds.to_parquet(str(tmp_path / "set.parquet"))
+    ds.to_json(str(tmp_path / "set.jsonl"))
+    args = build_parser().parse_known_args(["--input", "x", "--output", "o", "--text-column", "content",
+                                            "--id-column", "doc_id", "--url-column", "link"])[0]
+    config = config_from_args(args).text
+    for name, fmt in (("set.parquet", PARQUET), ("set.jsonl", "jsonl")):
+        with open(tmp_path / name, "rb") as fh:
+            docs = list(read_text_records(fh, source="hf", filename=name, fmt=fmt, config=config))
+        assert [d.text for d in docs] == rows["content"] and [d.record_id for d in docs] == rows["doc_id"]
+        assert [d.url for d in docs] == rows["link"]
