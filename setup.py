@@ -47,6 +47,8 @@ setup(
         "test": ["pytest>=8", "pytest-timeout>=2.3", "duckdb>=1.0", "datasets>=3.0", "matplotlib>=3.8",
                  "ruff>=0.16,<0.17", "pytest-xdist>=3.6,<4",
                  "tensorboard>=2.16,<3",        # the training run's optional TensorBoard log is tested
+                 "megatron-core>=0.16,<0.17",   # its own IndexedDataset reads `refinery tokenize --format megatron`
+                 #                                (17 MB, torch already installed: ~3 s in CI)
                  *DASK, "dask-jobqueue>=0.9,<0.10"],  # the Dask runner, on a real scheduler and workers in CI; Slurm
         "dask": DASK,
         "slurm": [*DASK, "dask-jobqueue>=0.9,<0.10"],  # refinery slurm submit --phase2-dask-workers N                         # --runner=pipeline.engines.dask_runner.RefineryDaskRunner (README "Running on a cluster")

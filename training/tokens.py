@@ -9,7 +9,12 @@ index of document boundaries):
     TOK/tokenizer.json           a copy of the BPE tokenizer (none for bytes): TOK is self-contained
     TOK/data/part-*.bin          token ids of every document, one after the other (no EOS stored)
     TOK/data/part-*.idx          uint64 little-endian: where each document starts, then the total
+    TOK/documents.parquet        document k of the split: its token shard, its row there and in its Parquet shard,
+                                 its id, url and where it was read (WARC file and offset, or text file and line)
     TOK/valid/..., TOK/anneal/...  the run's other splits, when it has them (each with its manifest)
+    TOK/megatron/{train,valid,anneal}_text_document.{bin,idx}   with `--format megatron`: Megatron-LM's indexed
+                                 dataset of each split with rows (training/megatron.py), document k = row k of
+                                 the split's map
 
 uint16 ids when the vocabulary fits (< 65,536), else uint32. One token shard per Parquet shard, with the
 Parquet row groups' document counts kept in the manifest, so `refinery train --tokens TOK` reads the very
@@ -103,10 +108,21 @@ def documents(folder: str) -> Iterator[np.ndarray]:
             yield tokens[a:b]
 
 
+DOCUMENT_MAP = "documents.parquet"
+FORMATS = ("refinery", "megatron")
+
+
+def _provenance(row: dict[str, Any]) -> tuple[str | None, int | None, int | None]:
+    """(file, byte offset, line) a document was read from, from its shard row's metadata."""
+    meta = row.get("metadata") or {}
+    return (meta.get("warc_filename") or meta.get("source_file"), meta.get("warc_offset"), meta.get("source_line"))
+
+
 def _tokenize_split(data_dir: str, out_dir: str, tokenizer, text_field: str, dtype: np.dtype,
                     batch_rows: int = 256) -> dict[str, Any]:
     manifest = read_manifest(data_dir)
-    shards = []
+    shards, mapped = [], {name: [] for name in ("shard", "row", "token_start", "tokens", "id", "url", "file",
+                                                "offset", "line")}
     for shard in manifest["shards"]:
         source = os.path.join(data_dir, shard["path"])
         stem = os.path.splitext(shard["path"])[0]
@@ -116,16 +132,23 @@ def _tokenize_split(data_dir: str, out_dir: str, tokenizer, text_field: str, dty
         if text_field not in parquet.schema_arrow.names:
             raise DataError(f"--text-field {text_field!r}: {source} has no such column")
         digest, starts, groups, total = hashlib.sha256(), [0], [], 0
+        extra = [c for c in ("id", "url", "metadata") if c in parquet.schema_arrow.names and c != text_field]
         with files.atomic_writer(bin_path) as fh:
             for g in range(parquet.metadata.num_row_groups):
-                texts = parquet.read_row_group(g, columns=[text_field]).column(0).to_pylist()
+                table = parquet.read_row_group(g, columns=[text_field, *extra])
+                texts = table.column(text_field).to_pylist()
+                rows = table.select(extra).to_pylist()
                 if texts:
                     groups.append(len(texts))
                 for i in range(0, len(texts), batch_rows):
-                    for ids in tokenizer.encode_batch([t or "" for t in texts[i:i + batch_rows]]):
+                    encoded = tokenizer.encode_batch([t or "" for t in texts[i:i + batch_rows]])
+                    for row, ids in zip(rows[i:i + batch_rows] if extra else [{}] * len(encoded), encoded):
                         data = np.asarray(ids, dtype=dtype).tobytes()
                         fh.write(data)
                         digest.update(data)
+                        for name, value in zip(mapped, (stem + ".bin", len(starts) - 1, total, len(ids), row.get("id"),
+                                                        row.get("url"), *_provenance(row))):
+                            mapped[name].append(value)
                         total += len(ids)
                         starts.append(total)
         index = np.asarray(starts, dtype="<u8").tobytes()
@@ -134,8 +157,25 @@ def _tokenize_split(data_dir: str, out_dir: str, tokenizer, text_field: str, dty
                        "from_sha256": shard.get("sha256"), "documents": len(starts) - 1, "tokens": total,
                        "row_groups": groups, "sha256": digest.hexdigest(),
                        "index_sha256": hashlib.sha256(index).hexdigest()})
+    import pyarrow as pa
+
+    table = pa.table({name: pa.array(values, type=pa.int64() if name in ("row", "token_start", "tokens", "offset",
+                                                                         "line") else pa.string())
+                      for name, values in mapped.items()})
+    pq.write_table(table, os.path.join(out_dir, DOCUMENT_MAP + ".tmp"), compression="zstd")
+    os.replace(os.path.join(out_dir, DOCUMENT_MAP + ".tmp"), os.path.join(out_dir, DOCUMENT_MAP))
     return {"shards": shards, "documents": sum(s["documents"] for s in shards),
-            "tokens": sum(s["tokens"] for s in shards)}
+            "tokens": sum(s["tokens"] for s in shards), "document_map": DOCUMENT_MAP}
+
+
+def _split_documents(out_dir: str, shards: list[dict[str, Any]], dtype: np.dtype) -> Iterator[np.ndarray]:
+    """A split's documents from the token shards just written (before its manifest is)."""
+    for shard in shards:
+        tokens = np.memmap(os.path.join(out_dir, shard["path"]), dtype=dtype, mode="r") if shard["tokens"] else \
+            np.zeros(0, dtype=dtype)
+        starts = np.fromfile(os.path.join(out_dir, shard["index"]), dtype="<u8")
+        for a, b in zip(starts[:-1], starts[1:]):
+            yield tokens[a:b]
 
 
 def write_manifest(out_dir: str, payload: dict[str, Any]) -> None:
@@ -143,8 +183,13 @@ def write_manifest(out_dir: str, payload: dict[str, Any]) -> None:
     files.write_atomically(os.path.join(out_dir, MANIFEST), json.dumps(payload, indent=1))
 
 
-def tokenize(data_dir: str, tokenizer_spec: str, out_dir: str, text_field: str = "text") -> dict[str, Any]:
-    """Token shards of a run's data/ and its valid/ and anneal/ splits; returns the main manifest."""
+def tokenize(data_dir: str, tokenizer_spec: str, out_dir: str, text_field: str = "text",
+             formats: Sequence[str] = ("refinery",)) -> dict[str, Any]:
+    """Token shards of a run's data/ and its valid/ and anneal/ splits (and, with "megatron" in `formats`, each
+    split as Megatron-LM's indexed dataset); returns the main manifest."""
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown:
+        raise ValueError(f"--format {','.join(unknown)}: not one of {', '.join(FORMATS)}")
     tokenizer = load_tokenizer(tokenizer_spec)
     dtype = dtype_for(tokenizer.vocab_size)
     os.makedirs(out_dir, exist_ok=True)
@@ -159,6 +204,14 @@ def tokenize(data_dir: str, tokenizer_spec: str, out_dir: str, text_field: str =
     for name, source, target in reversed(splits):  # the main manifest last
         os.makedirs(target, exist_ok=True)
         body = _tokenize_split(source, target, tokenizer, text_field, dtype)
+        if "megatron" in formats and body["documents"]:  # Megatron cannot map an empty .bin: no files for no rows
+            from training.megatron import write_indexed_dataset
+
+            os.makedirs(os.path.join(out_dir, "megatron"), exist_ok=True)
+            prefix = os.path.join(out_dir, "megatron", f"{name or 'train'}_text_document")
+            facts = write_indexed_dataset(prefix, _split_documents(target, body["shards"], dtype),
+                                          tokenizer.vocab_size, tokenizer.eos_id)
+            body["megatron"] = dict(facts, prefix=os.path.relpath(prefix, target))
         payload = {"format": FORMAT, "dtype": dtype.name, "tokenizer": described, "text_field": text_field,
                    "root": "." if name is None else "..",
                    "source": {"data": os.path.abspath(source),
@@ -213,6 +266,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", default="bytes", help="'bytes' (UTF-8 bytes) or a BPE tokenizer.json "
                    "(`refinery train-tokenizer`) (default: %(default)s)")
     p.add_argument("--text-field", default="text", help="the column to tokenize (default: %(default)s)")
+    p.add_argument("--format", default="refinery", help="comma-separated: refinery (for `refinery train --tokens`), "
+                   "megatron (Megatron-LM's .bin/.idx, TOK/megatron/SPLIT_text_document; an end-of-text id after "
+                   "each document) (default: %(default)s; refinery's is always written)")
     return p
 
 
@@ -224,7 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     started = time.monotonic()
     try:
-        manifest = tokenize(a.data, a.tokenizer, a.out, a.text_field)
+        manifest = tokenize(a.data, a.tokenizer, a.out, a.text_field,
+                            [f.strip() for f in a.format.split(",") if f.strip()])
     except (DataError, OSError, ValueError) as exc:
         print(f"refinery tokenize: error: {error_text(exc)}", file=sys.stderr)
         return 2

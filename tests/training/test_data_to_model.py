@@ -23,7 +23,7 @@ from training.evaluate import evaluate, load_eval_set
 from training.model import GPT, ModelConfig
 from training.step import lr_at
 from training.tokenizer import ByteTokenizer, train_bpe
-from training.tokens import TokenStream, read_token_manifest, token_tokenizer, tokenize
+from training.tokens import TokenStream, documents, read_token_manifest, token_tokenizer, tokenize
 
 BYTES = ByteTokenizer()
 
@@ -254,3 +254,31 @@ def test_ablate_compares_two_variants_end_to_end(shards, tmp_path):
     assert bad.returncode == 2 and "no documents of source books" in bad.stderr
     bad = refinery("ablate", "--pool", str(shards), "--out", str(out), "--variant", "x=--min-qualty 1")
     assert bad.returncode == 2 and "unknown option(s) --min-qualty" in bad.stderr
+
+
+def test_megatron_reads_the_token_files_with_the_same_documents_in_the_same_order(shards, tmp_path):
+    """`refinery tokenize --format megatron`: Megatron-LM's own IndexedDataset (megatron-core) reads every split with
+    rows: document k is the split's document k, its ids then the end-of-text id; the document map says where each
+    came from (shard row, WARC file and offset)."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    tok_dir = tmp_path / "tok"
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "tokenize", "--data", str(shards), "--out",
+                           str(tok_dir), "--format", "refinery,megatron"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    manifest = read_token_manifest(str(tok_dir))
+    eod = manifest["tokenizer"]["eos_id"]
+    for split, folder in (("train", tok_dir), ("valid", tok_dir / "valid"), ("anneal", tok_dir / "anneal")):
+        ours = [np.asarray(ids).tolist() for ids in documents(str(folder))]
+        theirs = IndexedDataset(str(tok_dir / "megatron" / f"{split}_text_document"))
+        assert len(theirs) == len(ours) > 0 and list(theirs.document_indices) == list(range(len(ours) + 1))
+        assert all(theirs[k].tolist() == ids + [eod] for k, ids in enumerate(ours))
+        mapped = pq.read_table(folder / "documents.parquet").to_pylist()
+        assert [m["tokens"] for m in mapped] == [len(ids) for ids in ours]
+        shard_rows = pq.read_table(shards / (split if split != "train" else "") / "data", columns=["id"]).column("id")
+        assert [m["id"] for m in mapped] == shard_rows.to_pylist()  # same documents, same order
+        assert all(m["file"].endswith(".warc.gz") and m["offset"] is not None for m in mapped)
+    bad = subprocess.run([sys.executable, "-m", "pipeline.cli", "tokenize", "--data", str(shards), "--out",
+                          str(tmp_path / "tok2"), "--format", "mds"], cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode == 2 and "mds" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
