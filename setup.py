@@ -49,6 +49,7 @@ setup(
                  "tensorboard>=2.16,<3",        # the training run's optional TensorBoard log is tested
                  "megatron-core>=0.16,<0.17",   # its own IndexedDataset reads `refinery tokenize --format megatron`
                  #                                (17 MB, torch already installed: ~3 s in CI)
+                 "datatrove>=0.10,<0.11",       # its own dataset reads `--format datatrove` (+ loguru, humanize: ~2 s)
                  *DASK, "dask-jobqueue>=0.9,<0.10"],  # the Dask runner, on a real scheduler and workers in CI; Slurm
         "dask": DASK,
         "slurm": [*DASK, "dask-jobqueue>=0.9,<0.10"],  # refinery slurm submit --phase2-dask-workers N                         # --runner=pipeline.engines.dask_runner.RefineryDaskRunner (README "Running on a cluster")

@@ -1,9 +1,10 @@
-"""Megatron-LM's indexed dataset from token shards: `PREFIX.bin` (every document's ids, one after the other) and
+"""Token files other trainers read, from token shards. Megatron-LM's indexed dataset: `PREFIX.bin` (every document's ids, one after the other) and
 `PREFIX.idx` (the MMIDIDX v1 index Megatron's `IndexedDataset` reads: header, dtype code, sequence lengths, byte
 pointers, document boundaries), as Megatron's own `preprocess_data.py --append-eod` writes them: one sequence per
 document, each ending in the tokenizer's end-of-text id. `--data-path PREFIX` in Megatron-LM (or
 `megatron.core.datasets.indexed_dataset.IndexedDataset(PREFIX)`) reads it; `tests/training/test_token_formats.py`
-checks it with megatron-core's own reader.
+checks it with megatron-core's own reader. And datatrove's tokenized files (`write_datatrove_file`), which
+nanotron trains from, checked with datatrove's own `DatatroveFolderDataset`.
 """
 from __future__ import annotations
 
@@ -50,3 +51,28 @@ def write_indexed_dataset(prefix: str, documents: Iterable[np.ndarray], vocab_si
     files.write_atomically(prefix + ".idx", index)
     return {"prefix": prefix, "documents": count, "tokens": int(sum(lengths)), "dtype": dtype.name, "eod": eod,
             "bin_sha256": digest.hexdigest(), "idx_sha256": hashlib.sha256(index).hexdigest()}
+
+
+def write_datatrove_file(path: str, documents: Iterable[np.ndarray], vocab_size: int, eod: int | None,
+                         tokenizer_name: str) -> dict:
+    """datatrove's tokenized file (what its DocumentTokenizer writes and nanotron reads through
+    `DatatroveFolderDataset`): PATH (every document's ids then `eod`, uint16 below 65,536 ids else uint32),
+    PATH.index (uint64 end of each document, in tokens) and PATH.metadata (tokenizer|token size, token count)."""
+    dtype = np.dtype(np.uint16) if vocab_size <= 2**16 else np.dtype(np.uint32)
+    ends: list[int] = []
+    total = 0
+    digest = hashlib.sha256()
+    with files.atomic_writer(path) as fh:
+        for ids in documents:
+            ids = np.asarray(ids, dtype=np.int64)
+            if eod is not None:
+                ids = np.append(ids, eod)
+            data = ids.astype(dtype).tobytes()
+            fh.write(data)
+            digest.update(data)
+            total += len(ids)
+            ends.append(total)
+    files.write_atomically(path + ".index", np.asarray(ends, dtype="<u8").tobytes())
+    files.write_atomically(path + ".metadata", f"{tokenizer_name}|{dtype.itemsize}\n{total}\n{total:,} tokens")
+    return {"path": path, "documents": len(ends), "tokens": total, "token_size": dtype.itemsize, "eod": eod,
+            "sha256": digest.hexdigest()}

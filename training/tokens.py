@@ -15,6 +15,8 @@ index of document boundaries):
     TOK/megatron/{train,valid,anneal}_text_document.{bin,idx}   with `--format megatron`: Megatron-LM's indexed
                                  dataset of each split with rows (training/megatron.py), document k = row k of
                                  the split's map
+    TOK/datatrove/{train,valid,anneal}/00000_tokens.ds{,.index,.metadata}   with `--format datatrove`: datatrove's
+                                 tokenized files (nanotron's DatatroveFolderDataset), the same documents and order
 
 uint16 ids when the vocabulary fits (< 65,536), else uint32. One token shard per Parquet shard, with the
 Parquet row groups' document counts kept in the manifest, so `refinery train --tokens TOK` reads the very
@@ -109,7 +111,7 @@ def documents(folder: str) -> Iterator[np.ndarray]:
 
 
 DOCUMENT_MAP = "documents.parquet"
-FORMATS = ("refinery", "megatron")
+FORMATS = ("refinery", "megatron", "datatrove")
 
 
 def _provenance(row: dict[str, Any]) -> tuple[str | None, int | None, int | None]:
@@ -212,6 +214,16 @@ def tokenize(data_dir: str, tokenizer_spec: str, out_dir: str, text_field: str =
             facts = write_indexed_dataset(prefix, _split_documents(target, body["shards"], dtype),
                                           tokenizer.vocab_size, tokenizer.eos_id)
             body["megatron"] = dict(facts, prefix=os.path.relpath(prefix, target))
+        if "datatrove" in formats and body["documents"]:
+            from training.megatron import write_datatrove_file
+
+            folder = os.path.join(out_dir, "datatrove", name or "train")
+            os.makedirs(folder, exist_ok=True)
+            facts = write_datatrove_file(os.path.join(folder, "00000_tokens.ds"),
+                                         _split_documents(target, body["shards"], dtype), tokenizer.vocab_size,
+                                         tokenizer.eos_id, tokenizer.kind if tokenizer.kind == "bytes" else
+                                         os.path.basename(tokenizer.path))
+            body["datatrove"] = dict(facts, path=os.path.relpath(facts["path"], target))
         payload = {"format": FORMAT, "dtype": dtype.name, "tokenizer": described, "text_field": text_field,
                    "root": "." if name is None else "..",
                    "source": {"data": os.path.abspath(source),
@@ -267,8 +279,9 @@ def parser() -> argparse.ArgumentParser:
                    "(`refinery train-tokenizer`) (default: %(default)s)")
     p.add_argument("--text-field", default="text", help="the column to tokenize (default: %(default)s)")
     p.add_argument("--format", default="refinery", help="comma-separated: refinery (for `refinery train --tokens`), "
-                   "megatron (Megatron-LM's .bin/.idx, TOK/megatron/SPLIT_text_document; an end-of-text id after "
-                   "each document) (default: %(default)s; refinery's is always written)")
+                   "megatron (Megatron-LM's .bin/.idx, TOK/megatron/SPLIT_text_document), datatrove (its .ds files, "
+                   "which nanotron reads, TOK/datatrove/SPLIT/); those two end each document with the end-of-text id "
+                   "(default: %(default)s; refinery's is always written)")
     return p
 
 

@@ -256,15 +256,35 @@ def test_ablate_compares_two_variants_end_to_end(shards, tmp_path):
     assert bad.returncode == 2 and "unknown option(s) --min-qualty" in bad.stderr
 
 
-def test_megatron_reads_the_token_files_with_the_same_documents_in_the_same_order(shards, tmp_path):
-    """`refinery tokenize --format megatron`: Megatron-LM's own IndexedDataset (megatron-core) reads every split with
-    rows: document k is the split's document k, its ids then the end-of-text id; the document map says where each
-    came from (shard row, WARC file and offset)."""
+def check_datatrove(folder, docs: list[list[int]], eod: int, seq_len: int = 63) -> None:
+    """datatrove's own DatatroveFolderDataset (what nanotron trains from) reads the folder as windows of seq_len + 1
+    tokens: the documents' ids with an end-of-text id after each, in order, and its positions restart exactly where
+    a document starts."""
+    from datatrove.utils.dataset import DatatroveFolderDataset
+
+    dataset = DatatroveFolderDataset(str(folder), seq_len=seq_len, token_size=2, return_positions=True)
+    flat = [t for ids in docs for t in ids + [eod]]
+    starts = set(np.cumsum([0] + [len(ids) + 1 for ids in docs[:-1]]).tolist())
+    assert len(dataset) == len(flat) // (seq_len + 1) > 0
+    got, restarts = [], set()
+    for i in range(len(dataset)):
+        window = dataset[i]
+        got += window["input_ids"].tolist()
+        restarts |= {i * (seq_len + 1) + j for j, p in enumerate(window["positions"].tolist()) if p == 0 and j}
+    assert got == flat[:len(got)]
+    assert restarts == {s for s in starts if s < len(got) and s % (seq_len + 1)}
+
+
+def test_megatron_and_datatrove_read_the_token_files_with_the_same_documents_in_the_same_order(shards, tmp_path):
+    """`refinery tokenize --format megatron,datatrove`: Megatron-LM's own IndexedDataset (megatron-core) and
+    datatrove's own dataset read every split with rows: document k is the split's document k, its ids then the
+    end-of-text id; the document map says where each came from (shard row, WARC file and offset)."""
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     tok_dir = tmp_path / "tok"
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "tokenize", "--data", str(shards), "--out",
-                           str(tok_dir), "--format", "refinery,megatron"], cwd=REPO, capture_output=True, text=True,
+                           str(tok_dir), "--format", "refinery,megatron,datatrove"], cwd=REPO, capture_output=True,
+                          text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
     manifest = read_token_manifest(str(tok_dir))
@@ -279,6 +299,7 @@ def test_megatron_reads_the_token_files_with_the_same_documents_in_the_same_orde
         shard_rows = pq.read_table(shards / (split if split != "train" else "") / "data", columns=["id"]).column("id")
         assert [m["id"] for m in mapped] == shard_rows.to_pylist()  # same documents, same order
         assert all(m["file"].endswith(".warc.gz") and m["offset"] is not None for m in mapped)
+        check_datatrove(tok_dir / "datatrove" / split, ours, eod)
     bad = subprocess.run([sys.executable, "-m", "pipeline.cli", "tokenize", "--data", str(shards), "--out",
                           str(tmp_path / "tok2"), "--format", "mds"], cwd=REPO, capture_output=True, text=True)
     assert bad.returncode == 2 and "mds" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
