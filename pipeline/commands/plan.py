@@ -4,8 +4,8 @@
     refinery run --input 'crawl/*.warc.gz' --output out/ --plan plan.json   # report.json: predicted vs measured
 
 The sample (the first records of up to 8 input files spread over the list) runs through phase 1 in
-this process exactly as the job runs it (pipeline/job/prepare.py), then through phase 2's per-document
-stages. Its per-input-byte costs scale to the whole input, and its per-page costs to a named scale
+this process exactly as the job runs it (the PrepareFile task, pipeline/job/prepare.py), then through phase 2's
+FinishPart and WritePart tasks (pipeline/job/finish.py) over the parts it wrote. Its per-input-byte costs scale to the whole input, and its per-page costs to a named scale
 (one Common Crawl snapshot by default). What the sample cannot show is stated as an assumption.
 """
 from __future__ import annotations
@@ -32,7 +32,6 @@ from pipeline.job.config import ConfigError, load_config
 from pipeline.job.parts import part_paths, read_rows
 from pipeline.job.prepare import READ_COUNTERS, phase1_digest
 from pipeline.job.schema import SIGNATURE_SCHEMA, document_from_part
-from stages.runner import StageRunner, Step
 
 # One Common Crawl snapshot (e.g. CC-MAIN-2024-22: ~90,000 WARC files of ~1 GB, ~2.7-3.1 billion pages).
 SNAPSHOT = {"name": "one Common Crawl snapshot", "files": 90_000, "pages": 3_000_000_000}
@@ -147,7 +146,7 @@ def measure_sample(config, files, sample: int) -> dict[str, Any]:
         parts = [part_paths(tmp, key) for key in keys]
         rows = [row for paths in parts for row in read_rows(paths["docs.parquet"])]
         docs = [document_from_part(row) for row in rows]
-        phase2_cpu, phase2_kept = _phase2_documents(config, docs)
+        phase2_cpu, phase2_kept = _phase2_parts(config, keys)
         measured = {
             "files": len(picked), "records": sum(counts.get(c, 0) for c in READ_COUNTERS),
             "bytes_read": counts.get(BYTES_READ, 0), "documents": len(docs),
@@ -190,15 +189,27 @@ def measure_fixed_run(config) -> dict[str, Any] | None:
     return {"cpu_s": round(resources["cpu_hours"] * 3600, 2), "peak_memory_bytes": resources["peak_memory_bytes"]}
 
 
-def _phase2_documents(config, docs) -> tuple[float, int]:
-    """CPU seconds of phase 2's per-document stages over the sample, and how many documents pass them."""
-    from pipeline.job.steps import make_steps
+def _phase2_parts(config, keys: Sequence[str]) -> tuple[float, int]:
+    """CPU seconds of phase 2's two tasks over the sample's prepared parts, as the job runs them (FinishPart: read
+    the part, the per-document stages, write the finished part; WritePart: the write check, the splits, the shards
+    and signatures), and how many documents pass the stages. The mix's and the anneal split's draws need every
+    part's totals, so they are left out of the sample (their cost is a hash per document)."""
+    from pipeline.job.finish import drain
+    from pipeline.job.steps import make_steps, phase2_tasks
 
-    steps = [step for _, step in make_steps(config, phase=2) if isinstance(step, Step)]
-    started = time.process_time()
-    with StageRunner(steps) as runner:
-        kept, _ = runner.run(docs)
-    return time.process_time() - started, len(kept)
+    timed = dataclasses.replace(config, mix=None, anneal_fraction=None)
+    tasks = phase2_tasks(timed, make_steps(timed, phase=2), {key: i for i, key in enumerate(keys)}, deduplicated=False)
+    for task in (tasks.finish, tasks.write):
+        task.setup()
+    try:
+        started = time.process_time()
+        kept = sum(drain(tasks.finish.run(key, decided=[])).documents for key in keys)
+        for key in keys:
+            drain(tasks.write.run(key))
+        return time.process_time() - started, kept
+    finally:
+        for task in (tasks.finish, tasks.write):
+            task.teardown()
 
 
 def _children_cpu() -> float:
