@@ -100,8 +100,10 @@ class FinishedPart:
 @dataclasses.dataclass(frozen=True)
 class WrittenPart:
     key: str
-    name: str        # part-FFFFF: its shards' and signature file's name
-    rows: int        # written to the main split (with repeats), valid and anneal
+    name: str            # part-FFFFF: its shards' and signature file's name
+    rows: int            # written to the training shards (data/), the mix's repeats included
+    held_out: int        # written to valid/ instead
+    anneal_rows: int     # also written to anneal/ (copies of training rows)
     signatures: int
 
 
@@ -262,12 +264,13 @@ class WritePart(_Task):
         signatures.commit()
         yield Output(SIGNATURE_FILES, json.dumps(
             {"path": f"{SIGNATURES_DIR}/{name}.parquet", "rows": signatures.rows, **signatures.digest}))
-        rows = 0
+        rows = {STATS: 0, VALID: 0, ANNEAL: 0}
         for split, writer in writers.items():
+            tag = STATS if split in ("", "repeats") else split
             for stats in writer.close():
-                rows += stats.get("rows", 0)
-                yield Output(STATS if split in ("", "repeats") else split, json.dumps(stats))
-        return WrittenPart(key, name, rows, signatures.rows)
+                rows[tag] += stats.get("rows", 0)
+                yield Output(tag, json.dumps(stats))
+        return WrittenPart(key, name, rows[STATS], rows[VALID], rows[ANNEAL], signatures.rows)
 
     def _place(self, doc: Document, row: dict[str, Any], writers: dict, signatures: PartWriter,
                plan: AnnealPlan | None) -> bool:

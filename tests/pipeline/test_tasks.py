@@ -46,7 +46,7 @@ def prepared(config):
 def test_the_tasks_in_a_loop_write_the_jobs_shards(inputs, tmp_path):
     """Without global stages over signatures (dedup off), phase 1 and phase 2 as two plain loops write the shards
     the Beam job writes, byte for byte, and every record read is in a shard or a ledger row."""
-    args = ["--input", str(inputs / "*.warc.gz"), "--no-dedup", "--quiet"]
+    args = ["--input", str(inputs / "*.warc.gz"), "--no-dedup", "--quiet", "--holdout-fraction", "0.2"]
     job = run(args + ["--output", str(tmp_path / "job")])
     config = config_for(args + ["--output", str(tmp_path / "tasks")])
     files, root, parts = prepared(config)
@@ -65,14 +65,19 @@ def test_the_tasks_in_a_loop_write_the_jobs_shards(inputs, tmp_path):
             task.teardown()
     assert [f.documents for f in finished] == [sum(1 for _ in read_rows(finished_path(config.output, p.key)))
                                                for p in parts]
-    shard_rows = sum(w.rows for w in written)
-    assert shard_rows == job["conservation"]["kept"] > 0
+    shard_rows, held_out = sum(w.rows for w in written), sum(w.held_out for w in written)
+    assert (shard_rows, held_out) == (job["conservation"]["kept"], job["conservation"]["held_out"])
+    assert shard_rows > 0 and not any(w.anneal_rows for w in written)
     read = sum(p.records for p in parts)
     assert read == job["conservation"]["read"]
-    assert read == shard_rows + len(outputs[LEDGER_ROWS]) + len(outputs[LEDGER])  # conservation, from the tasks alone
-    ours = sorted(p.relative_to(tmp_path / "tasks") for p in (tmp_path / "tasks" / "data").glob("*.parquet"))
-    assert len(outputs[STATS]) == len(ours) and len(outputs[SIGNATURE_FILES]) == len(parts)
-    theirs = sorted(p.relative_to(tmp_path / "job") for p in (tmp_path / "job" / "data").glob("*.parquet"))
+    # conservation, from the tasks alone
+    assert read == shard_rows + held_out + len(outputs[LEDGER_ROWS]) + len(outputs[LEDGER])
+    assert held_out > 0  # the loop wrote the validation split too
+    ours = sorted(p.relative_to(tmp_path / "tasks") for p in (tmp_path / "tasks").rglob("*.parquet")
+                  if p.parent.name == "data")
+    assert len(outputs[STATS]) + len(outputs["valid"]) == len(ours) and len(outputs[SIGNATURE_FILES]) == len(parts)
+    theirs = sorted(p.relative_to(tmp_path / "job") for p in (tmp_path / "job").rglob("*.parquet")
+                    if p.parent.name == "data")
     assert ours == theirs and ours
     for rel in ours:
         assert (tmp_path / "tasks" / rel).read_bytes() == (tmp_path / "job" / rel).read_bytes(), rel
