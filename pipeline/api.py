@@ -40,11 +40,7 @@ class RunError(Exception):
         self.line, self.exit_code, self.internal = line, exit_code, internal
 
 
-@dataclasses.dataclass(frozen=True)
-class RunResult:
-    """What a finished run wrote (the same facts as OUTPUT/report.json, which `report` holds whole)."""
-
-    output: str
+class _ReportFacts:
     report: dict[str, Any]
 
     @property
@@ -54,8 +50,16 @@ class RunResult:
 
     @property
     def conservation(self) -> dict[str, Any]:
-        """read = kept + held out + ledger, and whether it holds (it does in every run that returns)."""
+        """read = kept + held out + ledger, and whether it holds (it does in every run that finished)."""
         return self.report["conservation"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult(_ReportFacts):
+    """What a finished run wrote (the same facts as OUTPUT/report.json, which `report` holds whole)."""
+
+    output: str
+    report: dict[str, Any]
 
     @property
     def rows(self) -> int:
@@ -249,7 +253,7 @@ def _as_document(item: Document | str | Mapping[str, Any], n: int) -> tuple[bool
 SPLITS = {"train": "", "valid": "valid", "anneal": "anneal"}
 
 
-class Run:
+class Run(_ReportFacts):
     """A finished run's outputs (`open_run`): shards per split, the ledger, the edit book, the report."""
 
     def __init__(self, path: str):
@@ -303,14 +307,6 @@ class Run:
 
         return ds.dataset(os.path.join(self.path, folder), format="parquet").to_table(
             columns=list(columns) if columns else None)
-
-    @property
-    def funnel(self) -> list[dict[str, Any]]:
-        return self.report["funnel"]
-
-    @property
-    def conservation(self) -> dict[str, Any]:
-        return self.report["conservation"]
 
 
 def open_run(path: str) -> Run:

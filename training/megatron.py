@@ -21,17 +21,11 @@ VERSION = 1
 DTYPE_CODES = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}  # megatron.core.datasets.indexed_dataset.DType
 
 
-def megatron_dtype(vocab_size: int) -> np.dtype:
-    """Megatron's choice: uint16 ids below 65,500, else int32."""
-    return np.dtype(np.uint16) if vocab_size < 65500 else np.dtype(np.int32)
-
-
-def write_indexed_dataset(prefix: str, documents: Iterable[np.ndarray], vocab_size: int, eod: int | None) -> dict:
-    """PREFIX.bin and PREFIX.idx of `documents` (each followed by `eod` when given); returns their facts."""
-    dtype = megatron_dtype(vocab_size)
+def _write_tokens(path: str, documents: Iterable[np.ndarray], dtype: np.dtype, eod: int | None):
+    """Every document's ids (then `eod`) one after the other into `path`: (each document's length, SHA-256)."""
     lengths: list[int] = []
     digest = hashlib.sha256()
-    with files.atomic_writer(prefix + ".bin") as fh:
+    with files.atomic_writer(path) as fh:
         for ids in documents:
             ids = np.asarray(ids, dtype=np.int64)
             if eod is not None:
@@ -40,6 +34,18 @@ def write_indexed_dataset(prefix: str, documents: Iterable[np.ndarray], vocab_si
             fh.write(data)
             digest.update(data)
             lengths.append(len(ids))
+    return lengths, digest
+
+
+def megatron_dtype(vocab_size: int) -> np.dtype:
+    """Megatron's choice: uint16 ids below 65,500, else int32."""
+    return np.dtype(np.uint16) if vocab_size < 65500 else np.dtype(np.int32)
+
+
+def write_indexed_dataset(prefix: str, documents: Iterable[np.ndarray], vocab_size: int, eod: int | None) -> dict:
+    """PREFIX.bin and PREFIX.idx of `documents` (each followed by `eod` when given); returns their facts."""
+    dtype = megatron_dtype(vocab_size)
+    lengths, digest = _write_tokens(prefix + ".bin", documents, dtype, eod)
     count = len(lengths)
     pointers = np.zeros(count, dtype=np.int64)
     if count:
@@ -59,19 +65,9 @@ def write_datatrove_file(path: str, documents: Iterable[np.ndarray], vocab_size:
     `DatatroveFolderDataset`): PATH (every document's ids then `eod`, uint16 below 65,536 ids else uint32),
     PATH.index (uint64 end of each document, in tokens) and PATH.metadata (tokenizer|token size, token count)."""
     dtype = np.dtype(np.uint16) if vocab_size <= 2**16 else np.dtype(np.uint32)
-    ends: list[int] = []
-    total = 0
-    digest = hashlib.sha256()
-    with files.atomic_writer(path) as fh:
-        for ids in documents:
-            ids = np.asarray(ids, dtype=np.int64)
-            if eod is not None:
-                ids = np.append(ids, eod)
-            data = ids.astype(dtype).tobytes()
-            fh.write(data)
-            digest.update(data)
-            total += len(ids)
-            ends.append(total)
+    lengths, digest = _write_tokens(path, documents, dtype, eod)
+    ends = np.cumsum(np.asarray(lengths, dtype=np.int64)).tolist()
+    total = ends[-1] if ends else 0
     files.write_atomically(path + ".index", np.asarray(ends, dtype="<u8").tobytes())
     files.write_atomically(path + ".metadata", f"{tokenizer_name}|{dtype.itemsize}\n{total}\n{total:,} tokens")
     return {"path": path, "documents": len(ends), "tokens": total, "token_size": dtype.itemsize, "eod": eod,

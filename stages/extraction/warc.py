@@ -166,6 +166,34 @@ def read_warc(stream: BinaryIO, *, source: str, filename: str = "", config: Warc
     decodes to more than `max_payload_bytes` (the extraction cap) is ledgered here, so no
     page over the cap is ever passed on.
     """
+    try:
+        for record, offset, oversized in guarded_records(stream, config, count):
+            rec_type = record.rec_type
+            if not rec_type:  # malformed: we cannot tell whether it held a page, so ledger it
+                count("record.malformed")
+                yield _file_drop(filename, source, offset, "malformed record: no WARC-Type header")
+                continue
+            count(f"record.{rec_type if rec_type in RECORD_TYPES else 'other'}")
+            if rec_type != "response":
+                continue
+            yield _response_to_document(record, source=source, filename=filename, offset=offset, config=config,
+                                        max_payload_bytes=max_payload_bytes, oversized=oversized)
+    except RestUnreadable as rest:
+        yield _file_drop(filename, source, rest.offset, rest.detail)
+
+
+class RestUnreadable(Exception):
+    """The rest of a WARC file from `offset` on cannot be read (`detail` says why)."""
+
+    def __init__(self, offset: int, detail: str):
+        super().__init__(detail)
+        self.offset, self.detail = offset, detail[:500]
+
+
+def guarded_records(stream: BinaryIO, config: WarcConfig, count: Callable[[str], None]) -> Iterator[tuple]:
+    """(record, offset, the length of a header line over the cap or None) of every record of a WARC (or WET) file,
+    read under the header caps; a file that breaks mid-way (corrupt gzip, garbage) or holds what warcio reads as
+    another format (legacy ARC) counts `record.unreadable` and raises RestUnreadable for the rest of it."""
     records = archive_records(stream)
     guard = _HeaderGuard(records.reader, config.max_header_line_bytes, config.max_header_bytes)
     records.reader.readline = guard.readline
@@ -177,23 +205,11 @@ def read_warc(stream: BinaryIO, *, source: str, filename: str = "", config: Warc
             return
         except Exception as exc:  # warcio raises ArchiveLoadFailed, zlib.error, EOFError, ValueError...
             count("record.unreadable")
-            offset = records.offset if hasattr(records, "offset") else -1
-            yield _file_drop(filename, source, offset, f"{type(exc).__name__}: {exc}"[:500])
-            return
+            raise RestUnreadable(getattr(records, "offset", -1), f"{type(exc).__name__}: {exc}") from None
         if record.format != "warc":  # warcio reads any line-based text as a legacy ARC record
             count("record.unreadable")
-            yield _file_drop(filename, source, records.offset, f"not a WARC record ({record.format} format)")
-            return
-        rec_type = record.rec_type
-        if not rec_type:  # malformed: we cannot tell whether it held a page, so ledger it
-            count("record.malformed")
-            yield _file_drop(filename, source, records.offset, "malformed record: no WARC-Type header")
-            continue
-        count(f"record.{rec_type if rec_type in RECORD_TYPES else 'other'}")
-        if rec_type != "response":
-            continue
-        yield _response_to_document(record, source=source, filename=filename, offset=records.offset,
-                                    config=config, max_payload_bytes=max_payload_bytes, oversized=guard.oversized)
+            raise RestUnreadable(records.offset, f"not a WARC record ({record.format} format)")
+        yield record, records.offset, guard.oversized
 
 
 def archive_records(stream: BinaryIO) -> ArchiveIterator:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from stages.extraction.warc import WarcConfig, _HeaderGuard, archive_records
+from stages.extraction.warc import RestUnreadable, WarcConfig, guarded_records
 from stages.formats import _WARC_SUFFIXES
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
 from stages.table import READ, InputFormat, StageSpec
@@ -25,26 +25,18 @@ def read_wet(stream: BinaryIO, *, source: str, filename: str = "", config: WarcC
              count: Callable[[str], None] = lambda name: None) -> Iterator[StageResult]:
     """A Document (or Drop) for every `conversion` record; other record types are counted (`record.<type>`). A file
     that breaks mid-way yields one read_error drop for the rest of it."""
-    records = archive_records(stream)
-    guard = _HeaderGuard(records.reader, config.max_header_line_bytes, config.max_header_bytes)
-    records.reader.readline = guard.readline
-    while True:
-        guard.reset()
-        try:
-            record = next(records)
-        except StopIteration:
-            return
-        except Exception as exc:  # warcio raises ArchiveLoadFailed, zlib.error, EOFError, ValueError...
-            count("record.unreadable")
-            yield _rest_dropped(filename, source, getattr(records, "offset", -1), f"{type(exc).__name__}: {exc}")
-            return
-        if record.format != "warc" or not record.rec_type:
-            count("record.unreadable")
-            yield _rest_dropped(filename, source, records.offset, "not a WARC record")
-            return
-        count(f"record.{record.rec_type if record.rec_type in ('warcinfo', 'conversion') else 'other'}")
-        if record.rec_type == "conversion":
-            yield _document(record, source, filename, records.offset, config, guard.oversized)
+    try:
+        for record, offset, oversized in guarded_records(stream, config, count):
+            if not record.rec_type:
+                count("record.malformed")
+                doc = Document(id=stable_id(STAGE, source, filename, str(offset)), url="", source=source)
+                yield doc.drop(STAGE, DropReason.READ_ERROR, f"{filename}@{offset}: malformed record: no WARC-Type")
+                continue
+            count(f"record.{record.rec_type if record.rec_type in ('warcinfo', 'conversion') else 'other'}")
+            if record.rec_type == "conversion":
+                yield _document(record, source, filename, offset, config, oversized)
+    except RestUnreadable as rest:
+        yield _rest_dropped(filename, source, rest.offset, rest.detail)
 
 
 def _document(record, source: str, filename: str, offset: int, config: WarcConfig,
