@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from stages.table import READ, InputFormat, StageSpec, format_table
 
 SPEC = StageSpec(name="read", order=0, runs=READ, about="opening input files, choosing each one's reader", reasons={
-    "read_error": "a file that is empty, is no WARC, JSONL or Parquet file, is not a regular file (a FIFO, a "
+    "read_error": "a file that is empty, is no WARC, WET, JSONL or Parquet file (nor a format of an installed stage package), is not a regular file (a FIFO, a "
                   "device), or cannot be opened (a symlink loop): one row per file"})
 
 WARC, JSONL, PARQUET = "warc", "jsonl", "parquet"
@@ -80,7 +80,7 @@ def format_names() -> str:
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
-NAMES = {WARC: "WARC", JSONL: "JSONL", PARQUET: "Parquet"}
+NAMES = {WARC: "WARC", "wet": "WET", JSONL: "JSONL", PARQUET: "Parquet"}  # how an error line names them
 
 
 def sniff_warc(path: str, head: bytes, inner: bytes) -> int:

@@ -172,7 +172,7 @@ def test_a_file_that_is_no_record_file_is_one_read_row(hostile_run):
     unknown = {d["detail"].split(":", 1)[0]: d for d in drops if d["stage"] == "read"}
     assert set(unknown) == {"books/notes.txt", "web/empty.warc.gz", "web/fifo.warc.gz", "web/loop.warc.gz"}, unknown
     assert all(d["reason"] == "read_error" for d in unknown.values())
-    assert "not a WARC, JSONL or Parquet file" in unknown["books/notes.txt"]["detail"]
+    assert "not a WARC, WET, JSONL or Parquet file" in unknown["books/notes.txt"]["detail"]
     assert "empty file" in unknown["web/empty.warc.gz"]["detail"]
     assert "not a regular file (a FIFO)" in unknown["web/fifo.warc.gz"]["detail"]
     assert "symbolic link" in unknown["web/loop.warc.gz"]["detail"]
