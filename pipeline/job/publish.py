@@ -38,10 +38,12 @@ from pipeline.reports import html_report
 from pipeline.reports import report as reporting
 from pipeline.reports.card import dataset_card
 from pipeline.reports.resources import compare as plan_vs_measured
+from pipeline.reports.wet import wet_vs_warc
 from pipeline.storage import read_json, write_atomically
 from stages.extraction import trafilatura_speedups
 from stages.extraction.extract import Extractor
 from stages.extraction.warc import STAGE as WARC_STAGE
+from stages.extraction.wet import STAGE as WET_STAGE
 from stages.langid import STAGE as LANGID_STAGE
 from stages.mix import parse_weights
 from stages.optout.agents import LIST_VERSION as AGENT_LIST_VERSION
@@ -256,6 +258,10 @@ def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str,
         report["edits"] = edits
     if config.optout.enabled:
         report["optout"] = optout_report(config, report)
+    if counters and counters.get(entered(WET_STAGE)) and counters.get(entered(WARC_STAGE)):  # both kinds given
+        report["wet_vs_warc"] = wet_vs_warc(
+            [FileSystems.join(config.output, s["path"]) for s in report["shards"]],
+            reporting.list_files(FileSystems.join(config.output, LEDGER_DIR, "part-*.parquet")))
 
 
 def optout_report(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:

@@ -57,6 +57,13 @@ def test_a_wet_file_runs_end_to_end_beside_its_warc(tmp_path):
     from_warc = [r for r in rows if r["metadata"]["charset_source"] != "wet"]
     assert from_wet and from_warc  # the same page twice: exact dedup does not fold them (the texts differ)
     assert from_wet[0]["metadata"]["warc_record_id"] == from_warc[0]["record_id"]  # WARC-Refers-To joins them
+    compared = result.report["wet_vs_warc"]  # the report sets the two versions of each page side by side
+    assert (compared["pages_in_both"], compared["kept_from_both"]) == (1, 1)
+    chars = compared["mean_chars_kept_from_both"]
+    assert chars["wet"] > chars["warc"] > 1000  # WET keeps the menus and footers extraction leaves out
+    strict = refinery.run(inputs=[str(WET), str(WARC)], output=str(tmp_path / "strict")).report["wet_vs_warc"]
+    assert strict["kept_from_neither"] == 1 and strict["dropped_because"] == {
+        "warc": {"langid:lang_below_threshold": 1}, "wet": {"langid:lang_below_threshold": 1}}
 
 
 @needs_shared
