@@ -226,6 +226,10 @@ def apply(documents: Iterable[Document | str | Mapping[str, Any]], stages: Seque
     with runner:
         items = (_as_document(item, n) for n, item in enumerate(documents))
         for chunk in chunks(items, lambda item: held_chars(item[1])):
+            ids = [doc.id for _, doc in chunk]
+            if len(set(ids)) < len(ids):  # a chunk's results are matched to its inputs by id
+                twice = next(i for i in ids if ids.count(i) > 1)
+                raise ConfigError(f"apply: two inputs have the id {twice!r}; ids must be unique")
             kept, drops = runner.run([doc for _, doc in chunk], [is_html for is_html, _ in chunk])
             by_id: dict[str, Document | Drop] = {doc.id: doc for doc in kept}
             by_id.update((drop.id, drop) for drop in drops)

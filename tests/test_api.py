@@ -89,3 +89,5 @@ def test_apply_runs_the_stages_over_documents_in_memory_in_order():
         list(refinery.apply(["x"], stages=["near_dedup"]))
     everything = list(refinery.apply([prose], settings={"pii.enabled": False}))
     assert len(everything) == 1
+    with pytest.raises(ConfigError, match="ids must be unique"):
+        list(refinery.apply([{"id": "a", "text": prose}, {"id": "a", "text": prose}]))
