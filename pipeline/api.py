@@ -80,8 +80,9 @@ class RunResult(_ReportFacts):
 
 
 def run(*, output: str, inputs: str | Sequence[str] = (), sources: Mapping[str, str | Sequence[str]] | None = None,
-        config: RunConfig | str | None = None, settings: Mapping[str, Any] | None = None, overwrite: bool = False,
-        resume: bool = False, beam_args: Sequence[str] = (), quiet: bool = True) -> RunResult:
+        config: RunConfig | str | None = None, settings: Mapping[str, Any] | None = None,
+        overwrite: bool | None = None, resume: bool | None = None, beam_args: Sequence[str] = (),
+        quiet: bool = True) -> RunResult:
     """Run the job: `inputs` (globs, source `web`) and `sources` ({name: glob(s)}) into `output`. Settings come from
     `config` (a RunConfig, or a YAML file as `--config` reads it), then `settings` ({"section.key": value}, as
     `--set` and YAML give them); `beam_args` are Beam pipeline options (default: the local FnApiRunner)."""
@@ -94,7 +95,8 @@ def run(*, output: str, inputs: str | Sequence[str] = (), sources: Mapping[str, 
     for name, globs in (sources or {}).items():
         for glob in [globs] if isinstance(globs, str) else globs:
             overrides.setdefault("sources", []).append(f"{name}={glob}")
-    overrides.update(output=output, overwrite=overwrite, resume=resume)
+    overrides["output"] = output
+    overrides.update({k: v for k, v in (("overwrite", overwrite), ("resume", resume)) if v is not None})  # else the config's
     try:
         found = load_config(None, {**_given(config), **overrides}) if isinstance(config, RunConfig) \
             else load_config(config, overrides)

@@ -91,3 +91,13 @@ def test_apply_runs_the_stages_over_documents_in_memory_in_order():
     assert len(everything) == 1
     with pytest.raises(ConfigError, match="ids must be unique"):
         list(refinery.apply([{"id": "a", "text": prose}, {"id": "a", "text": prose}]))
+
+
+def test_overwrite_and_resume_come_from_the_config_unless_given(runs):
+    tmp, result = runs
+    again = refinery.load_config(None, {"overwrite": True, "dedup.near": False, "quality.threshold": 0.2})
+    rerun = refinery.run(inputs=str(tmp / "in" / "*.warc.gz"), output=result.output, config=again)
+    assert rerun.rows == result.rows  # the config's overwrite: true replaced the earlier output
+    with pytest.raises(refinery.RunError) as refused:
+        refinery.run(inputs=str(tmp / "in" / "*.warc.gz"), output=result.output, config=again, overwrite=False)
+    assert refused.value.exit_code == 2 and "--overwrite" in refused.value.line
