@@ -41,8 +41,6 @@ from pipeline.job.schema import (
 )
 from pipeline.job.signed import Decision
 from stages.mix import approx_tokens, site_of
-from stages.origin import original_host
-from stages.paragraphs import Owner, ParagraphCut, site_sample, unit_texts
 from stages.record import Document, Drop
 from stages.runner import CHUNK, CHUNK_CHARS, Step
 
@@ -121,36 +119,32 @@ class _Task:
 
 
 class FinishPart(_Task):
-    """Phase 2's first pass over a part: `run(key, decided, cuts, sizes, top)` with dedup's Decisions on the
-    part, paragraph dedup's cuts ({paragraph hash: owner id}), cluster sizes ({id: size}) and the most
-    repeated paragraphs' hashes (`top`: [(hash, Owner)]) writes the part's finished documents and yields
-    its phase-1 ledger rows (LEDGER_ROWS), its drops (LEDGER), the edit book's rows of what stages cut from
-    the documents kept (EDITS), the text of the top paragraphs met (TOP_TEXTS) and, if `tally`, (id, source,
-    tokens, quality, rehydration weight, language, site) of each finished document (FINISHED)."""
+    """Phase 2's first pass over a part: `run(key, decided, sizes, inputs)` with dedup's Decisions on the part,
+    cluster sizes ({id: size}) and, per global stage with a part hook (pipeline/job/part_hooks.py), what the
+    scheduler joined to the part for it, writes the part's finished documents and yields its phase-1 ledger rows
+    (LEDGER_ROWS), its drops (LEDGER), the edit book's rows of what stages cut from the documents kept (EDITS),
+    what the hooks emit (paragraph dedup's: TOP_TEXTS) and, if `tally`, (id, source, tokens, quality,
+    rehydration weight, language, site) of each finished document (FINISHED)."""
 
     def __init__(self, output: str, steps: Sequence[tuple[str, Step]], tally: bool, snippet_chars: int,
-                 deduplicated: bool = False, rehydrate: Rehydration | None = None):
+                 deduplicated: bool = False, rehydrate: Rehydration | None = None, hooks: Sequence[Any] = ()):
         self._output, self._tally, self._snippet = output, tally, snippet_chars
         self._deduplicated, self._rehydrate = deduplicated, rehydrate  # cluster sizes are known; their weights
         self._runner = runner([step for _, step in steps])
-        # paragraph dedup's stage, told each part's cuts before the part's documents pass
-        self._cut = next((step.stage for _, step in steps if isinstance(step.stage, ParagraphCut)), None)
+        self._hooks = list(hooks)
 
-    def run(self, key: str, decided: Iterable[Decision], cuts: Mapping[int, str] | None = None,
-            sizes: Mapping[str, int] | None = None,
-            top: Iterable[tuple[int, Owner]] = ()) -> Generator[Output, None, FinishedPart]:
+    def run(self, key: str, decided: Iterable[Decision], sizes: Mapping[str, int] | None = None,
+            inputs: Mapping[str, Any] | None = None) -> Generator[Output, None, FinishedPart]:
         decisions = {d.id: d for d in decided}
-        if self._cut is not None:
-            self._cut.cuts, self._cut.candidates = dict(cuts or {}), set()
+        for hook in self._hooks:
+            hook.begin((inputs or {}).get(hook.name))
         sizes = sizes or {}
-        top_hashes = {h for h, _ in top}
         paths = part_paths(self._output, key)
         for row in read_rows(paths["ledger.parquet"]):
             yield Output(LEDGER_ROWS, row)
         out = PartWriter(finished_path(self._output, key), PART_SCHEMA)
         chunk: list[Document] = []
         signatures: dict[str, Signature] = {}
-        top_texts: dict[int, tuple] = {}
         chars = dropped = 0
         for row in read_rows(paths["docs.parquet"]):
             doc = document_from_part(row)
@@ -162,10 +156,8 @@ class FinishPart(_Task):
                 continue
             if self._deduplicated:
                 doc = doc.replace(cluster_size=sizes.get(doc.id, 1))
-            if self._cut is not None and not self._cut.cuts.keys().isdisjoint(row["paragraphs"] or ()):
-                self._cut.candidates.add(doc.id)  # phase 1's hashes say a cut may apply: only these are re-read
-            if top_hashes:
-                _note_top_texts(doc, top_hashes.intersection(row["paragraphs"] or ()), top_texts, self._cut)
+            for hook in self._hooks:
+                hook.see(doc, row)
             chunk.append(doc)
             chars += len(doc.text)
             signatures[doc.id] = Signature.of_row(row)  # of the text dedup compared (before PII)
@@ -174,8 +166,8 @@ class FinishPart(_Task):
                 chunk, signatures, chars = [], {}, 0
         dropped += yield from self._finish(chunk, signatures, out)
         documents = out.commit()
-        for h, (doc_id, text, hosts) in sorted(top_texts.items()):
-            yield Output(TOP_TEXTS, (h, (doc_id, text, site_sample(hosts))))
+        for hook in self._hooks:
+            yield from hook.end()
         return FinishedPart(key, documents, dropped)
 
     def _finish(self, chunk: list[Document], signatures: dict[str, Signature], out: PartWriter):
@@ -196,21 +188,6 @@ class FinishPart(_Task):
         """To the ledger, with the snippet already cut to the run's length (the job holds its drops until
         their kept copies are resolved)."""
         return Output(LEDGER, dataclasses.replace(drop, snippet=drop.snippet[:self._snippet]))
-
-
-def _note_top_texts(doc: Document, wanted: set[int], found: dict[int, tuple], cut: ParagraphCut) -> None:
-    """Keeps, per wanted paragraph hash, the (id, line) of the smallest id that has it (the same on every runner)
-    and the sites of all that have it."""
-    if not wanted:
-        return
-    host = original_host(doc.url)
-    for h, unit in unit_texts(doc.text, cut.config):
-        if h not in wanted:
-            continue
-        doc_id, text, hosts = found.get(h, (None, None, set()))
-        if doc_id is None or doc.id < doc_id:
-            doc_id, text = doc.id, unit[:TOP_TEXT_CHARS]
-        found[h] = (doc_id, text, hosts | ({host} if host else set()))
 
 
 class WritePart(_Task):

@@ -35,6 +35,7 @@ from pipeline.job.schema import part_value
 from pipeline.job.signed import Signed, verify_shingles
 from stages.dedup import DedupConfig
 from stages.mix import mix_rates
+from stages.paragraphs import STAGE as PARAGRAPH_STAGE
 
 if TYPE_CHECKING:
     from pipeline.job.steps import Phase2Tasks
@@ -117,8 +118,8 @@ class FinishParts(_TaskFn):
         key, joined = element
         if not joined["decided"]:
             raise RuntimeError(f"paragraph cuts or cluster sizes came for part {key}, which is not in this run")
-        finished = yield from tagged(self._task.run(key, joined["decided"][0], dict(joined["cuts"]),
-                                                    dict(joined["sizes"]), top))
+        finished = yield from tagged(self._task.run(key, joined["decided"][0], dict(joined["sizes"]),
+                                                    {PARAGRAPH_STAGE: (dict(joined["cuts"]), top)}))
         yield finished.key
 
 

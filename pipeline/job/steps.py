@@ -16,6 +16,7 @@ from pipeline.job.grouped import GroupedGlobal
 from pipeline.job.inputs import source_groups
 from pipeline.job.mix import STAGE as MIX_STAGE
 from pipeline.job.mix import Anneal, Mix, Rehydration
+from pipeline.job.part_hooks import part_hooks
 from pipeline.job.prepare import PrepareFile, in_phase1, phase1_digest
 from pipeline.job.readers import FileReader
 from pipeline.job.robots import STAGE as ROBOTS_STAGE
@@ -167,7 +168,7 @@ def phase2_tasks(config: RunConfig, steps: Sequence[tuple[str, Any]], file_index
     anneal = Anneal(c.anneal_fraction, c.anneal_min_quality, c.seed, c.anneal_max_page_share,
                     c.anneal_max_site_share, c.anneal_max_language_excess) if c.anneal_fraction else None
     finish = FinishPart(c.output, per_document, bool(mix or c.anneal_fraction), c.ledger_snippet_chars, deduplicated,
-                        rehydrate)
+                        rehydrate, part_hooks(per_document))
     write = WritePart(c.output, file_index, write_check, mix, c.holdout_fraction, anneal, c.shard_size_mb,
                       c.row_group_rows, rehydrate)
     return Phase2Tasks(finish, write, mix, anneal)
