@@ -164,8 +164,8 @@ def _tokenize_split(data_dir: str, out_dir: str, tokenizer, text_field: str, dty
     table = pa.table({name: pa.array(values, type=pa.int64() if name in ("row", "token_start", "tokens", "offset",
                                                                          "line") else pa.string())
                       for name, values in mapped.items()})
-    pq.write_table(table, os.path.join(out_dir, DOCUMENT_MAP + ".tmp"), compression="zstd")
-    os.replace(os.path.join(out_dir, DOCUMENT_MAP + ".tmp"), os.path.join(out_dir, DOCUMENT_MAP))
+    with files.atomic_writer(os.path.join(out_dir, DOCUMENT_MAP)) as fh:  # never through a link planted there
+        pq.write_table(table, fh, compression="zstd")
     return {"shards": shards, "documents": sum(s["documents"] for s in shards),
             "tokens": sum(s["tokens"] for s in shards), "document_map": DOCUMENT_MAP}
 

@@ -303,3 +303,26 @@ def test_megatron_and_datatrove_read_the_token_files_with_the_same_documents_in_
     bad = subprocess.run([sys.executable, "-m", "pipeline.cli", "tokenize", "--data", str(shards), "--out",
                           str(tmp_path / "tok2"), "--format", "mds"], cwd=REPO, capture_output=True, text=True)
     assert bad.returncode == 2 and "mds" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_token_files_are_never_written_through_a_link_planted_in_the_output(shards, tmp_path):
+    """The document map and the Megatron/datatrove files go through common.files: when an earlier tokenize output is
+    written again, a link planted where one of them goes is refused with one line, and its target is untouched."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me", encoding="utf-8")
+    out = tmp_path / "tok"
+
+    def tokenize_cli():
+        return subprocess.run([sys.executable, "-m", "pipeline.cli", "tokenize", "--data", str(shards), "--out",
+                               str(out), "--format", "refinery,megatron,datatrove"], cwd=REPO, capture_output=True,
+                              text=True, timeout=300)
+
+    assert tokenize_cli().returncode == 0
+    for planted in ("documents.parquet", "megatron/train_text_document.idx", "datatrove/train/00000_tokens.ds"):
+        os.replace(out / planted, tmp_path / "kept")
+        os.symlink(victim, out / planted)
+        done = tokenize_cli()
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "link" in done.stderr and victim.read_text(encoding="utf-8") == "keep me"
+        os.remove(out / planted)
+        os.replace(tmp_path / "kept", out / planted)
