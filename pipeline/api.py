@@ -25,7 +25,7 @@ import signal
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from pipeline.job.config import ConfigError, RunConfig, load_config
+from pipeline.job.config import ConfigError, RunConfig, differing, load_config
 from stages.record import Document, Drop, StageEnvironmentError, stable_id
 from stages.runner import StageRunner, chunks, held_chars
 from stages.table import DOCUMENT, EXTRACT, stage_table
@@ -98,7 +98,7 @@ def run(*, output: str, inputs: str | Sequence[str] = (), sources: Mapping[str, 
     overrides["output"] = output
     overrides.update({k: v for k, v in (("overwrite", overwrite), ("resume", resume)) if v is not None})  # else the config's
     try:
-        found = load_config(None, {**_given(config), **overrides}) if isinstance(config, RunConfig) \
+        found = load_config(None, {**differing(config, RunConfig()), **overrides}) if isinstance(config, RunConfig) \
             else load_config(config, overrides)
         check_beam_args(beam_args, build_parser())
         report = run_config(checked(found), beam_args, quiet=quiet)
@@ -120,26 +120,6 @@ def run_argv(argv: Sequence[str], interrupted: Callable[[], int] = lambda: 0) ->
     except BaseException as exc:  # noqa: B036  (every way out is one RunError; see error_of)
         raise error_of(exc, flag_value(argv, "--output"), interrupted()) from exc
     return RunResult(flag_value(argv, "--output") or "", report)
-
-
-def _given(config: RunConfig) -> dict[str, Any]:
-    """The settings of `config` that differ from the defaults (what a user gave: they beat a thresholds file)."""
-    default = _dotted(RunConfig())
-    return {key: value for key, value in _dotted(config).items() if default.get(key) != value}
-
-
-def _dotted(config: Any, prefix: str = "") -> dict[str, Any]:
-    """A config as {"section.key": value} (every field that can be set)."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(config):
-        if not f.init:
-            continue
-        value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value):
-            out.update(_dotted(value, f"{prefix}{f.name}."))
-        else:
-            out[prefix + f.name] = list(value) if isinstance(value, tuple) else value
-    return out
 
 
 def error_of(exc: BaseException, output: str | None = None, signum: int = 0) -> RunError:
@@ -212,7 +192,7 @@ def apply(documents: Iterable[Document | str | Mapping[str, Any]], stages: Seque
     `count(name, n)` receives the job's counters (`<stage>.in`, `.drop.<reason>`, ...)."""
     from pipeline.job.steps import document_step
 
-    run_config = load_config(None, {**_given(config), **(settings or {})}) if isinstance(config, RunConfig) \
+    run_config = load_config(None, {**differing(config, RunConfig()), **(settings or {})}) if isinstance(config, RunConfig) \
         else load_config(config, settings)
     per_document = [spec for spec in stage_table() if spec.runs in (EXTRACT, DOCUMENT)]
     if stages is None:

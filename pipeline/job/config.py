@@ -133,7 +133,7 @@ def load_config(yaml_path: str | None = None, overrides: Mapping[str, Any] | Non
     config = load(RunConfig, yaml_path, overrides)
     given = set(overrides or {})
     if yaml_path:  # a file restating a default (a generated one) sets nothing
-        given |= _differing(load(RunConfig, yaml_path), RunConfig())
+        given |= set(differing(load(RunConfig, yaml_path), RunConfig()))
     object.__setattr__(config, "user_settings", frozenset(given))
     return config
 
@@ -158,16 +158,17 @@ def _check_sections(yaml_path: str | None, overrides: Mapping[str, Any] | None) 
                              f" (a stage of another package that is not installed? stage packages: {installed})"))
 
 
-def _differing(config: Any, default: Any, prefix: str = "") -> set[str]:
-    out = set()
+def differing(config: Any, default: Any, prefix: str = "") -> dict[str, Any]:
+    """{"section.key": value} of the settings of `config` that differ from `default`'s (what a user gave)."""
+    out: dict[str, Any] = {}
     for f in dataclasses.fields(config):
         if not f.init:
             continue
         value, base = getattr(config, f.name), getattr(default, f.name)
         if dataclasses.is_dataclass(value):
-            out |= _differing(value, base, f"{prefix}{f.name}.")
+            out.update(differing(value, base, f"{prefix}{f.name}."))
         elif value != base:
-            out.add(prefix + f.name)
+            out[prefix + f.name] = value
     return out
 
 
