@@ -76,11 +76,10 @@ def sniff_format(path: str, head: bytes) -> str | None:
 
 def format_names() -> str:
     """"WARC, JSONL or Parquet": the formats a file can be, for an error line."""
-    names = [NAMES.get(f.name, f.name) for f in format_table()]
+    names = [f.label or f.name for f in format_table()]
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
-NAMES = {WARC: "WARC", "wet": "WET", JSONL: "JSONL", PARQUET: "Parquet"}  # how an error line names them
 
 
 def sniff_warc(path: str, head: bytes, inner: bytes) -> int:

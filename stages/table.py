@@ -98,6 +98,7 @@ class InputFormat:
     html: bool
     sniff: Callable[[str, bytes, bytes], int]
     read: Callable[..., Any]
+    label: str = ""                                # how an error line names it (default: its name)
     plugin: str = ""                               # "distribution==version" of a format from another package
 
 

@@ -67,8 +67,9 @@ def _reader(fmt: str):
     return read
 
 
-FORMATS = (InputFormat(name=JSONL, stage=STAGE, html=False, sniff=sniff_jsonl, read=_reader(JSONL)),
-           InputFormat(name=PARQUET, stage=STAGE, html=False, sniff=sniff_parquet, read=_reader(PARQUET)))
+FORMATS = (InputFormat(name=JSONL, stage=STAGE, html=False, sniff=sniff_jsonl, read=_reader(JSONL), label="JSONL"),
+           InputFormat(name=PARQUET, stage=STAGE, html=False, sniff=sniff_parquet, read=_reader(PARQUET),
+                       label="Parquet"))
 
 
 def document_id(source: str, filename: str, n: int) -> str:

@@ -103,11 +103,7 @@ def read_index(folder: str, shard: dict[str, Any], verify: bool = True) -> np.nd
 def documents(folder: str) -> Iterator[np.ndarray]:
     """Every document's ids of a token folder, in manifest order."""
     manifest = read_token_manifest(folder)
-    for shard in manifest["shards"]:
-        tokens = np.memmap(os.path.join(folder, shard["path"]), dtype=np.dtype(manifest["dtype"]), mode="r")
-        starts = read_index(folder, shard)
-        for a, b in zip(starts[:-1], starts[1:]):
-            yield tokens[a:b]
+    yield from _split_documents(folder, manifest["shards"], np.dtype(manifest["dtype"]), verify=True)
 
 
 DOCUMENT_MAP = "documents.parquet"
@@ -170,12 +166,15 @@ def _tokenize_split(data_dir: str, out_dir: str, tokenizer, text_field: str, dty
             "tokens": sum(s["tokens"] for s in shards), "document_map": DOCUMENT_MAP}
 
 
-def _split_documents(out_dir: str, shards: list[dict[str, Any]], dtype: np.dtype) -> Iterator[np.ndarray]:
-    """A split's documents from the token shards just written (before its manifest is)."""
+def _split_documents(out_dir: str, shards: list[dict[str, Any]], dtype: np.dtype,
+                     verify: bool = False) -> Iterator[np.ndarray]:
+    """A split's documents, shard by shard (`verify`: the index's SHA-256 against the manifest; the tokenizer
+    reads the shards it has just written, before the manifest exists)."""
     for shard in shards:
         tokens = np.memmap(os.path.join(out_dir, shard["path"]), dtype=dtype, mode="r") if shard["tokens"] else \
             np.zeros(0, dtype=dtype)
-        starts = np.fromfile(os.path.join(out_dir, shard["index"]), dtype="<u8")
+        starts = read_index(out_dir, shard) if verify else np.fromfile(os.path.join(out_dir, shard["index"]),
+                                                                        dtype="<u8")
         for a, b in zip(starts[:-1], starts[1:]):
             yield tokens[a:b]
 

@@ -122,16 +122,12 @@ def _metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 _METADATA_NAMES = [f.name for f in METADATA_FIELDS]
 
-BUILT_IN_SCORES = frozenset({"lang_score", "quality_score", *QUALITY_SIGNALS, "text_fixed", "encoding_damage",
-                             "toxicity_score", "toxicity_worst", "toxic_window_share", "url_listed"})
-
-
-def declared_scores(built_in: frozenset[str]) -> list[str]:
+def declared_scores(known: set[str]) -> list[str]:
     """Score columns the stage table's specs declare (`StageSpec.scores`: a stage of another package has no line
-    here), in the table's order, besides the built-in ones."""
+    here), in the table's order, besides the columns `known`."""
     seen: list[str] = []
     for spec in stage_table():
-        seen += [name for name in spec.scores if name not in built_in and name not in seen]
+        seen += [name for name in spec.scores if name not in known and name not in seen]
     return seen
 
 
@@ -152,7 +148,6 @@ DOCUMENT_COLUMNS: tuple[Column, ...] = (
     score_column("toxicity_worst"),                      # P(toxic) of its most toxic paragraph
     score_column("toxic_window_share"),                  # share of its paragraphs at or over toxicity.window_threshold
     score_column("url_listed"),                          # 1: its site is on a url_filter.second_look list (listed_site)
-    *(score_column(name) for name in declared_scores(BUILT_IN_SCORES)),  # those stages declare (StageSpec.scores)
     Column("epoch", pa.int32(), nullable=False),         # 0 = original, k = k-th repeat from source mixing
     Column("cluster_size", pa.int32()),                  # documents dedup folded into this one, itself included
     Column("pii_counts", PII_COUNTS_TYPE, part_type=pa.string(), shard=_pii_counts, encode=_json,
@@ -160,6 +155,11 @@ DOCUMENT_COLUMNS: tuple[Column, ...] = (
     Column("metadata", METADATA_TYPE, part_type=pa.string(), shard=_metadata, encode=_json, decode=json.loads),
     Column("edits", EDITS_TYPE, part_type=pa.string(), shard=_edit_counts, encode=_encode_edits, decode=_decode_edits),
 )
+
+_EPOCH = next(i for i, c in enumerate(DOCUMENT_COLUMNS) if c.name == "epoch")
+DOCUMENT_COLUMNS = (*DOCUMENT_COLUMNS[:_EPOCH],  # then the score columns stages declare (StageSpec.scores)
+                    *(score_column(name) for name in declared_scores({c.name for c in DOCUMENT_COLUMNS})),
+                    *DOCUMENT_COLUMNS[_EPOCH:])
 
 DOCUMENT_SCHEMA = pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in DOCUMENT_COLUMNS],
                             metadata={"refinery.schema": f"documents/{SCHEMA_VERSION}"})

@@ -86,7 +86,7 @@ def _read(stream: BinaryIO, *, source: str, filename: str, gzipped: bool, settin
                      max_payload_bytes=settings.max_payload_bytes, count=count)
 
 
-FORMATS = (InputFormat(name=WARC, stage=STAGE, html=True, sniff=sniff_warc, read=_read),)
+FORMATS = (InputFormat(name=WARC, stage=STAGE, html=True, sniff=sniff_warc, read=_read, label="WARC"),)
 
 SPEC = StageSpec(
     name=STAGE, order=1, runs=READ, config=WarcConfig, check=check_decoders,

@@ -85,7 +85,7 @@ def _read(stream: BinaryIO, *, source: str, filename: str, gzipped: bool, settin
     return read_wet(stream, source=source, filename=filename, config=settings.warc, count=count)
 
 
-FORMATS = (InputFormat(name="wet", stage=STAGE, html=False, sniff=sniff, read=_read),)
+FORMATS = (InputFormat(name="wet", stage=STAGE, html=False, sniff=sniff, read=_read, label="WET"),)
 
 SPEC = StageSpec(
     name=STAGE, order=3, runs=READ, about="Common Crawl WET conversion records -> text documents (no extraction)",
