@@ -73,7 +73,7 @@ def phase1_digest(config) -> str:
     sections = sorted({spec.section for spec in TABLE if in_phase1(spec) and spec.section})
     relevant = {section: settings[section] for section in sections}
     relevant.update(signature=signature_settings(config.dedup), paragraphs=paragraph_settings(config.paragraph_dedup),
-                    version=version(), **({"plugins": plugins()} if plugins() else {}),  # a plugin's new version too
+                    version=version(), **({"plugins": installed} if (installed := plugins()) else {}),  # their versions
                     part_format=PART_SCHEMA.metadata[b"refinery.schema"].decode(),
                     inject_errors=settings["inject_errors"], ledger_snippet_chars=config.ledger_snippet_chars,
                     sample_fraction=config.sample_fraction, thresholds=_thresholds_digest(config.thresholds),

@@ -127,8 +127,9 @@ def _write_manifests(config: RunConfig, report: dict[str, Any], shards: list[dic
     extra = {"config": config.to_dict(), "refinery_version": version(), "extraction": trafilatura_speedups.versions(),
              "signatures": signature_settings(config.dedup),
              "paragraph_signatures": paragraph_settings(config.paragraph_dedup)}
-    if plugins():  # stages and formats of other packages, with their versions (the corpus depends on them)
-        extra["plugins"] = plugins()
+    installed = plugins()  # stages and formats of other packages, with their versions (the corpus depends on them)
+    if installed:
+        extra["plugins"] = installed
     if config.optout.enabled:  # what the corpus honoured: the agent list (its version) and the agents chosen
         extra["optout"] = {k: report["optout"][k] for k in ("agent_list", "agents", "require_license", "robots")}
     if config.holdout_fraction:
