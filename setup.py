@@ -50,8 +50,13 @@ setup(
                  "megatron-core>=0.16,<0.17",   # its own IndexedDataset reads `refinery tokenize --format megatron`
                  #                                (17 MB, torch already installed: ~3 s in CI)
                  "datatrove>=0.10,<0.11",       # its own dataset reads `--format datatrove` (+ loguru, humanize: ~2 s)
-                 *DASK, "dask-jobqueue>=0.9,<0.10"],  # the Dask runner, on a real scheduler and workers in CI; Slurm
+                 *DASK, "dask-jobqueue>=0.9,<0.10",  # the Dask runner, on a real scheduler and workers in CI; Slurm
+                 # a real S3 server on 127.0.0.1 for the object-store run (moto's, S3 alone: ~16 s in CI). Exact pins:
+                 # s3fs (datasets reads s3:// through it) pins fsspec and, through aiobotocore, botocore; with a
+                 # free boto3 pip walked through boto3 releases for ~3 min to resolve them.
+                 "moto[s3]>=5.1,<6", "flask>=3,<4", "flask-cors>=5,<7", "boto3==1.43.117", "s3fs==2026.9.0"],
         "dask": DASK,
+        "s3": ["boto3>=1.35,<2"],             # s3:// inputs and outputs (Beam's S3 filesystem; as apache-beam[aws])
         "slurm": [*DASK, "dask-jobqueue>=0.9,<0.10"],  # refinery slurm submit --phase2-dask-workers N                         # --runner=pipeline.engines.dask_runner.RefineryDaskRunner (README "Running on a cluster")
         "plots": ["matplotlib>=3.8"],         # PNGs of `refinery report`, training curves
         "tensorboard": ["tensorboard>=2.16,<3"],  # `refinery train` also logs to OUT/tensorboard

@@ -20,11 +20,11 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
-import os
 import signal
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from pipeline import storage
 from pipeline.job.config import ConfigError, RunConfig, differing, load_config
 from stages.record import Document, Drop, StageEnvironmentError, stable_id
 from stages.runner import StageRunner, chunks, held_chars
@@ -68,12 +68,12 @@ class RunResult(_ReportFacts):
     @property
     def shards(self) -> list[str]:
         """Paths of the training shards (data/part-*.parquet)."""
-        return [os.path.join(self.output, s["path"]) for s in self.open().manifest["shards"]]
+        return [storage.join(self.output, s["path"]) for s in self.open().manifest["shards"]]
 
     @property
     def ledger(self) -> str:
         """The folder of the drop ledger's Parquet files."""
-        return os.path.join(self.output, "ledger")
+        return storage.join(self.output, "ledger")
 
     def open(self) -> Run:
         return open_run(self.output)
@@ -130,7 +130,7 @@ def error_of(exc: BaseException, output: str | None = None, signum: int = 0) -> 
         sig = signal.Signals(signum or signal.SIGINT)
         where = f" {output}" if output else ""
         state = (f"{where} holds the previous complete output again (put back)"
-                 if output and os.path.exists(os.path.join(output, "manifest.json"))
+                 if output and storage.exists(storage.join(output, "manifest.json"))
                  else f" the output{where} is incomplete and has no manifest")
         return RunError(f"interrupted by {sig.name};{state}. Run the same command with --resume to continue (input "
                         "files already prepared are not read again), or with --overwrite to start over.", 128 + sig)
@@ -244,8 +244,8 @@ class Run(_ReportFacts):
 
     def __init__(self, path: str):
         self.path = path
-        self.manifest: dict[str, Any] = _read_json(os.path.join(path, "manifest.json"))
-        self.report: dict[str, Any] = _read_json(os.path.join(path, "report.json"))
+        self.manifest: dict[str, Any] = _read_json(storage.join(path, "manifest.json"))
+        self.report: dict[str, Any] = _read_json(storage.join(path, "report.json"))
 
     def split_manifest(self, split: str = "train") -> dict[str, Any] | None:
         """The manifest of a split (None when the run made none)."""
@@ -253,13 +253,13 @@ class Run(_ReportFacts):
             raise ValueError(f"split {split!r}: one of {', '.join(SPLITS)}")
         if split == "train":
             return self.manifest
-        path = os.path.join(self.path, SPLITS[split], "manifest.json")
-        return _read_json(path) if os.path.exists(path) else None
+        path = storage.join(self.path, SPLITS[split], "manifest.json")
+        return _read_json(path) if storage.exists(path) else None
 
     def shard_paths(self, split: str = "train") -> list[str]:
         manifest = self.split_manifest(split)
-        folder = os.path.join(self.path, SPLITS[split])
-        return [os.path.join(folder, s["path"]) for s in (manifest or {}).get("shards", [])]
+        folder = storage.join(self.path, SPLITS[split]) if SPLITS[split] else self.path
+        return [storage.join(folder, s["path"]) for s in (manifest or {}).get("shards", [])]
 
     def table(self, split: str = "train", columns: Sequence[str] | None = None):
         """The split's documents as one pyarrow Table (a split the run did not make raises ValueError)."""
@@ -272,7 +272,8 @@ class Run(_ReportFacts):
             from pipeline.job.schema import DOCUMENT_SCHEMA
 
             return DOCUMENT_SCHEMA.empty_table().select(list(columns)) if columns else DOCUMENT_SCHEMA.empty_table()
-        return pq.ParquetDataset(paths).read(columns=list(columns) if columns else None)
+        filesystem, paths = storage.arrow_paths(paths)
+        return pq.ParquetDataset(paths, filesystem=filesystem).read(columns=list(columns) if columns else None)
 
     def ledger(self, columns: Sequence[str] | None = None):
         """Every document not in the output, with stage and reason (a pyarrow Table)."""
@@ -280,7 +281,7 @@ class Run(_ReportFacts):
 
     def edits(self, columns: Sequence[str] | None = None):
         """What stages cut from documents they kept (a pyarrow Table; None when no stage cut anything)."""
-        return self._folder_table("edits", columns) if os.path.isdir(os.path.join(self.path, "edits")) else None
+        return self._folder_table("edits", columns) if storage.holds_files(storage.join(self.path, "edits")) else None
 
     def hf_dataset(self, split: str = "train"):
         """The split as a Hugging Face `datasets.Dataset` (needs the `datasets` package)."""
@@ -291,18 +292,18 @@ class Run(_ReportFacts):
     def _folder_table(self, folder: str, columns: Sequence[str] | None):
         import pyarrow.dataset as ds
 
-        return ds.dataset(os.path.join(self.path, folder), format="parquet").to_table(
+        return ds.dataset(storage.join(self.path, folder), format="parquet").to_table(
             columns=list(columns) if columns else None)
 
 
 def open_run(path: str) -> Run:
     """A finished run's outputs; a folder without a manifest (no run, or one that did not finish) is a RunError."""
-    if not os.path.exists(os.path.join(path, "manifest.json")):
+    if not storage.exists(storage.join(path, "manifest.json")):
         raise RunError(f"error: {path} holds no finished run (no manifest.json: nothing written there, or the run "
                        "did not finish; `refinery run ... --resume` finishes it)", 2)
     return Run(path)
 
 
 def _read_json(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    with storage.open_raw(path) as fh:
+        return json.loads(fh.read().decode("utf-8"))

@@ -345,7 +345,10 @@ def _matching(output: str, patterns) -> list[str]:
     which would leave Beam's own temp folders behind."""
     if is_local(output):
         return sorted({p for pattern in patterns for p in glob.glob(os.path.join(output, pattern))})
-    return [m.path for r in FileSystems.match([FileSystems.join(output, p) for p in patterns]) for m in r.metadata_list]
+    # An object store has no folders: a pattern that names one (Beam's temp folders, _shard_stats) matches the
+    # objects below it through `/**` (a `*` of Beam's patterns stops at `/`).
+    found = FileSystems.match([FileSystems.join(output, p + tail) for p in patterns for tail in ("", "/**")])
+    return sorted({m.path for r in found for m in r.metadata_list})
 
 
 def _delete(paths: list[str]) -> None:

@@ -21,6 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from common.shards import MANIFEST
 from common.shards import manifest as shards_manifest
+from pipeline import storage
 from pipeline.job.faults import kill_point
 from pipeline.job.schema import DOCUMENT_SCHEMA
 from pipeline.storage import write_atomically
@@ -152,7 +153,5 @@ def write_manifest(output: str, shards: list[dict[str, Any]], extra: dict[str, A
     manifest = shards_manifest(shards, DOCUMENT_SCHEMA.metadata[b"refinery.schema"].decode(), extra)
     write_atomically(FileSystems.join(output, MANIFEST),
                      json.dumps(manifest, indent=2, ensure_ascii=False, default=str).encode("utf-8"))
-    stats = FileSystems.join(output, STATS_DIR)
-    if FileSystems.exists(stats):  # absent when the shards were not written by WriteShards (refinery ablate)
-        FileSystems.delete([stats])
+    storage.remove_tree(FileSystems.join(output, STATS_DIR))  # none when WriteShards did not write (refinery ablate)
     return manifest

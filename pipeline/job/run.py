@@ -22,6 +22,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from common.settings import add_flags, add_set_flag, flag_values, set_values
 from common.version import version
+from pipeline import storage
 from pipeline.job.beam_options import check_beam_args, give_freed_buffers_back, loopback_only_grpc
 from pipeline.job.config import ConfigError, RunConfig, load_config
 from pipeline.job.graph import build_pipeline
@@ -128,6 +129,11 @@ def run(argv: Sequence[str] | None = None, interrupted: Callable[[], bool] = lam
 def run_config(config: RunConfig, beam_args: Sequence[str] = (), quiet: bool = False,
                progress_every: float | None = None, interrupted: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """Run the job of a checked config (`checked`) with these Beam options; returns the report (see `run`)."""
+    beam_args = list(beam_args)
+    if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
+        beam_args = [f"--runner={DEFAULT_RUNNER}", *beam_args]
+    options = PipelineOptions(beam_args)
+    storage.use_options(options)  # an object store's settings (--s3_endpoint_url, ...), for listing the inputs too
     files = input_files(config)
     preflight(config)
     if config.plan:
@@ -137,10 +143,6 @@ def run_config(config: RunConfig, beam_args: Sequence[str] = (), quiet: bool = F
             read_plan(config.plan)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-    beam_args = list(beam_args)
-    if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
-        beam_args = [f"--runner={DEFAULT_RUNNER}", *beam_args]
-    options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner
     with OutputLock(config.output, take_stale=config.resume):
         prepared = prepare_output(config.output, config.overwrite, config.resume)
