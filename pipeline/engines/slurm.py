@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from common import files as safe_files
+from pipeline import storage
 from pipeline.job.config import ConfigError, RunConfig
 from pipeline.job.inputs import InputFile, input_files, input_root
 from pipeline.job.outdir import OutputError, OutputLock, prepare_output
@@ -99,6 +100,10 @@ def submit(run_args: list[str], config: RunConfig, files_per_task: int, resource
     and phase 2. With --overwrite the output folder is emptied first (as a local run would), its Slurm folder
     aside; a phase 2 still waiting from an earlier submission is cancelled (its array will never succeed).
     `dask`: phase 2 on a Dask cluster of Slurm jobs (workers, cores, memory per worker), else in its own job."""
+    if "://" in config.output:  # sbatch writes the logs, and the tasks the state, as files on a shared filesystem
+        raise ConfigError(f"--output {config.output}: `refinery slurm` keeps its scripts, state and logs in OUT/slurm "
+                          "on the cluster's shared filesystem; give a path there (the inputs may be in an object "
+                          "store), or run `refinery run` with an object-store --output")
     check_controller()
     if config.overwrite:
         with OutputLock(config.output):
@@ -148,6 +153,7 @@ def run_task(output: str, submission: int, index: int) -> int:
 
     state = read_state(output)
     config = _run_config(state)
+    storage.use_options(_beam_options(state))  # inputs in an object store: its endpoint and keys
     files = input_files(config)
     mine = set(state["submissions"][submission]["tasks"][index])
     prepare, _ = phase1_task(config, input_root([f.path for f in files]))
@@ -206,6 +212,14 @@ def read_state(output: str) -> dict[str, Any]:
         raise ConfigError(f"{path} lacks what `refinery slurm submit` writes (run_args, submissions with tasks and "
                           "jobs): `refinery slurm submit ... --resume` with the run's flags writes it again")
     return state
+
+
+def _beam_options(state: dict[str, Any]):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipeline.job.run import build_parser
+
+    return PipelineOptions(build_parser().parse_known_args(state["run_args"])[1])
 
 
 def _run_config(state: dict[str, Any]) -> RunConfig:

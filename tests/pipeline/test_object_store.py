@@ -1,7 +1,8 @@
 """Inputs and output in an object store: a run reads its WARC files from a real S3-compatible server (moto's,
 started on 127.0.0.1 by the test) and writes its output there. Killed in phase 1 and again in phase 2, `--resume`
 finishes it to the shards, ledger and funnel a local run writes, byte for byte, with no file left over; the
-Python API, `refinery inspect` and `datasets` read it back from the server."""
+Python API, `refinery inspect` and `datasets` read it back from the server. On a Dask cluster, whose worker
+processes have no pipeline options of their own, the same."""
 import logging
 import os
 import shutil
@@ -120,3 +121,20 @@ def test_a_run_in_an_object_store_reads_back_there(s3, local, resumed, tmp_path)
 
     with pytest.raises(OutputError, match="already holds a run's outputs"):  # a second run is refused there too
         run(["--input", INPUTS, "--output", OUTPUT, "--quiet"])
+
+
+def test_a_run_on_dask_workers_reads_and_writes_the_object_store(s3, local):
+    """Worker processes started before the run: each gets the job's options with its steps (Beam's S3 filesystem
+    refuses to work without them)."""
+    import dask
+    from distributed import LocalCluster
+
+    out, _ = local
+    with dask.config.set({"distributed.worker.daemon": False}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                         dashboard_address="127.0.0.1:0") as cluster:  # extraction starts a child process
+        report = run(["--input", INPUTS, "--output", f"s3://{BUCKET}/dask", "--quiet",
+                      "--runner=pipeline.engines.dask_runner.RefineryDaskRunner",
+                      f"--dask_client_address={cluster.scheduler_address}"])
+    assert report["status"] == "ok" and report["conservation"]["holds"] and report["funnel"] == local[1]["funnel"]
+    assert compare_outputs(str(out), str(_download(s3, "dask", out.parent / "dask"))) == []

@@ -68,6 +68,17 @@ def test_submit_without_a_controller_fails_before_writing_anything(tmp_path):
     assert not out.exists()
 
 
+def test_submit_to_an_object_store_output_is_one_line(tmp_path):
+    """Slurm writes the logs and the tasks the state as files: an s3:// --output is refused before anything else
+    (it made a local folder named `s3:`)."""
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "slurm", "submit", "--input",
+                           str(WARC_DIR / "warcio_example.warc.gz"), "--output", "s3://bucket/out"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "shared filesystem" in lines[0] and not (tmp_path / "s3:").exists()
+
+
 def test_array_task_cancelled_then_resumed_gives_the_local_run(cluster, demo_run, tmp_path):
     links = cluster.run("ip", "-o", "link").stdout.splitlines()
     assert len(links) == 1 and ": lo:" in links[0], links  # the daemons' sockets are reachable from nowhere else
