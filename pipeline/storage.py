@@ -55,10 +55,46 @@ def arrow_paths(paths: list[str]):
     return filesystem, [fs.FileSystem.from_uri(path)[1] for path in paths]
 
 
+_OPTIONS: list = []  # the options use_options was given last (the S3 lock's client is made from them too)
+
+
 def use_options(options) -> None:
     """Beam's filesystems with a run's options: an object store's endpoint, region and keys (`--s3_endpoint_url`,
     `--s3_region_name`, ...; without them boto3's own settings: AWS_ENDPOINT_URL, ~/.aws, ...)."""
     FileSystems.set_options(options)
+    _OPTIONS[:] = [options]
+
+
+def _s3(path: str):
+    """(boto3 client, bucket, key) of an s3:// path: the client Beam's S3 filesystem uses for these options."""
+    from apache_beam.io.aws import s3io
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    bucket, key = s3io.parse_s3_path(path)
+    return s3io.S3IO(options=_OPTIONS[0] if _OPTIONS else PipelineOptions([])).client.client, bucket, key
+
+
+def create_if_absent(path: str, data: bytes) -> bool:
+    """Write `data` to `path` only if nothing is there, in one step no other writer can interleave with: True if
+    written, False if a file was there. Local paths (O_EXCL) and s3:// (S3's conditional write, If-None-Match)."""
+    if _local(path):
+        try:
+            fd = files.open_fd(path, new=True)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        return True
+    if not path.startswith("s3://"):
+        raise ValueError(f"{path}: no exclusive create on this filesystem")
+    client, bucket, key = _s3(path)
+    try:
+        client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+    except Exception as exc:  # botocore's ClientError; a 412 is the file that was there
+        if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+            return False
+        raise
+    return True
 
 
 def _mend_beam_s3() -> None:

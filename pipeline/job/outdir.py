@@ -20,6 +20,7 @@ import time
 from apache_beam.io.filesystems import FileSystems
 
 from common import files
+from pipeline import storage
 from pipeline.job.config import ConfigError
 from stages.formats import parse_json
 
@@ -77,21 +78,27 @@ class OutputLock:
     so several runs started together on a dead run's lock cannot all take it over. A run that got the
     flock checks that the path still names the file it locked (a run ending at that moment unlinks it).
     Where the filesystem has no flock (some FUSE mounts), the file is created with O_EXCL and a stale
-    one must be deleted by hand."""
+    one must be deleted by hand. In S3 the lock is an object created with a conditional write (If-None-Match),
+    which one run of several wins; nothing drops it when its run dies, so `--resume` takes it over, saying
+    whose it was (an object store cannot tell a dead run's lock from a live one's). Other object stores
+    (gs://) are not locked: the report says so."""
 
     def __init__(self, folder: str, take_stale: bool = False):
-        self.path = os.path.join(folder, LOCK_FILE) if is_local(folder) else None
+        self.path = (os.path.join(folder, LOCK_FILE) if is_local(folder)
+                     else FileSystems.join(folder, LOCK_FILE) if folder.startswith("s3://") else None)
         self._fd: int | None = None
         self._held, self._take_stale = False, take_stale
 
     def __enter__(self) -> OutputLock:
         if self.path is None:
             return self
+        owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        if not is_local(self.path):
+            return self._object_lock(owner)
         folder = os.path.dirname(self.path)
         if os.path.exists(folder) and not os.path.isdir(folder):
             raise OutputError(f"--output {folder} is a file, not a folder")
         os.makedirs(folder or ".", exist_ok=True)
-        owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         for _ in range(100):  # another run may unlink the file between our open and flock: open it again
             fd = files.open_fd(self.path, readable=True)  # never a planted link, FIFO or device
             try:
@@ -129,7 +136,24 @@ class OutputLock:
         self._held = True
         return self
 
+    def _object_lock(self, owner: dict) -> OutputLock:
+        if not storage.create_if_absent(self.path, json.dumps(owner).encode()):
+            found = storage.read_json(self.path)
+            if not self._take_stale:
+                raise OutputError(self._held_message(found, stale=None))
+            print(f"[refinery] --resume takes over the lock of {_who(found)}: an object store cannot tell whether "
+                  "that run is gone; if it still runs, stop one of the two", file=sys.stderr)
+            storage.write_atomically(self.path, json.dumps(owner).encode())
+        self._held = True
+        return self
+
     def __exit__(self, *exc) -> None:
+        if self._held and not is_local(self.path):
+            self._held = False
+            try:
+                FileSystems.delete([self.path])
+            except Exception:  # noqa: BLE001 (the run's own outcome matters more; a left lock names its run)
+                pass
         if self._held:
             try:
                 os.remove(self.path)  # while the flock is held: a run waiting on this file retries
@@ -141,7 +165,7 @@ class OutputLock:
             self._held = False
 
     def _held_message(self, owner: dict | None, stale: bool | None) -> str:
-        folder = os.path.dirname(self.path)
+        folder = self.path.rsplit("/", 1)[0]
         if owner is None:
             return (f"{folder} holds a lock file refinery cannot read ({self.path}); if no refinery run is using "
                     f"this folder, delete {self.path} and rerun (or pass --resume to take it over)")
@@ -153,7 +177,9 @@ class OutputLock:
                     f"continue that run (its finished input files are not read again), or delete {self.path} "
                     f"and rerun{waiting}")
         held = f"{folder} is in use by another refinery run ({_who(owner)}); wait for it or choose another --output"
-        if stale is None:  # no flock here: a dead run's lock cannot be told from a live one's
+        if stale is None and not is_local(self.path):
+            held += f" (if that run is gone, pass --resume to take its lock over, or delete {self.path})"
+        elif stale is None:  # no flock here: a dead run's lock cannot be told from a live one's
             held += f" (if that run is gone, delete {self.path})"
         return held
 
@@ -319,7 +345,8 @@ def recover_previous(output: str) -> None:
 
 
 def lock_note(output: str) -> str | None:
-    return None if is_local(output) else "output on an object store: no exclusive lock was taken"
+    return (None if is_local(output) or output.startswith("s3://")
+            else "output on an object store without conditional writes: no exclusive lock was taken")
 
 
 def remove_finished(output: str) -> None:

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from pipeline.job.faults import KILL_ENV
-from pipeline.job.outdir import OutputError, compare_outputs
+from pipeline.job.outdir import OutputError, OutputLock, compare_outputs
 from pipeline.job.run import run
 from tests.conftest import WARC_DIR
 
@@ -70,11 +70,12 @@ def _download(client, prefix: str, folder):
     return folder
 
 
-def _killed(kill_at: str, *flags: str) -> None:
+def _killed(kill_at: str, *flags: str) -> str:
     env = {**os.environ, KILL_ENV: kill_at}
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--input", INPUTS, "--output", OUTPUT,
                            "--quiet", *flags], capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == -9, done.stderr[-2000:]
+    return done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +83,11 @@ def resumed(s3, local):
     """Killed after the first file's part (phase 1), resumed and killed after the first shard (phase 2), resumed
     to the end."""
     _killed("prepared:1")
-    assert [k for k in _keys(s3, "out") if k.endswith(".done.json")] and "manifest.json" not in _keys(s3, "out")
-    _killed("shard:1", "--resume")
+    left = _keys(s3, "out")
+    assert [k for k in left if k.endswith(".done.json")] and "manifest.json" not in left and ".refinery.lock" in left
+    with pytest.raises(OutputError, match=r"in use by another refinery run \(pid .*pass --resume to take its lock over"):
+        run(["--input", INPUTS, "--output", OUTPUT, "--quiet"])  # nothing drops a dead run's lock in S3
+    assert "takes over the lock of" in _killed("shard:1", "--resume")
     assert any(k.startswith("data/part-") for k in _keys(s3, "out")) and "manifest.json" not in _keys(s3, "out")
     return run(["--input", INPUTS, "--output", OUTPUT, "--resume", "--quiet"])
 
@@ -93,7 +97,7 @@ def test_a_killed_run_in_an_object_store_resumes_to_what_a_local_run_writes(s3, 
     assert resumed["status"] == "ok" and resumed["conservation"]["holds"]
     assert resumed["prepared"]["files_reused"] == len(FILES) and resumed["prepared"]["files_prepared"] == 0
     assert resumed["funnel"] == whole["funnel"] and resumed["input_root"] == f"s3://{BUCKET}/in/"
-    assert resumed["lock"] == "output on an object store: no exclusive lock was taken"
+    assert resumed.get("lock") is None  # S3 was locked (a conditional write), and the lock is gone (listing below)
     assert compare_outputs(str(out), str(_download(s3, "out", tmp_path / "s3"))) == []
     # the same files as the local run, nothing left over (temp files, Beam's temp folders, phase 2's copies)
     local_files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != ".refinery.lock")
@@ -121,6 +125,17 @@ def test_a_run_in_an_object_store_reads_back_there(s3, local, resumed, tmp_path)
 
     with pytest.raises(OutputError, match="already holds a run's outputs"):  # a second run is refused there too
         run(["--input", INPUTS, "--output", OUTPUT, "--quiet"])
+
+
+def test_one_run_at_a_time_holds_an_output_in_s3(s3):
+    """Of two runs that lock the same output, the second is refused (S3's conditional write decides), and the lock
+    goes with the first."""
+    with OutputLock(f"s3://{BUCKET}/locked"):
+        assert _keys(s3, "locked") == [".refinery.lock"]
+        with pytest.raises(OutputError, match=r"s3://crawl/locked is in use by another refinery run \(pid "):
+            with OutputLock(f"s3://{BUCKET}/locked"):
+                pass
+    assert _keys(s3, "locked") == []
 
 
 def test_a_run_on_dask_workers_reads_and_writes_the_object_store(s3, local):
