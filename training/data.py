@@ -45,6 +45,9 @@ class Unit:
 
 def read_manifest(data_dir: str, flag: str = "--data") -> dict[str, Any]:
     path = os.path.join(data_dir, MANIFEST)
+    if "://" in data_dir:  # each rank maps its shards' row groups: they must be files on this machine
+        raise DataError(f"{flag} {data_dir} is in an object store; training and tokenizing read the shards from a "
+                        f"local folder: copy the run's output first (e.g. `aws s3 sync {data_dir} refined/`)")
     if not os.path.isfile(path):
         raise DataError(f"{path} not found: point {flag} at the output directory of `refinery run` "
                         "(the manifest is written last, so a missing one also means an unfinished run)")

@@ -125,6 +125,9 @@ def test_a_run_in_an_object_store_reads_back_there(s3, local, resumed, tmp_path)
 
     with pytest.raises(OutputError, match="already holds a run's outputs"):  # a second run is refused there too
         run(["--input", INPUTS, "--output", OUTPUT, "--quiet"])
+    tokenize = subprocess.run([sys.executable, "-m", "pipeline.cli", "tokenize", "--data", OUTPUT, "--out",
+                               str(tmp_path / "tok")], capture_output=True, text=True, timeout=300)
+    assert tokenize.returncode == 2 and "copy the run's output first" in tokenize.stderr  # not "manifest not found"
 
 
 def test_one_run_at_a_time_holds_an_output_in_s3(s3):
