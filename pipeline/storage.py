@@ -29,7 +29,10 @@ def exists(path: str) -> bool:
 def holds_files(folder: str) -> bool:
     """True if `folder` (a local folder or a prefix in an object store) holds a file."""
     if _local(folder):
-        return os.path.isdir(folder) and any(os.scandir(folder))
+        if not os.path.isdir(folder):
+            return False
+        with os.scandir(folder) as entries:
+            return any(entries)
     return bool(FileSystems.match([FileSystems.join(folder, "**")])[0].metadata_list)
 
 
@@ -75,18 +78,10 @@ def _s3(path: str):
 
 
 def create_if_absent(path: str, data: bytes) -> bool:
-    """Write `data` to `path` only if nothing is there, in one step no other writer can interleave with: True if
-    written, False if a file was there. Local paths (O_EXCL) and s3:// (S3's conditional write, If-None-Match)."""
-    if _local(path):
-        try:
-            fd = files.open_fd(path, new=True)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        return True
+    """Write `data` to an s3:// `path` only if nothing is there, in one step no other writer can interleave with
+    (S3's conditional write, If-None-Match): True if written, False if an object was there."""
     if not path.startswith("s3://"):
-        raise ValueError(f"{path}: no exclusive create on this filesystem")
+        raise ValueError(f"{path}: exclusive create is S3's here (local files: OutputLock's flock)")
     client, bucket, key = _s3(path)
     try:
         client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
