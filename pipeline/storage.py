@@ -71,10 +71,9 @@ def use_options(options) -> None:
 def _s3(path: str):
     """(boto3 client, bucket, key) of an s3:// path: the client Beam's S3 filesystem uses for these options."""
     from apache_beam.io.aws import s3io
-    from apache_beam.options.pipeline_options import PipelineOptions
 
     bucket, key = s3io.parse_s3_path(path)
-    return s3io.S3IO(options=_OPTIONS[0] if _OPTIONS else PipelineOptions([])).client.client, bucket, key
+    return s3io.S3IO(options=_OPTIONS[0] if _OPTIONS else None).client.client, bucket, key
 
 
 def create_if_absent(path: str, data: bytes) -> bool:
@@ -93,13 +92,16 @@ def create_if_absent(path: str, data: bytes) -> bool:
 
 
 def _mend_beam_s3() -> None:
-    """Two defects of Beam's S3 filesystem (2.77), mended where the run meets them:
+    """Three defects of Beam's S3 filesystem (2.77), mended where the run meets them:
     - every file operation built a new boto3 session and client (~0.2 s of loading service models each: 48 of a
       small run's 67 s against a local S3 server); a client is made once per process and S3 settings (boto3
       clients are thread-safe, not fork-safe: the process id is part of the key);
     - its writer completes a multipart upload with no part when nothing was written, which S3 refuses
       (MalformedXML): an empty file (the statistics of a split without rows) failed the run. S3 takes one empty
-      last part, as other S3 clients send."""
+      last part, as other S3 clients send;
+    - in a process whose pipeline options were never set (`refinery.open_run("s3://...")` in a notebook, a
+      worker) it refused every operation ("Must provide one of client or options"); there it takes boto3's own
+      settings (AWS_ENDPOINT_URL, ~/.aws, an instance role), as pyarrow and s3fs do."""
     try:
         from apache_beam.io.aws import s3io
         from apache_beam.io.aws.clients.s3 import boto3_client
@@ -115,7 +117,9 @@ def _mend_beam_s3() -> None:
         return tuple(sorted((k, str(v)) for k, v in found.items() if k.startswith("s3_")))
 
     def shared_client(self, client=None, options=None) -> None:
-        if client is None and options is not None:
+        if client is None and options is None:
+            options = {}  # no --s3_* options: boto3's own settings
+        if client is None:
             key = (os.getpid(), settings(options))
             if key not in clients:
                 clients[key] = boto3_client.Client(options=options)

@@ -118,6 +118,10 @@ def test_a_run_in_an_object_store_reads_back_there(s3, local, resumed, tmp_path)
                                    cache_dir=str(tmp_path / "hf"))  # its own cache: the URL is the same every time
     assert len(loaded) == rows
 
+    fresh = subprocess.run([sys.executable, "-c", f"import refinery; print(refinery.open_run({OUTPUT!r}).table().num_rows)"],
+                           capture_output=True, text=True, timeout=300)  # a notebook's process: no run set Beam up
+    assert fresh.returncode == 0 and fresh.stdout.split() == [str(rows)], fresh.stderr[-2000:]
+
     shown = subprocess.run([sys.executable, "-m", "pipeline.cli", "inspect", OUTPUT], capture_output=True, text=True,
                            timeout=300)
     assert shown.returncode == 0, shown.stderr[-2000:]
