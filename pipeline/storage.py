@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import weakref
 from typing import IO, Any
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -112,9 +113,15 @@ def _mend_beam_s3() -> None:
     clients: dict[tuple, Any] = {}
     make_io, finish = s3io.S3IO.__init__, s3io.S3Uploader.finish
 
+    parsed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # options object -> its settings
+
     def settings(options) -> tuple:  # what Beam's client is made from: the --s3_* options
-        found = options.get_all_options() if hasattr(options, "get_all_options") else dict(options)
-        return tuple(sorted((k, str(v)) for k, v in found.items() if k.startswith("s3_")))
+        if not hasattr(options, "get_all_options"):  # a dict of them
+            return tuple(sorted((k, str(v)) for k, v in dict(options).items() if k.startswith("s3_")))
+        if options not in parsed:  # parsing all options takes ~4 ms, and a run makes hundreds of S3 operations
+            parsed[options] = tuple(sorted((k, str(v)) for k, v in options.get_all_options().items()
+                                           if k.startswith("s3_")))
+        return parsed[options]
 
     def shared_client(self, client=None, options=None) -> None:
         if client is None and options is None:
