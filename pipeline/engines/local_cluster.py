@@ -1,16 +1,21 @@
 """Run `refinery run` on a real multi-process engine on this machine, its servers on loopback only.
 
     python -m pipeline.engines.local_cluster [--engine beam|dask] [--environment external|loopback] [--timeout S]
-                                     [--same-as DIR] -- RUN ARGS...
+                                     [--same-as DIR] [--workers N] [--memory-limit 1.5GB]
+                                     [--kill-worker-after S ...] -- RUN ARGS...
 
 --engine beam (default): Beam's portable Job API, the path Flink, Spark and other portable runners take:
 the job is translated to a runner API proto, staged as artifacts and sent to a job service
 (`local_job_service_main`), which hands bundles to SDK workers over gRPC: an external worker pool
 (`worker_pool_main`, EXTERNAL) or the submitting process (LOOPBACK).
 
---engine dask: a Dask scheduler and 2 worker processes (`dask scheduler`, `dask worker`), the job run
-on them by pipeline.engines.dask_runner; afterwards the tasks each worker ran are printed and written to
-LOG_DIR/dask_tasks.json. Workers run with daemon off (the extraction stage starts a child process).
+--engine dask: a Dask scheduler and --workers worker processes (`dask scheduler`, `dask worker`, 2 by
+default, one thread each, each under --memory-limit: Dask spills to disk at 60 % of it, pauses at 80 % and
+its nanny kills the worker at 95 %), the job run on them by pipeline.engines.dask_runner; afterwards the tasks
+each worker ran are printed and written to LOG_DIR/dask_tasks.json, and each worker's peak memory (across
+restarts) to LOG_DIR/dask_workers.json (pipeline/engines/worker_watch.py). --kill-worker-after S SIGKILLs the
+first worker's process S seconds after the job is submitted (repeatable): a node lost mid-run. Workers run with
+daemon off (the extraction stage starts a child process).
 
 The servers would listen on every interface, so they only start inside a fresh network namespace
 holding nothing but loopback (`unshare --net`, needs root or user namespaces): the process re-executes
@@ -34,6 +39,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from pipeline.engines.worker_watch import WorkerWatch
 from stages.processes import die_with_parent
 
 INSIDE = "REFINERY_LOCAL_CLUSTER_NETNS"
@@ -109,17 +115,25 @@ def _inside(args: argparse.Namespace, run_args: Sequence[str]) -> int:
     os.makedirs(args.log_dir, exist_ok=True)
     started: list[subprocess.Popen] = []
     try:
-        beam_args = (_start_dask if args.engine == "dask" else _start_job_service)(args, env, started)
+        nannies: dict[str, int] = {}
+        beam_args = (_start_dask(args, env, started, nannies) if args.engine == "dask"
+                     else _start_job_service(args, env, started))
         cmd = [sys.executable, "-m", "pipeline.cli", "run", *run_args, *beam_args]
         print(f"[local-cluster] {' '.join(cmd)}", file=sys.stderr, flush=True)
+        watch = WorkerWatch(nannies, args.kill_worker_after)
         submit = subprocess.Popen(cmd, env=env, start_new_session=True)
         started.insert(0, submit)
+        watch.start()
         try:
             code = submit.wait(timeout=args.timeout)
         except subprocess.TimeoutExpired:
             print(f"[local-cluster] the job did not finish within {args.timeout} s (a dead worker makes "
                   f"jobs hang); logs in {args.log_dir}", file=sys.stderr)
             return 124
+        finally:
+            watch.stop()
+            if nannies:
+                _report_dask_workers(args, watch)
         try:
             if code == 0 and args.engine == "dask":
                 _report_dask_tasks(args.log_dir)
@@ -156,7 +170,7 @@ def _start_job_service(args: argparse.Namespace, env: dict, started: list) -> li
     return [*beam_args, "--environment_type=LOOPBACK"]
 
 
-def _start_dask(args: argparse.Namespace, env: dict, started: list) -> list[str]:
+def _start_dask(args: argparse.Namespace, env: dict, started: list, nannies: dict[str, int]) -> list[str]:
     dask = [sys.executable, "-m", "dask"]
     address = f"tcp://127.0.0.1:{DASK_PORT}"
     scheduler = _start([*dask, "scheduler", "--host", "127.0.0.1", "--port", str(DASK_PORT),
@@ -167,16 +181,32 @@ def _start_dask(args: argparse.Namespace, env: dict, started: list) -> list[str]
     # daemon off: a daemonic worker process may not start children (the extraction stage does);
     # one thread per worker process, dashboards on explicit loopback ports (or they bind every interface)
     worker_env = dict(env, DASK_DISTRIBUTED__WORKER__DAEMON="False")
-    for i in range(DASK_WORKERS):
-        started.append(_start([*dask, "worker", address, "--host", "127.0.0.1", "--name", f"worker-{i}",
-                               "--nthreads", "1", "--nworkers", "1",
-                               "--dashboard-address", f"127.0.0.1:{DASK_DASHBOARD + 1 + i}"],
-                              worker_env, os.path.join(args.log_dir, f"dask_worker_{i}.log")))
+    limit = ["--memory-limit", args.memory_limit] if args.memory_limit else []
+    for i in range(args.workers):
+        nanny = _start([*dask, "worker", address, "--host", "127.0.0.1", "--name", f"worker-{i}",
+                        "--nthreads", "1", "--nworkers", "1", *limit,
+                        "--dashboard-address", f"127.0.0.1:{DASK_DASHBOARD + 1 + i}"],
+                       worker_env, os.path.join(args.log_dir, f"dask_worker_{i}.log"))
+        started.append(nanny)
+        nannies[f"worker-{i}"] = nanny.pid
     from distributed import Client
 
     with Client(address, timeout=60) as client:
-        client.wait_for_workers(DASK_WORKERS, timeout=120)
+        client.wait_for_workers(args.workers, timeout=120)
     return ["--runner=pipeline.engines.dask_runner.RefineryDaskRunner", f"--dask_client_address={address}"]
+
+
+def _report_dask_workers(args: argparse.Namespace, watch: WorkerWatch) -> None:
+    from dask.utils import parse_bytes
+
+    logs = {f"worker-{i}": os.path.join(args.log_dir, f"dask_worker_{i}.log") for i in range(args.workers)}
+    found = watch.summary(args.memory_limit and parse_bytes(args.memory_limit), logs)
+    with open(os.path.join(args.log_dir, "dask_workers.json"), "w", encoding="utf-8") as fh:
+        json.dump(found, fh, indent=1)
+    peaks = ", ".join(f"{name} {w['peak_rss_mb']:,} MB ({w['processes']} process(es))"
+                      for name, w in found["workers"].items())
+    print(f"[local-cluster] peak memory per worker (limit {found['memory_limit_mb'] or 'none'} MB): {peaks}; "
+          f"killed by this run: {len(found['kills'])}", file=sys.stderr)
 
 
 def _report_dask_tasks(log_dir: str) -> None:
@@ -233,10 +263,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="with --engine beam: an external worker pool, or workers in the submitting process")
     p.add_argument("--same-as", metavar="DIR", help="an earlier run's output the shards must equal byte for byte")
     p.add_argument("--timeout", type=float, default=900, help="seconds before the submission is abandoned")
+    p.add_argument("--workers", type=int, default=DASK_WORKERS, help="with --engine dask: worker processes")
+    p.add_argument("--memory-limit", help="with --engine dask: each worker's memory limit (e.g. 1.5GB)")
+    p.add_argument("--kill-worker-after", type=float, action="append", default=[], metavar="S",
+                   help="with --engine dask: SIGKILL the first worker's process S seconds after submitting (repeatable)")
     p.add_argument("--log-dir", default=os.path.join("out", "local-cluster-logs"))
     args = p.parse_args(argv)
     if not run_args:
         p.error("give the `refinery run` arguments after --")
+    if args.engine != "dask" and (args.memory_limit or args.kill_worker_after or args.workers != DASK_WORKERS):
+        p.error("--workers, --memory-limit and --kill-worker-after need --engine dask")
+    if args.workers < 1:
+        p.error("--workers must be at least 1")
     if os.environ.get(INSIDE) == "1":
         return _inside(args, run_args)
     if shutil.which("unshare") is None or shutil.which("ip") is None:
