@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pipeline import storage
+from pipeline.engines import EngineLost
 from pipeline.job.config import ConfigError, RunConfig, differing, load_config
 from stages.record import Document, Drop, StageEnvironmentError, stable_id
 from stages.runner import StageRunner, chunks, held_chars
@@ -140,6 +141,8 @@ def error_of(exc: BaseException, output: str | None = None, signum: int = 0) -> 
     if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
         return RunError(f"error: no space left on the device ({one_line(exc)}); nothing was published. Free space, "
                         "then run the same command with --resume (input files already prepared are kept)", 1)
+    if isinstance(cause, EngineLost):
+        return RunError(f"error: {one_line(exc)}", 1)
     if is_grpc_error(cause):
         return RunError(f"error: the Beam job service stopped answering ({_grpc_summary(cause)}); the job's state is "
                         "unknown and nothing was published: check the runner, then rerun with --resume", 1)

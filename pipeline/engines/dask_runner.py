@@ -20,7 +20,9 @@ at run time and by a test. Workers need this package installed and `DASK_DISTRIB
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 import pickle
 import threading
 import uuid
@@ -39,6 +41,7 @@ from apache_beam.transforms.window import GlobalWindow, GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from pipeline import storage
+from pipeline.engines import EngineLost
 
 BEAM_SERIES = "2.77."  # the internals used here are checked against this release series
 SHUFFLE_PARTITIONS_PER_THREAD = 2  # default partitions of a shuffle, per worker thread (--dask_npartitions sets them)
@@ -48,6 +51,10 @@ _GLOBAL = (GlobalWindow(),)
 
 class DaskRunnerError(RuntimeError):
     """A pipeline this runner cannot run correctly, or a missing scheduler address."""
+
+
+class SchedulerLost(DaskRunnerError, EngineLost):
+    """The scheduler went away while the job ran."""
 
 
 def check_beam_version(version: str | None = None) -> None:
@@ -330,12 +337,19 @@ class RefineryDaskResult(DaskRunnerResult):
                 self._metrics.commit_logical(bundle, updates)
                 self._metrics.commit_physical(bundle, updates)
             self._state = PipelineState.DONE
-        except BaseException:
+        except BaseException as exc:
             self._state = PipelineState.FAILED
-            raise
+            if isinstance(exc, (Exception, asyncio.CancelledError)) and self.client.status != "running":
+                # the scheduler is gone (killed, its machine lost; the client's futures are cancelled or it cannot
+                # connect): it held the job's state, so the job cannot go on; phase 1's committed parts stay
+                why = str(exc).split(". ")[0][:200]  # Dask's messages go on with advice that does not apply here
+                raise SchedulerLost(f"lost the Dask scheduler ({type(exc).__name__}: {why}); rerun with --resume once "
+                                    "a scheduler runs again (prepared parts are reused)") from exc
+            raise  # a task's own error, as it is
         finally:
             try:
-                self.client.run(_tear_down, self._job)
+                if self.client.status == "running":  # with the scheduler gone there is no worker to reach
+                    self.client.run(_tear_down, self._job)
             finally:
                 self.client.close()
         return self._state
@@ -357,6 +371,9 @@ class RefineryDaskRunner(DaskRunner):
             # a Client() without an address starts a LocalCluster whose dashboard listens on every interface
             raise DaskRunnerError("give the scheduler: --dask_client_address=tcp://HOST:8786 or --dask_scheduler_file "
                                   "(`python -m pipeline.engines.local_cluster --engine dask` starts one on 127.0.0.1)")
+        # A lost scheduler is reported by wait_until_finish in one line; the client's own logs of it are tracebacks
+        # of its reconnection attempts
+        logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
         client = ddist.Client(**dask_options)
         try:
             # each task holds its partition in memory and every task costs scheduling (~16k tasks at 8

@@ -2,7 +2,7 @@
 
     python -m pipeline.engines.local_cluster [--engine beam|dask] [--environment external|loopback] [--timeout S]
                                      [--same-as DIR] [--workers N] [--memory-limit 1.5GB]
-                                     [--kill-worker-after S ...] -- RUN ARGS...
+                                     [--kill-worker-after S ...] [--kill-scheduler-on GLOB] -- RUN ARGS...
 
 --engine beam (default): Beam's portable Job API, the path Flink, Spark and other portable runners take:
 the job is translated to a runner API proto, staged as artifacts and sent to a job service
@@ -14,8 +14,9 @@ default, one thread each, each under --memory-limit: Dask spills to disk at 60 %
 its nanny kills the worker at 95 %), the job run on them by pipeline.engines.dask_runner; afterwards the tasks
 each worker ran are printed and written to LOG_DIR/dask_tasks.json, and each worker's peak memory (across
 restarts) to LOG_DIR/dask_workers.json (pipeline/engines/worker_watch.py). --kill-worker-after S SIGKILLs the
-first worker's process S seconds after the job is submitted (repeatable): a node lost mid-run. Workers run with
-daemon off (the extraction stage starts a child process).
+first worker's process S seconds after the job is submitted (repeatable): a node lost mid-run;
+--kill-scheduler-on GLOB SIGKILLs the scheduler once a file matches GLOB (the run fails with one line; `--resume`
+reuses the committed parts). Workers run with daemon off (the extraction stage starts a child process).
 
 The servers would listen on every interface, so they only start inside a fresh network namespace
 holding nothing but loopback (`unshare --net`, needs root or user namespaces): the process re-executes
@@ -120,7 +121,9 @@ def _inside(args: argparse.Namespace, run_args: Sequence[str]) -> int:
                      else _start_job_service(args, env, started))
         cmd = [sys.executable, "-m", "pipeline.cli", "run", *run_args, *beam_args]
         print(f"[local-cluster] {' '.join(cmd)}", file=sys.stderr, flush=True)
-        watch = WorkerWatch(nannies, args.kill_worker_after)
+        scheduler = started[0].pid if nannies else None  # _start_dask starts the scheduler first
+        watch = WorkerWatch(nannies, args.kill_worker_after, scheduler=scheduler,
+                            kill_scheduler_on=args.kill_scheduler_on)
         submit = subprocess.Popen(cmd, env=env, start_new_session=True)
         started.insert(0, submit)
         watch.start()
@@ -267,12 +270,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--memory-limit", help="with --engine dask: each worker's memory limit (e.g. 1.5GB)")
     p.add_argument("--kill-worker-after", type=float, action="append", default=[], metavar="S",
                    help="with --engine dask: SIGKILL the first worker's process S seconds after submitting (repeatable)")
+    p.add_argument("--kill-scheduler-on", metavar="GLOB",
+                   help="with --engine dask: SIGKILL the scheduler once a file matches GLOB, e.g. "
+                        "'OUT/prepared/*.done.json' (phase 1 under way): the run fails in one line, --resume goes on")
     p.add_argument("--log-dir", default=os.path.join("out", "local-cluster-logs"))
     args = p.parse_args(argv)
     if not run_args:
         p.error("give the `refinery run` arguments after --")
-    if args.engine != "dask" and (args.memory_limit or args.kill_worker_after or args.workers != DASK_WORKERS):
-        p.error("--workers, --memory-limit and --kill-worker-after need --engine dask")
+    if args.engine != "dask" and (args.memory_limit or args.kill_worker_after or args.kill_scheduler_on
+                                  or args.workers != DASK_WORKERS):
+        p.error("--workers, --memory-limit, --kill-worker-after and --kill-scheduler-on need --engine dask")
     if args.workers < 1:
         p.error("--workers must be at least 1")
     if os.environ.get(INSIDE) == "1":

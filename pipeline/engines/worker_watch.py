@@ -7,6 +7,7 @@ as a node lost mid-run: its nanny starts a new one and the scheduler recomputes 
 """
 from __future__ import annotations
 
+import glob
 import os
 import signal
 import threading
@@ -59,25 +60,40 @@ def _peak_rss(pid: int) -> int:
 
 class WorkerWatch(threading.Thread):
     """Polls the workers' memory until `stop()`; kills worker `victim`'s process `kill_after` seconds (each) after
-    `start()`."""
+    `start()`, and the scheduler (`scheduler`, a PID) once a file matches `kill_scheduler_on` (a glob)."""
 
-    def __init__(self, nannies: Mapping[str, int], kill_after: Sequence[float] = (), victim: str | None = None):
+    def __init__(self, nannies: Mapping[str, int], kill_after: Sequence[float] = (), victim: str | None = None,
+                 scheduler: int | None = None, kill_scheduler_on: str | None = None):
         super().__init__(daemon=True)
         self.nannies = dict(nannies)
         self.memory = {name: WorkerMemory() for name in nannies}
         self.kill_after, self.victim = sorted(kill_after), victim or next(iter(nannies), None)
+        self.scheduler, self.kill_scheduler_on = scheduler, kill_scheduler_on
         self.kills: list[dict] = []
         self._stopped = threading.Event()
 
     def run(self) -> None:
         started = time.monotonic()
         pending = list(self.kill_after)
+        scheduler_pending = bool(self.kill_scheduler_on) and self.scheduler is not None
         while not self._stopped.is_set():
             self._sample()
-            if pending and time.monotonic() - started >= pending[0]:
-                self._kill(pending.pop(0), time.monotonic() - started)
+            now = time.monotonic() - started
+            if pending and now >= pending[0]:
+                self._kill(pending.pop(0), now)
+            if scheduler_pending and glob.glob(self.kill_scheduler_on):
+                scheduler_pending = False
+                self._kill_scheduler(now)
             self._stopped.wait(POLL_S)
         self._sample()
+
+    def _kill_scheduler(self, at: float) -> None:
+        try:
+            os.kill(self.scheduler, signal.SIGKILL)
+            pids = [self.scheduler]
+        except ProcessLookupError:
+            pids = []
+        self.kills.append({"worker": "scheduler", "on": self.kill_scheduler_on, "at_s": round(at, 1), "pids": pids})
 
     def stop(self) -> None:
         self._stopped.set()

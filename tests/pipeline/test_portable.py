@@ -111,3 +111,21 @@ def test_dask_cluster_output_is_byte_identical_to_fnapi_output(reference, tmp_pa
     tasks = json.loads((tmp_path / "logs-external" / "dask_tasks.json").read_text())
     # the workers not killed both did work (the killed one's count is its last process's)
     assert len(tasks) == 3 and min(tasks["worker-1"], tasks["worker-2"]) >= 0.1 * sum(tasks.values()), tasks
+
+
+def test_dask_scheduler_lost_mid_run_is_one_line_and_resume_gives_the_same_output(reference, tmp_path):
+    """The scheduler holds a Dask job's state: killed once phase 1 has committed a part, the run fails with one
+    line and no manifest; `--resume` (here on the local runner) reuses the parts and writes the reference's output."""
+    expected_dir, _ = reference
+    out = tmp_path / "dask"
+    proc = submit(out, "external", "--engine", "dask", "--kill-scheduler-on", str(out / "prepared" / "*.done.json"))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("[local-cluster]")]
+    assert len(lines) == 1 and lines[0].startswith("refinery run: error: lost the Dask scheduler"), proc.stderr[-3000:]
+    assert "--resume" in lines[0] and not (out / "manifest.json").exists()
+    killed = json.loads((tmp_path / "logs-external" / "dask_workers.json").read_text())["kills"]
+    assert [k["worker"] for k in killed] == ["scheduler"] and killed[0]["pids"]
+
+    report = run([*RUN_ARGS, "--output", str(out), "--resume"])
+    assert report["prepared"]["files_reused"] >= 1  # what phase 1 committed before the scheduler went
+    assert compare_outputs(str(expected_dir), str(out)) == []
