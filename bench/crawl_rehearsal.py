@@ -98,20 +98,23 @@ def _save(found: dict) -> None:
         fh.write(json.dumps(dict(found, date=time.strftime("%Y-%m-%d"))) + "\n")
 
 
-def phase1(path: str, sample: int) -> None:
+def phase1(path: str, sample: int | None, measured: dict | None = None) -> None:
     env = dict(os.environ, PYTHONPATH=HERE)
     with tempfile.TemporaryDirectory(prefix="rehearsal-p1-") as work:
         plan_path = os.path.join(work, "plan.json")
-        subprocess.run([sys.executable, "-m", "pipeline.cli", "plan", "--input", path, "--sample", str(sample),
-                        "--save", plan_path], check=True, env=env, cwd=HERE, stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, "-m", "pipeline.cli", "plan", "--input", path, "--save", plan_path,
+                        *(["--sample", str(sample)] if sample else [])],
+                       check=True, env=env, cwd=HERE, stdout=subprocess.DEVNULL)
         with open(plan_path, encoding="utf-8") as fh:
             plan = json.load(fh)
-        done = subprocess.run([sys.executable, "-c", PHASE1, path, os.path.join(work, "out")], check=True, env=env,
-                              cwd=HERE, capture_output=True, text=True)
-    measured = json.loads(done.stdout.strip().splitlines()[-1])
+        if measured is None:  # (--measured: the task's figures from an earlier line, to compare another plan)
+            done = subprocess.run([sys.executable, "-c", PHASE1, path, os.path.join(work, "out")], check=True,
+                                  env=env, cwd=HERE, capture_output=True, text=True)
+            measured = json.loads(done.stdout.strip().splitlines()[-1])
     predicted = plan["input"]
     sample_cpu_per_record = plan["sample"]["phase1_cpu_s"] / plan["sample"]["records"]
     _save({"bench": "phase1", "file": os.path.basename(path), "bytes": os.path.getsize(path), "measured": measured,
+           "plan_sample": plan["sample"]["records"],
            "predicted": {"cpu_s": round(predicted["cpu_hours_phase1"] * 3600, 1),
                          "peak_rss_bytes": predicted["peak_memory_per_worker_bytes"]["phase1"],
                          "prepared_bytes": predicted["prepared_bytes"], "records": predicted["records"]},
@@ -184,12 +187,45 @@ def dask(args) -> None:
                 subprocess.run(["rm", "-rf", folder], check=False)
 
 
+def plot(path: str, out: str) -> None:
+    """Time and each worker's peak memory against documents, from the uninterrupted runs of `path`."""
+    from training.curves import pyplot
+
+    plt = pyplot()
+    with open(path, encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    dask_rows = sorted((r for r in rows if r["bench"] == "dask" and r.get("runner") == "dask" and not r.get("kills")
+                        and not r.get("exit_code")), key=lambda r: r["documents"])
+    local = sorted((r for r in rows if r["bench"] == "dask" and r.get("runner", "").startswith("FnApiRunner")),
+                   key=lambda r: r["documents"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    docs = [r["documents"] / 1e6 for r in dask_rows]
+    left.plot(docs, [r["seconds"] for r in dask_rows], "o-", label="Dask, capped workers")
+    if local:
+        left.plot([r["documents"] / 1e6 for r in local], [r["seconds"] for r in local], "s--", label="one process")
+    left.set(xlabel="documents (millions)", ylabel="seconds, whole run", title="time")
+    left.legend()
+    names = sorted({name for r in dask_rows for name in r["workers"]["workers"]})
+    for name in names:
+        right.plot(docs, [r["workers"]["workers"][name]["peak_rss_mb"] for r in dask_rows], "o-", label=name)
+    limits = {r["workers"]["memory_limit_mb"] for r in dask_rows}
+    for limit in limits:
+        right.axhline(limit, color="red", linestyle=":", label=f"memory limit {limit} MB")
+    right.set(xlabel="documents (millions)", ylabel="peak resident MB", title="peak memory per worker", ylim=(0, None))
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    print(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     p1 = sub.add_parser("phase1")
     p1.add_argument("path")
-    p1.add_argument("--sample", type=int, default=300)
+    p1.add_argument("--sample", type=int, default=None, help="records for `refinery plan` (default: its own)")
+    p1.add_argument("--measured", metavar="JSONL", help="take the task's figures from this file's last phase1 line "
+                    "for the same file instead of running it again (another plan against the same measurement)")
     dk = sub.add_parser("dask")
     dk.add_argument("sizes", nargs="+", type=int)
     dk.add_argument("--workers", type=int, default=4)
@@ -198,9 +234,20 @@ def main() -> None:
     dk.add_argument("--same-as-local", action="store_true")
     dk.add_argument("--timeout", type=float, default=7200)
     dk.add_argument("--work", default=None, help="folder for inputs and outputs (default: the system's temp)")
+    pl = sub.add_parser("plot")
+    pl.add_argument("path", nargs="?", default=RESULTS)
+    pl.add_argument("--out", default=os.path.join(HERE, "bench", "runs", "crawl_rehearsal.png"))
     args = ap.parse_args()
     if args.command == "phase1":
-        phase1(args.path, args.sample)
+        measured = None
+        if args.measured:
+            with open(args.measured, encoding="utf-8") as fh:
+                lines = [json.loads(line) for line in fh if line.strip()]
+            measured = [r for r in lines if r["bench"] == "phase1" and r["file"] == os.path.basename(args.path)][-1]
+            measured = measured["measured"]
+        phase1(args.path, args.sample, measured)
+    elif args.command == "plot":
+        plot(args.path, args.out)
     else:
         dask(args)
 

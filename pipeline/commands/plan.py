@@ -36,6 +36,11 @@ from pipeline.job.schema import SIGNATURE_SCHEMA, document_from_part
 # One Common Crawl snapshot (e.g. CC-MAIN-2024-22: ~90,000 WARC files of ~1 GB, ~2.7-3.1 billion pages).
 SNAPSHOT = {"name": "one Common Crawl snapshot", "files": 90_000, "pages": 3_000_000_000}
 SAMPLE_FILES = 8
+# Per-record costs are heavy-tailed (a page cut at the crawler's 1 MiB cap costs ~50 typical ones) and phase 1's peak
+# memory is its fullest chunk of documents: on a Common Crawl-sized file (bench/crawl_rehearsal.py phase1, 39,607
+# responses) a 300-record sample predicted 1/1.34 of the CPU and 1/1.29 of the peak memory, 1,500 records 1/1.06 and
+# 1/0.98 (bench/RESULTS.md "Crawl rehearsal"); 1,000 costs ~20 CPU s more than 200
+SAMPLE_RECORDS = 1000
 # Phase 2 shuffles no texts (pipeline/job/finish.py): a slim signature record per document goes through exact
 # dedup's grouping and near dedup's placement join (--dedup-against's join takes the whole record), its band
 # keys through the buckets.
@@ -63,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", default="web", help="source name of --input files (default: web)")
     p.add_argument("--config", metavar="YAML", help="the run's config file (phase-1 costs depend on it)")
     add_set_flag(p)
-    p.add_argument("--sample", type=int, default=200, metavar="N", help="records to measure (default: 200)")
+    p.add_argument("--sample", type=int, default=SAMPLE_RECORDS, metavar="N",
+                   help=f"records to measure (default: {SAMPLE_RECORDS})")
     p.add_argument("--scale-files", type=int, default=SNAPSHOT["files"], help="files of the named scale")
     p.add_argument("--scale-pages", type=float, default=SNAPSHOT["pages"], help="pages of the named scale")
     p.add_argument("--save", metavar="JSON", help="write the plan here (for `refinery run --plan`)")
