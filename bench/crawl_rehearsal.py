@@ -172,7 +172,7 @@ def dask(args) -> None:
             os.makedirs(inputs)
             write_inputs(n, inputs)
             local = os.path.join(work, f"local-{n}")
-            base = {"bench": "dask", "documents": n, "workers": args.workers, "memory_limit": args.memory_limit}
+            base = {"bench": "dask", "documents": n, "n_workers": args.workers, "memory_limit": args.memory_limit}
             if args.same_as_local:
                 _save(dict(base, runner="FnApiRunner, one process", **_local_run(inputs, local, config)))
             clean = _cluster_run(inputs, os.path.join(work, f"dask-{n}"), config, args, [],
@@ -187,20 +187,21 @@ def dask(args) -> None:
                 subprocess.run(["rm", "-rf", folder], check=False)
 
 
-def plot(path: str, out: str) -> None:
-    """Time and each worker's peak memory against documents, from the uninterrupted runs of `path`."""
+def plot(path: str, out: str, workers: int = 4) -> None:
+    """Time and each worker's peak memory against documents, from the uninterrupted runs of `path` on `workers`
+    workers (rows before `n_workers` was recorded ran on 4)."""
     from training.curves import pyplot
 
     plt = pyplot()
     with open(path, encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
     dask_rows = sorted((r for r in rows if r["bench"] == "dask" and r.get("runner") == "dask" and not r.get("kills")
-                        and not r.get("exit_code")), key=lambda r: r["documents"])
+                        and not r.get("exit_code") and r.get("n_workers", 4) == workers), key=lambda r: r["documents"])
     local = sorted((r for r in rows if r["bench"] == "dask" and r.get("runner", "").startswith("FnApiRunner")),
                    key=lambda r: r["documents"])
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     docs = [r["documents"] / 1e6 for r in dask_rows]
-    left.plot(docs, [r["seconds"] for r in dask_rows], "o-", label="Dask, capped workers")
+    left.plot(docs, [r["seconds"] for r in dask_rows], "o-", label=f"Dask, {workers} capped workers")
     if local:
         left.plot([r["documents"] / 1e6 for r in local], [r["seconds"] for r in local], "s--", label="one process")
     left.set(xlabel="documents (millions)", ylabel="seconds, whole run", title="time")

@@ -279,6 +279,13 @@ def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes:
 
 MAX_ARRAY_TASKS = 1000        # Slurm's default MaxArraySize is 1001: more files per task beyond it
 DASK_WORKER_BYTES = 16e9      # a phase-2 Dask worker's memory, for the suggested cluster size
+# A Dask worker's peak grows with its share of the run's documents (the runner's shuffles have 2 partitions per worker
+# thread, each task holding its partition): bench/crawl_rehearsal.py on 4 workers capped at 1.5 GB, 100 k / 300 k /
+# 1 M documents peaked at 487 / 609 / 907 MB, ~1.7 KB per document of a worker's share above ~480 MB of models and
+# runtime (bench/RESULTS.md "Crawl rehearsal"); the local process's 900 B per document (PHASE2_BYTES_PER_DOCUMENT)
+# would suggest half the workers needed
+DASK_BYTES_PER_DOCUMENT = 1700
+DASK_WORKER_BASE_BYTES = 480e6
 
 
 def slurm_view(p: dict[str, Any]) -> dict[str, Any]:
@@ -292,7 +299,10 @@ def slurm_view(p: dict[str, Any]) -> dict[str, Any]:
             "memory_per_task_bytes": round(memory["phase1"] * 1.5),  # --mem with headroom over the measured peak
             "phase2_core_hours": round(p["cpu_hours"] - p["cpu_hours_phase1"], 4),
             "phase2_one_job_memory_bytes": round(phase2_memory * 1.5),
-            "phase2_dask_workers": max(1, math.ceil(phase2_memory / DASK_WORKER_BYTES))}
+            # measured per worker for dedup's signatures; paragraph dedup's and --robots' memory as the local figure
+            "phase2_dask_workers": max(1, math.ceil(p["documents_after_phase1"] * DASK_BYTES_PER_DOCUMENT
+                                                    / (DASK_WORKER_BYTES - DASK_WORKER_BASE_BYTES)),
+                                       math.ceil(phase2_memory / DASK_WORKER_BYTES))}
 
 
 def assumptions(config, m: dict[str, Any]) -> list[str]:

@@ -40,6 +40,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from common.files import write_atomically
 from pipeline.engines.worker_watch import WorkerWatch
 from stages.processes import die_with_parent
 
@@ -204,8 +205,7 @@ def _report_dask_workers(args: argparse.Namespace, watch: WorkerWatch) -> None:
 
     logs = {f"worker-{i}": os.path.join(args.log_dir, f"dask_worker_{i}.log") for i in range(args.workers)}
     found = watch.summary(args.memory_limit and parse_bytes(args.memory_limit), logs)
-    with open(os.path.join(args.log_dir, "dask_workers.json"), "w", encoding="utf-8") as fh:
-        json.dump(found, fh, indent=1)
+    write_atomically(os.path.join(args.log_dir, "dask_workers.json"), json.dumps(found, indent=1))
     peaks = ", ".join(f"{name} {w['peak_rss_mb']:,} MB ({w['processes']} process(es))"
                       for name, w in found["workers"].items())
     print(f"[local-cluster] peak memory per worker (limit {found['memory_limit_mb'] or 'none'} MB): {peaks}; "
@@ -220,8 +220,7 @@ def _report_dask_tasks(log_dir: str) -> None:
         executed = client.run(lambda dask_worker: dask_worker.state.executed_count)
         names = {address: str(info.get("name", address)) for address, info in client.scheduler_info()["workers"].items()}
     tasks = {names.get(address, address): count for address, count in sorted(executed.items())}
-    with open(os.path.join(log_dir, "dask_tasks.json"), "w", encoding="utf-8") as fh:
-        json.dump(tasks, fh, indent=1)
+    write_atomically(os.path.join(log_dir, "dask_tasks.json"), json.dumps(tasks, indent=1))
     print("[local-cluster] tasks per worker: " + ", ".join(f"{name} {n:,}" for name, n in tasks.items()),
           file=sys.stderr)
 
