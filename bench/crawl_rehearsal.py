@@ -5,6 +5,7 @@ whole job on a Dask cluster of memory-capped workers as documents grow, with wor
     .venv/bin/python bench/crawl_rehearsal.py phase1 /work/rehearsal/crawl-00000.warc.gz
     .venv/bin/python bench/crawl_rehearsal.py dask 300000 1000000 [--workers 4 --memory-limit 1.5GB]
     .venv/bin/python bench/crawl_rehearsal.py dask 300000 --kill-at 0.6 --kill-at 0.85 --same-as-local
+    .venv/bin/python bench/crawl_rehearsal.py slurm [--files 20 --docs-per-file 5000]   # needs `make slurm`
     .venv/bin/python bench/crawl_rehearsal.py plot bench/runs/crawl_rehearsal.jsonl
 
 Each line of output is one JSON result; `bench/runs/crawl_rehearsal.jsonl` keeps them for the plot.
@@ -219,6 +220,68 @@ def plot(path: str, out: str, workers: int = 4) -> None:
     print(out)
 
 
+def slurm(args) -> None:
+    """Phase 1 as a Slurm job array of one file per task on the local one-node Slurm (pipeline/engines/local_slurm.py),
+    one running task SIGKILLed once 3 parts are committed, then `submit --resume`; the output against a local run's."""
+    import glob
+    import re
+    import signal
+
+    from bench.dedup_scale import corpus
+    from pipeline.engines.local_slurm import LocalSlurm, missing_tools
+    from pipeline.job.outdir import compare_outputs
+
+    if missing_tools():
+        raise SystemExit(f"needs the local Slurm (`make slurm`): missing {missing_tools()}")
+    with tempfile.TemporaryDirectory(prefix="rehearsal-slurm-", dir=args.work) as work:
+        config = os.path.join(work, "bench.yaml")
+        with open(config, "w", encoding="utf-8") as fh:
+            fh.write(CONFIG)
+        inputs = os.path.join(work, "in")
+        os.makedirs(inputs)
+        docs = corpus(args.files * args.docs_per_file)
+        for i in range(args.files):
+            with open(os.path.join(inputs, f"part-{i:04d}.jsonl"), "w", encoding="utf-8") as fh:
+                for d in docs[i * args.docs_per_file:(i + 1) * args.docs_per_file]:
+                    fh.write(json.dumps({"text": d.text, "url": f"https://bench.example/{d.id}"}) + "\n")
+        run_args = ["--source", f"bench={inputs}/*.jsonl", "--config", config, "--quiet"]
+        local = os.path.join(work, "local")
+        local_s = _local_run(inputs, local, config)["seconds"]
+        out = os.path.join(work, "slurm")
+        cluster = LocalSlurm.in_new_namespace()
+        found: dict = {"bench": "slurm", "files": args.files, "documents": args.files * args.docs_per_file,
+                       "local_seconds": local_s}
+        try:
+            started = time.perf_counter()
+            done = cluster.refinery("slurm", "submit", "--files-per-task", "1", "--cpus-per-task", "1", *run_args,
+                                    "--output", out)
+            if done.returncode:
+                raise SystemExit(done.stderr)
+            array = re.findall(r"^phase \d: job (\d+)", done.stdout, re.M)[0]
+            parts = os.path.join(out, "prepared", "*.done.json")
+            cluster.wait(lambda: len(glob.glob(parts)) >= 3, 1800, "3 committed parts")
+            tasks = subprocess.run(["pgrep", "-f", f"pipeline.cli slurm task {out}"], capture_output=True,
+                                   text=True).stdout.split()
+            for pid in tasks[:1]:
+                os.kill(int(pid), signal.SIGKILL)
+            found.update(killed_tasks=len(tasks[:1]), parts_when_killed=len(glob.glob(parts)))
+            cluster.wait(lambda: not any(line.startswith(f"{array}_") for line in cluster.queued()), 3600,
+                         "the array to end")
+            status = cluster.refinery("slurm", "status", out).stdout
+            found["status_after_kill"] = [line.strip() for line in status.splitlines() if "array" in line
+                                          or "prepared" in line][:3]
+            again = cluster.refinery("slurm", "submit", "--files-per-task", "1", "--cpus-per-task", "1", *run_args,
+                                     "--output", out, "--resume")
+            found["resubmitted"] = re.findall(r"(\d+) array task\(s\)", again.stdout)
+            cluster.wait(lambda: os.path.exists(os.path.join(out, "manifest.json")) or not cluster.queued(), 3600,
+                         "phase 2")
+            found["seconds"] = round(time.perf_counter() - started, 1)
+        finally:
+            cluster.close()
+        found["differences_from_local"] = compare_outputs(local, out)
+        _save(found)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -235,6 +298,10 @@ def main() -> None:
     dk.add_argument("--same-as-local", action="store_true")
     dk.add_argument("--timeout", type=float, default=7200)
     dk.add_argument("--work", default=None, help="folder for inputs and outputs (default: the system's temp)")
+    sl = sub.add_parser("slurm")
+    sl.add_argument("--files", type=int, default=20)
+    sl.add_argument("--docs-per-file", type=int, default=5000)
+    sl.add_argument("--work", default=None)
     pl = sub.add_parser("plot")
     pl.add_argument("path", nargs="?", default=RESULTS)
     pl.add_argument("--out", default=os.path.join(HERE, "bench", "runs", "crawl_rehearsal.png"))
@@ -249,6 +316,8 @@ def main() -> None:
         phase1(args.path, args.sample, measured)
     elif args.command == "plot":
         plot(args.path, args.out)
+    elif args.command == "slurm":
+        slurm(args)
     else:
         dask(args)
 
