@@ -39,7 +39,7 @@ SAMPLE_FILES = 8
 # Per-record costs are heavy-tailed (a page cut at the crawler's 1 MiB cap costs ~50 typical ones) and phase 1's peak
 # memory is its fullest chunk of documents: on a Common Crawl-sized file (bench/crawl_rehearsal.py phase1, 39,607
 # responses) a 300-record sample predicted 1/1.34 of the CPU and 1/1.29 of the peak memory, 1,500 records 1/1.06 and
-# 1/0.98 (bench/RESULTS.md "Crawl rehearsal"); 1,000 costs ~20 CPU s more than 200
+# 1/0.98 (bench/RESULTS.md "Crawl rehearsal"); 1,000 costs ~15-30 CPU s more than 200
 SAMPLE_RECORDS = 1000
 # Phase 2 shuffles no texts (pipeline/job/finish.py): a slim signature record per document goes through exact
 # dedup's grouping and near dedup's placement join (--dedup-against's join takes the whole record), its band
