@@ -87,7 +87,7 @@ def test_dask_cluster_output_is_byte_identical_to_fnapi_output(reference, tmp_pa
     expected_dir, expected_report = reference
     out = tmp_path / "dask"
     proc = submit(out, "external", "--engine", "dask", "--same-as", str(expected_dir), "--workers", "3",
-                  "--memory-limit", "1.5GB", "--kill-worker-after", "15", "--kill-worker-after", "30")
+                  "--memory-limit", "1.5GB", "--kill-worker-after", "12", "--kill-worker-after", "24")
     assert proc.returncode == 0, proc.stderr[-5000:]
     assert "byte-identical to the local runner" in proc.stdout
     workers = json.loads((tmp_path / "logs-external" / "dask_workers.json").read_text())
