@@ -259,12 +259,20 @@ def slurm(args) -> None:
                 raise SystemExit(done.stderr)
             array = re.findall(r"^phase \d: job (\d+)", done.stdout, re.M)[0]
             parts = os.path.join(out, "prepared", "*.done.json")
-            cluster.wait(lambda: len(glob.glob(parts)) >= 3, 1800, "3 committed parts")
-            tasks = subprocess.run(["pgrep", "-f", f"pipeline.cli slurm task {out}"], capture_output=True,
-                                   text=True).stdout.split()
-            for pid in tasks[:1]:
-                os.kill(int(pid), signal.SIGKILL)
-            found.update(killed_tasks=len(tasks[:1]), parts_when_killed=len(glob.glob(parts)))
+            def running_tasks() -> list[str]:
+                return subprocess.run(["pgrep", "-f", f"pipeline.cli slurm task {out}"], capture_output=True,
+                                      text=True).stdout.split()
+
+            # a task running once 3 parts are committed (tasks come and go: wait for one between them)
+            cluster.wait(lambda: len(glob.glob(parts)) >= 3 and running_tasks(), 1800, "3 parts and a running task")
+            killed = 0
+            for pid in running_tasks()[:1]:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                    killed += 1
+                except ProcessLookupError:  # it ended between the look and the kill
+                    pass
+            found.update(killed_tasks=killed, parts_when_killed=len(glob.glob(parts)))
             cluster.wait(lambda: not any(line.startswith(f"{array}_") for line in cluster.queued()), 3600,
                          "the array to end")
             status = cluster.refinery("slurm", "status", out).stdout
