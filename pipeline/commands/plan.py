@@ -280,11 +280,11 @@ def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes:
 MAX_ARRAY_TASKS = 1000        # Slurm's default MaxArraySize is 1001: more files per task beyond it
 DASK_WORKER_BYTES = 16e9      # a phase-2 Dask worker's memory, for the suggested cluster size
 # A Dask worker's peak grows with its share of the run's documents (the runner's shuffles have 2 partitions per worker
-# thread, each task holding its partition): bench/crawl_rehearsal.py on 4 workers capped at 1.5 GB, 100 k / 300 k /
-# 1 M documents peaked at 487 / 609 / 907 MB, ~1.7 KB per document of a worker's share above ~480 MB of models and
-# runtime (bench/RESULTS.md "Crawl rehearsal"); the local process's 900 B per document (PHASE2_BYTES_PER_DOCUMENT)
-# would suggest half the workers needed
-DASK_BYTES_PER_DOCUMENT = 1700
+# thread, each task holding its partition): bench/crawl_rehearsal.py on 4 workers, 100 k / 300 k / 1 M documents
+# peaked at 487 / 609 / 907 MB (~1.7 KB per document of a worker's share above ~480 MB of models and runtime), 3 M at
+# 2,288 MB under a 2.5 GB cap (~2.4 KB: faster than linear; bench/RESULTS.md "Crawl rehearsal"). The larger figure;
+# the local process's 900 B per document (PHASE2_BYTES_PER_DOCUMENT) would suggest a third of the workers needed
+DASK_BYTES_PER_DOCUMENT = 2400
 DASK_WORKER_BASE_BYTES = 480e6
 
 
