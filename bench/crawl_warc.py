@@ -43,9 +43,11 @@ SHARES = {"exact": 0.05, "near": 0.10, "non_html": 0.04, "not_found": 0.01, "red
           "truncated": 0.005, "revisit": 0.01}
 PAGES_PER_SITE = 4  # mean pages per site in one file (geometric)
 MIN_NODE_CHARS = 60
-_TEXT_NODE = re.compile(r">([^<]{" + str(MIN_NODE_CHARS) + r",})<")
-_SCRIPT = re.compile(r"<(script|style)\b.*?</\1\s*>", re.S | re.I)
-_META_CHARSET = re.compile(r"(<meta[^>]+charset\s*=\s*[\"']?)[\w-]+", re.I)
+# Linear on any page: a text node holds no angle bracket, script/style tags are paired by a scan (not a lazy match to
+# the page's end per unclosed tag), a meta tag's charset is looked for within its first 1,024 characters.
+_TEXT_NODE = re.compile(r">([^<>]{" + str(MIN_NODE_CHARS) + r",})(?=<)")
+_SCRIPT_TAG = re.compile(r"<(/?)(?:script|style)\b", re.I)
+_META_CHARSET = re.compile(r"(<meta\b[^<>]{0,1024}?charset\s*=\s*[\"']?)[\w-]+", re.I)
 
 
 @dataclass
@@ -106,7 +108,7 @@ def load_pools(patterns: list[str]) -> Pools:
     pools = Pools(templates=[])
     for url, text in _http_pages(paths):
         text = _META_CHARSET.sub(r"\g<1>utf-8", text)
-        hidden = [m.span() for m in _SCRIPT.finditer(text)]
+        hidden = _script_spans(text)
         pieces, nodes, last = [], [], 0
         for m in _TEXT_NODE.finditer(text):
             start, end = m.span(1)
@@ -123,6 +125,20 @@ def load_pools(patterns: list[str]) -> Pools:
         pools.templates.append(Template(url, lang, pieces))
         pools.nodes.setdefault(lang, []).extend(nodes)
     return pools
+
+
+def _script_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each <script>/<style> element; an unclosed one runs to the end of the page."""
+    spans, opened = [], None
+    for m in _SCRIPT_TAG.finditer(text):
+        if not m.group(1) and opened is None:
+            opened = m.start()
+        elif m.group(1) and opened is not None:
+            spans.append((opened, m.end()))
+            opened = None
+    if opened is not None:
+        spans.append((opened, len(text)))
+    return spans
 
 
 def _cjk(s: str) -> bool:
