@@ -99,12 +99,12 @@ def _save(found: dict) -> None:
         fh.write(json.dumps(dict(found, date=time.strftime("%Y-%m-%d"))) + "\n")
 
 
-def phase1(path: str, sample: int | None, measured: dict | None = None) -> None:
+def phase1(path: str, sample: int | None, measured: dict | None = None, sample_from: str = "spread") -> None:
     env = dict(os.environ, PYTHONPATH=HERE)
     with tempfile.TemporaryDirectory(prefix="rehearsal-p1-") as work:
         plan_path = os.path.join(work, "plan.json")
         subprocess.run([sys.executable, "-m", "pipeline.cli", "plan", "--input", path, "--save", plan_path,
-                        *(["--sample", str(sample)] if sample else [])],
+                        "--sample-from", sample_from, *(["--sample", str(sample)] if sample else [])],
                        check=True, env=env, cwd=HERE, stdout=subprocess.DEVNULL)
         with open(plan_path, encoding="utf-8") as fh:
             plan = json.load(fh)
@@ -115,7 +115,7 @@ def phase1(path: str, sample: int | None, measured: dict | None = None) -> None:
     predicted = plan["input"]
     sample_cpu_per_record = plan["sample"]["phase1_cpu_s"] / plan["sample"]["records"]
     _save({"bench": "phase1", "file": os.path.basename(path), "bytes": os.path.getsize(path), "measured": measured,
-           "plan_sample": plan["sample"]["records"],
+           "plan_sample": plan["sample"]["records"], "sample_from": sample_from,
            "predicted": {"cpu_s": round(predicted["cpu_hours_phase1"] * 3600, 1),
                          "peak_rss_bytes": predicted["peak_memory_per_worker_bytes"]["phase1"],
                          "prepared_bytes": predicted["prepared_bytes"], "records": predicted["records"]},
@@ -296,6 +296,7 @@ def main() -> None:
     p1 = sub.add_parser("phase1")
     p1.add_argument("path")
     p1.add_argument("--sample", type=int, default=None, help="records for `refinery plan` (default: its own)")
+    p1.add_argument("--sample-from", choices=("spread", "head"), default="spread", help="as `refinery plan`'s")
     p1.add_argument("--measured", metavar="JSONL", help="take the task's figures from this file's last phase1 line "
                     "for the same file instead of running it again (another plan against the same measurement)")
     dk = sub.add_parser("dask")
@@ -321,7 +322,7 @@ def main() -> None:
                 lines = [json.loads(line) for line in fh if line.strip()]
             measured = [r for r in lines if r["bench"] == "phase1" and r["file"] == os.path.basename(args.path)][-1]
             measured = measured["measured"]
-        phase1(args.path, args.sample, measured)
+        phase1(args.path, args.sample, measured, args.sample_from)
     elif args.command == "plot":
         plot(args.path, args.out)
     elif args.command == "slurm":

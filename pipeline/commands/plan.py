@@ -3,7 +3,8 @@
     refinery plan --input 'crawl/*.warc.gz' [--sample 200] [--config YAML] [--save plan.json]
     refinery run --input 'crawl/*.warc.gz' --output out/ --plan plan.json   # report.json: predicted vs measured
 
-The sample (the first records of up to 8 input files spread over the list) runs through phase 1 in
+The sample (about --sample records drawn from all through up to 8 input files spread over the list, or with
+--sample-from head their first records) runs through phase 1 in
 this process exactly as the job runs it (the PrepareFile task, pipeline/job/prepare.py), then through phase 2's
 FinishPart and WritePart tasks (pipeline/job/finish.py) over the parts it wrote. Its per-input-byte costs scale to the whole input, and its per-page costs to a named scale
 (one Common Crawl snapshot by default). What the sample cannot show is stated as an assumption.
@@ -36,11 +37,13 @@ from pipeline.job.schema import SIGNATURE_SCHEMA, document_from_part
 # One Common Crawl snapshot (e.g. CC-MAIN-2024-22: ~90,000 WARC files of ~1 GB, ~2.7-3.1 billion pages).
 SNAPSHOT = {"name": "one Common Crawl snapshot", "files": 90_000, "pages": 3_000_000_000}
 SAMPLE_FILES = 8
-# Per-record costs are heavy-tailed (a page cut at the crawler's 1 MiB cap costs ~50 typical ones) and phase 1's peak
-# memory is its fullest chunk of documents: on a Common Crawl-sized file (bench/crawl_rehearsal.py phase1, 39,607
-# responses) a 300-record sample predicted 1/1.34 of the CPU and 1/1.29 of the peak memory, 1,500 records 1/1.06 and
-# 1/0.98 (bench/RESULTS.md "Crawl rehearsal"); 1,000 costs ~15-30 CPU s more than 200
+# Per-record costs are heavy-tailed (a page cut at the crawler's 1 MiB cap costs ~50 typical ones), phase 1's peak
+# memory is its fullest chunk of documents, and a crawl file's neighbouring records come from the same few sites: on a
+# Common Crawl-sized file (bench/crawl_rehearsal.py phase1) 1,000 records from its start predicted 1/1.30 of the
+# prepared bytes (windows of 1,000 records in a row range 0.84-1.18x of the file's text per input byte, p5-p95; 1,000
+# records drawn across it 0.92-1.09x); see bench/RESULTS.md "Crawl rehearsal"
 SAMPLE_RECORDS = 1000
+HEAD_RECORDS = 200  # read (no stages) from the start of each sampled file: its records per byte set the spread share
 # Phase 2 shuffles no texts (pipeline/job/finish.py): a slim signature record per document goes through exact
 # dedup's grouping and near dedup's placement join (--dedup-against's join takes the whole record), its band
 # keys through the buckets.
@@ -70,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_set_flag(p)
     p.add_argument("--sample", type=int, default=SAMPLE_RECORDS, metavar="N",
                    help=f"records to measure (default: {SAMPLE_RECORDS})")
+    p.add_argument("--sample-from", choices=("spread", "head"), default="spread",
+                   help="spread (default): records drawn from all through each sampled file, which is read whole "
+                        "(~18 CPU s a 1 GB WARC); head: its first records only (quicker, and as good as the file's "
+                        "start is like the rest)")
     p.add_argument("--scale-files", type=int, default=SNAPSHOT["files"], help="files of the named scale")
     p.add_argument("--scale-pages", type=float, default=SNAPSHOT["pages"], help="pages of the named scale")
     p.add_argument("--save", metavar="JSON", help="write the plan here (for `refinery run --plan`)")
@@ -88,7 +95,7 @@ def main(argv: Sequence[str]) -> int:
         config = load_config(args.config, overrides)
         if args.sample < 1:
             raise ConfigError("--sample must be >= 1")
-        plan = make_plan(config, args.sample, args.scale_files, args.scale_pages)
+        plan = make_plan(config, args.sample, args.scale_files, args.scale_pages, args.sample_from == "spread")
         print(format_plan(plan))
         if args.save:
             with open(args.save, "w", encoding="utf-8") as fh:
@@ -99,13 +106,13 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-def make_plan(config, sample: int, scale_files: int, scale_pages: float) -> dict[str, Any]:
+def make_plan(config, sample: int, scale_files: int, scale_pages: float, spread: bool = True) -> dict[str, Any]:
     from pipeline.job.inputs import input_files, input_root
     from pipeline.job.steps import preflight
 
     files = input_files(config)
     preflight(config)
-    measured = measure_sample(config, files, sample)
+    measured = measure_sample(config, files, sample, spread)
     measured["fixed_run"] = measure_fixed_run(config)  # after the sample: a run resets the peak-memory gauge
     total_bytes = sum(f.size for f in files)
     if config.robots:  # the captures come with the input: their bytes scale with it
@@ -126,26 +133,31 @@ def make_plan(config, sample: int, scale_files: int, scale_pages: float) -> dict
             "input_root": input_root([f.path for f in files])}
 
 
-def measure_sample(config, files, sample: int) -> dict[str, Any]:
-    """Phase 1 on the first records of up to SAMPLE_FILES files spread over the input, then phase 2's
-    per-document stages on what passed: CPU seconds, bytes, documents, parts, candidate links."""
+def measure_sample(config, files, sample: int, spread: bool = True) -> dict[str, Any]:
+    """Phase 1 on about `sample` records of up to SAMPLE_FILES files spread over the input, then phase 2's
+    per-document stages on what passed: CPU seconds, bytes, documents, parts, candidate links. `spread`: the records
+    are drawn from all through each file (by id, as --sample-fraction draws them), else they are its first ones."""
     from pipeline.job.inputs import input_root
     from pipeline.job.steps import phase1_task
 
     step = max(1, len(files) // SAMPLE_FILES)
     picked = files[::step][:SAMPLE_FILES]
-    cap = math.ceil(sample / len(picked))
     root = input_root([f.path for f in files])
+    share = _spread_share(config, picked, root, sample) if spread else 1.0
+    run_fraction = config.sample_fraction  # of the records the run itself reads (--sample-fraction)
+    cap = None if spread else math.ceil(sample / len(picked))
     with tempfile.TemporaryDirectory(prefix="refinery-plan-") as tmp:
-        config = dataclasses.replace(config, output=tmp)
+        config = dataclasses.replace(config, output=tmp, sample_fraction=config.sample_fraction * share)
         prepare, _ = phase1_task(dataclasses.replace(config, limit=0), root)
         prepare.setup()  # models load outside the timed part: a worker loads them once
         with capture_counts():  # one record first: the extraction worker has imported everything when timing starts
             prepare.run(picked[0], 1)
+        unsampled = _unsampled_cpu(prepare)
         started, wall, children = time.process_time(), time.monotonic(), _children_cpu()
         with capture_counts() as counts:
             keys = [prepare.run(f, cap).key for f in picked]
-        phase1_cpu = time.process_time() - started + _children_cpu() - children  # extraction runs in a child
+        # extraction runs in a child; reading past the records outside the sample is the whole files' cost, not theirs
+        phase1_cpu = time.process_time() - started + _children_cpu() - children - (_unsampled_cpu(prepare) - unsampled)
         phase1_wall = time.monotonic() - wall
         prepare.teardown()
         phase1_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -153,9 +165,14 @@ def measure_sample(config, files, sample: int) -> dict[str, Any]:
         rows = [row for paths in parts for row in read_rows(paths["docs.parquet"])]
         docs = [document_from_part(row) for row in rows]
         phase2_cpu, phase2_kept = _phase2_parts(config, keys)
+        records = sum(counts.get(c, 0) for c in READ_COUNTERS)
+        passed = sum(n for name, n in counts.items() if name.endswith(".note.not_sampled"))
         measured = {
-            "files": len(picked), "records": sum(counts.get(c, 0) for c in READ_COUNTERS),
-            "bytes_read": counts.get(BYTES_READ, 0), "documents": len(docs),
+            "files": len(picked), "records": records, "drawn": "spread" if spread else "head",
+            # the input bytes the sample stands for: a spread sample's share of the files the run would read
+            "bytes_read": round(counts.get(BYTES_READ, 0) * records / max(records + passed, 1) / run_fraction
+                                if spread else counts.get(BYTES_READ, 0)),
+            "documents": len(docs),
             "phase1_cpu_s": round(phase1_cpu, 3), "phase1_wall_s": round(phase1_wall, 3),
             "phase2_cpu_s": round(phase2_cpu, 3), "phase2_kept": phase2_kept,
             "prepared_bytes": sum(os.path.getsize(p) for paths in parts
@@ -171,6 +188,26 @@ def measure_sample(config, files, sample: int) -> dict[str, Any]:
     if not measured["records"] or not measured["bytes_read"]:
         raise ConfigError("the sample read no records: the input holds no WARC responses or text records")
     return measured
+
+
+def _spread_share(config, picked, root: str, sample: int) -> float:
+    """The share of the picked files' records that makes about `sample`: their records estimated from each file's
+    size and the bytes per record of its first HEAD_RECORDS (read only, no stages)."""
+    from pipeline.job.readers import FileReader
+
+    records = 0.0
+    for file in picked:
+        reader = FileReader(file.source, config.warc, config.text, config.extract.max_html_bytes, root,
+                            config.sample_fraction)
+        with capture_counts() as counts:
+            head = sum(1 for _ in reader.read(file.path, file.size, HEAD_RECORDS))
+        consumed = counts.get(BYTES_READ, 0)
+        records += head if head < HEAD_RECORDS or not consumed else head * file.size / consumed
+    return min(1.0, sample / max(records, 1.0))
+
+
+def _unsampled_cpu(prepare) -> float:
+    return sum(reader.unsampled_cpu_s for reader in prepare.readers.values())
 
 
 def measure_fixed_run(config) -> dict[str, Any] | None:
@@ -308,7 +345,10 @@ def slurm_view(p: dict[str, Any]) -> dict[str, Any]:
 def assumptions(config, m: dict[str, Any]) -> list[str]:
     return [
         f"costs scale linearly with input bytes (whole input) or pages (named scale) from a sample of "
-        f"{m['records']} records in {m['files']} file(s); CPU is process time (this process and the extraction "
+        f"{m['records']} records in {m['files']} file(s)"
+        + (" drawn from all through each file (their parts compress a little worse than a whole file's, whose "
+           "neighbouring pages share a site's text)" if m.get("drawn") == "spread" else ", the first of each file")
+        + "; CPU is process time (this process and the extraction "
         f"worker), plus once the fixed cost of a run measured on one record: {_fixed(m)}",
         "phase 2's grouping steps (dedup's signature records and band entries) are counted as shuffle bytes, not CPU; "
         "decontamination's index build is not counted",
@@ -353,7 +393,8 @@ def _hours(h: float) -> str:
 
 def format_plan(plan: dict[str, Any]) -> str:
     m = plan["sample"]
-    lines = [f"sample: {m['records']} records from {m['files']} file(s), {_size(m['bytes_read'])} read; "
+    drawn = "drawn across" if m.get("drawn") == "spread" else "from the start of"
+    lines = [f"sample: {m['records']} records {drawn} {m['files']} file(s), {_size(m['bytes_read'])} of input; "
              f"{m['documents']} passed phase 1, {m['phase2_kept']} phase 2's per-document stages; "
              f"phase 1 {m['phase1_cpu_s']:.1f} CPU s, phase 2 {m['phase2_cpu_s']:.1f} CPU s"
              + (f"; extract.engine {m['extract_engine']}" if "extract_engine" in m else ""), ""]

@@ -128,6 +128,10 @@ class PrepareFile:
         self._signer, self._snippet = Signer(dedup), snippet_chars
         self._paragraph_config = paragraphs  # None: paragraph dedup is off, no hashes stored
 
+    @property
+    def readers(self) -> Mapping[str, FileReader]:
+        return self._readers
+
     def setup(self) -> None:
         self._runner.setup()
 

@@ -5,6 +5,7 @@ and Beam's ReadSource (for `refinery calibrate`) call it alike."""
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Iterator
 
 from pipeline.counters import BYTES_READ, count, count_result, entered, note, source_records
@@ -33,6 +34,7 @@ class FileReader:
                  root: str = "", sample_fraction: float = 1.0):
         self._source, self._settings = source, ReadSettings(warc_config, text_config, max_payload_bytes)
         self._root, self._sample_fraction = root, sample_fraction
+        self.unsampled_cpu_s = 0.0  # process time spent reading records outside the sample (`refinery plan`)
 
     def read(self, full_path: str, size: int, cap: int | None = None) -> Iterator[tuple[StageResult, bool]]:
         """(record, read as HTML?) of the file at `full_path` (`size` bytes); with `cap`, at most that many
@@ -66,10 +68,13 @@ class FileReader:
         with open_raw(full_path) as stream:
             records = fmt.read(stream, source=self._source, filename=path, gzipped=is_gzip(head),
                                settings=self._settings, count=reader_count)
-            position, taken = 0, 0
+            position, taken, clock = 0, 0, time.process_time()
             for result in records:
                 if self._sample_fraction < 1 and not in_sample(result.id, self._sample_fraction):
                     count(note(stage, "not_sampled"))  # --sample-fraction: not part of this run
+                    now = time.process_time()
+                    self.unsampled_cpu_s += now - clock
+                    clock = now
                     continue
                 if cap is not None and taken >= cap:
                     count(note(stage, "limit_reached"))  # --limit: the rest of the input is not read
@@ -81,6 +86,7 @@ class FileReader:
                     count(source_records(self._source))
                 count_result(stage, result)
                 yield result, fmt.html
+                clock = time.process_time()
 
         count(BYTES_READ, max(size - position, 0))  # the file's tail
 
