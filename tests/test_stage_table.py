@@ -124,6 +124,87 @@ def read(stream, *, source, filename, gzipped, settings, count):
 FORMATS = (InputFormat(name="tsv", stage="read_text", html=False, sniff=sniff, read=read),)
 '''
 SCORE_COLUMN = '    score_column("letter_share"),  # added by tests/test_stage_table.py\n'
+EDIT_STAGE = '''"""A toy global stage that edits parts (added by tests/test_stage_table.py): a first line that several
+documents open with stays in one of them (the smallest id) and is cut from the others."""
+from dataclasses import dataclass
+
+from stages.record import Document, Stage
+from stages.table import GLOBAL, StageSpec
+
+
+@dataclass(frozen=True)
+class SharedFirstLineConfig:
+    """Shared first lines: a toy global stage that edits parts."""
+
+    enabled: bool = True
+    min_documents: int = 2        # documents that open with the same line before it is cut
+
+
+class FirstLineCut(Stage):
+    name = "shared_first_line"
+
+    def __init__(self, config):
+        self.config, self.owners = config, {}  # line -> the id that keeps it (the job sets it per part)
+
+    def __call__(self, doc: Document) -> Document:
+        first, _, rest = doc.text.partition("\\n")
+        owner = self.owners.get(first)
+        return doc if owner is None or owner == doc.id else doc.replace(text=rest)
+
+
+SPEC = StageSpec(name="shared_first_line", order=96, runs=GLOBAL, config=SharedFirstLineConfig,
+                 about="a first line many documents share stays in one", reasons={})
+'''
+EDIT_JOB = '''"""The job's side of stages/shared_first_line.py (added by tests/test_stage_table.py)."""
+import apache_beam as beam
+
+from pipeline.job.part_hooks import PartEdit, PartHook
+from pipeline.job.parts import part_paths, read_rows
+from pipeline.job.schema import part_value
+from stages.runner import Step
+from stages.shared_first_line import FirstLineCut
+
+
+class FirstLines(beam.DoFn):
+    def __init__(self, output):
+        self._output = output
+
+    def process(self, element):
+        key, decided = element
+        dropped = {d.id for d in decided}
+        for row in read_rows(part_paths(self._output, key)["docs.parquet"], ["id", "text"]):
+            if row["id"] not in dropped:
+                yield part_value(row, "text").partition("\\n")[0], (1, row["id"])
+
+
+class Owners(PartHook):
+    def __init__(self, cut):
+        self._cut = cut
+
+    def begin(self, inputs):
+        self._cut.owners = dict(inputs[1] or {})
+
+
+class SharedFirstLine(PartEdit):
+    name = "shared_first_line"
+
+    def __init__(self, config):
+        self._config, self.step = config, Step(FirstLineCut(config.shared_first_line))
+
+    def hook(self):
+        return Owners(self.step.stage)
+
+    def counts(self, decided_by_part, file_index):
+        least = self._config.shared_first_line.min_documents
+        owners = (decided_by_part
+                  | "FirstLines" >> beam.ParDo(FirstLines(self._config.output))
+                  | "CountLines" >> beam.CombinePerKey(lambda found: (sum(n for n, _ in found), min(i for _, i in found)))
+                  | "Shared" >> beam.Filter(lambda kv: kv[1][0] >= least)
+                  | "Owner" >> beam.Map(lambda kv: (kv[0], kv[1][1]))
+                  | "Owners" >> beam.combiners.ToDict())
+        return decided_by_part.pipeline | "NoPerPart" >> beam.Create([]), owners
+'''
+EDIT_LINE = '    "shared_first_line": "pipeline.job.shared_first_line:SharedFirstLine",  # added by tests/test_stage_table.py\n'
 
 
 def test_derived_files_are_up_to_date():
@@ -213,3 +294,37 @@ def test_a_new_filter_is_one_file(tmp_path):
     shares = shards.column("letter_share").to_pylist()
     assert all(abs(share - sum(c.isalpha() for c in text) / len(text)) < 0.05  # PII placeholders come later
                for share, text in zip(shares, kept_text))
+
+
+def test_a_global_stage_that_edits_parts_is_its_files_and_one_line(tmp_path):
+    """A global stage that edits the documents it keeps, as paragraph dedup does, is its stage file, its job module
+    (a PartEdit, pipeline/job/part_hooks.py: what it counts over all parts, its step and part hook in FinishPart) and
+    one line of pipeline/job/steps.py's PART_EDITS: the graph, the tasks and their Beam adapters name no stage."""
+    from tests.reliability.hostile import no_filters_config, prose, write_jsonl
+
+    tree = tmp_path / "tree"
+    for part in ("common", "stages", "pipeline", "configs"):
+        shutil.copytree(REPO / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
+    (tree / "stages" / "shared_first_line.py").write_text(EDIT_STAGE, encoding="utf-8")
+    (tree / "pipeline" / "job" / "shared_first_line.py").write_text(EDIT_JOB, encoding="utf-8")
+    steps = (tree / "pipeline" / "job" / "steps.py").read_text(encoding="utf-8")
+    anchor = '    PARAGRAPH_STAGE: "pipeline.job.paragraphs:ParagraphDedup",\n'
+    assert steps.count(anchor) == 1
+    (tree / "pipeline" / "job" / "steps.py").write_text(steps.replace(anchor, anchor + EDIT_LINE), encoding="utf-8")
+    header = "Subscribe to our newsletter for the stories of the week."
+    notes = write_jsonl(tmp_path / "notes.jsonl", [{"text": f"{header}\n{prose(i, 8)}"} for i in range(4)]
+                        + [{"text": prose(9, 8)}])
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--input", str(notes), "--output", str(out),
+                             "--config", str(no_filters_config(tmp_path / "config.yaml")), "--quiet"],
+                            cwd=tree, env=dict(os.environ, PYTHONPATH=str(tree)), capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    names = [row["stage"] for row in report["funnel"]]
+    assert names.index("near_dedup") < names.index("shared_first_line")  # its order, 96
+    assert next(row for row in report["funnel"] if row["stage"] == "shared_first_line")["in"] == 5
+    texts = pq.read_table(out / "data").column("text").to_pylist()
+    assert len(texts) == 5 and sum(text.startswith(header + "\n") for text in texts) == 1
+    assert sum(header in text for text in texts) == 1  # cut from the other three, kept in one
+    assert report["conservation"]["holds"] is True

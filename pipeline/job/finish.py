@@ -47,11 +47,10 @@ from stages.runner import CHUNK, CHUNK_CHARS, Step
 LEDGER, LEDGER_ROWS, FINISHED, SIGNATURE_FILES = "ledger", "ledger_rows", "finished", "signature_files"  # output tags
 ANNEAL_TOP = "anneal_top"  # (kind, name, tokens) of each document drawn into the anneal split: kind page, site, lang
 ANNEAL_TOP_N = 10          # the largest pages, sites and languages of the anneal split, in report.json
-EDITS, TOP_TEXTS = "edits", "top_texts"
+EDITS = "edits"
 ANNEAL = "anneal"
 STATS = "stats"  # WritePart's stats lines of the main split (and its repeats)
 REHYDRATE = "rehydrate"  # counters: rehydrate.repeats
-TOP_TEXT_CHARS = 500  # of a most-repeated paragraph, in the report
 
 Result = TypeVar("Result")
 
@@ -120,24 +119,25 @@ class _Task:
 
 class FinishPart(_Task):
     """Phase 2's first pass over a part: `run(key, decided, sizes, inputs)` with dedup's Decisions on the part,
-    cluster sizes ({id: size}) and, per global stage with a part hook (pipeline/job/part_hooks.py), what the
-    scheduler joined to the part for it, writes the part's finished documents and yields its phase-1 ledger rows
-    (LEDGER_ROWS), its drops (LEDGER), the edit book's rows of what stages cut from the documents kept (EDITS),
-    what the hooks emit (paragraph dedup's: TOP_TEXTS) and, if `tally`, (id, source, tokens, quality,
+    cluster sizes ({id: size}) and, per global stage that edits parts (`hooks`: {its name: its part hook},
+    pipeline/job/part_hooks.py), what the scheduler joined to the part for it, writes the part's finished
+    documents and yields its phase-1 ledger rows (LEDGER_ROWS), its drops (LEDGER), the edit book's rows of what stages cut from the documents kept (EDITS),
+    what the hooks emit (under their stage's tags) and, if `tally`, (id, source, tokens, quality,
     rehydration weight, language, site) of each finished document (FINISHED)."""
 
     def __init__(self, output: str, steps: Sequence[tuple[str, Step]], tally: bool, snippet_chars: int,
-                 deduplicated: bool = False, rehydrate: Rehydration | None = None, hooks: Sequence[Any] = ()):
+                 deduplicated: bool = False, rehydrate: Rehydration | None = None,
+                 hooks: Mapping[str, Any] | None = None):
         self._output, self._tally, self._snippet = output, tally, snippet_chars
         self._deduplicated, self._rehydrate = deduplicated, rehydrate  # cluster sizes are known; their weights
         self._runner = runner([step for _, step in steps])
-        self._hooks = list(hooks)
+        self._hooks = dict(hooks or {})
 
     def run(self, key: str, decided: Iterable[Decision], sizes: Mapping[str, int] | None = None,
             inputs: Mapping[str, Any] | None = None) -> Generator[Output, None, FinishedPart]:
         decisions = {d.id: d for d in decided}
-        for hook in self._hooks:
-            hook.begin((inputs or {}).get(hook.name))
+        for name, hook in self._hooks.items():
+            hook.begin((inputs or {}).get(name))
         sizes = sizes or {}
         paths = part_paths(self._output, key)
         for row in read_rows(paths["ledger.parquet"]):
@@ -156,7 +156,7 @@ class FinishPart(_Task):
                 continue
             if self._deduplicated:
                 doc = doc.replace(cluster_size=sizes.get(doc.id, 1))
-            for hook in self._hooks:
+            for hook in self._hooks.values():
                 hook.see(doc, row)
             chunk.append(doc)
             chars += len(doc.text)
@@ -166,7 +166,7 @@ class FinishPart(_Task):
                 chunk, signatures, chars = [], {}, 0
         dropped += yield from self._finish(chunk, signatures, out)
         documents = out.commit()
-        for hook in self._hooks:
+        for hook in self._hooks.values():
             yield from hook.end()
         return FinishedPart(key, documents, dropped)
 

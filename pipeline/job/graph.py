@@ -15,21 +15,19 @@ from pipeline.job.grouped import GroupedGlobal
 from pipeline.job.inputs import InputFile, source_groups
 from pipeline.job.ledger import ResolveKeptCopies
 from pipeline.job.outdir import EDITS_DIR, LEDGER_DIR
-from pipeline.job.paragraphs import CountParagraphs
+from pipeline.job.part_hooks import PartEdit
 from pipeline.job.parts import file_part_key
 from pipeline.job.phases import Finish, Prepare, PrepareFiles, ReadSigned
 from pipeline.job.readers import FileReader
 from pipeline.job.robots import STAGE as ROBOTS_STAGE
 from pipeline.job.schema import EDITS_SCHEMA, LEDGER_SCHEMA, ledger_row
-from pipeline.job.signatures import earlier_signature_files
 from pipeline.job.steps import make_steps, phase1_task, phase2_tasks
 from pipeline.job.transforms import ReadSource
 from stages.decontam import STAGE as DECONTAM_STAGE
 from stages.dedup import DEDUP_AGAINST
-from stages.paragraphs import STAGE as PARAGRAPH_STAGE
 from stages.table import READ
 
-EDITING_STAGES = (PARAGRAPH_STAGE, DECONTAM_STAGE)  # stages that cut text from documents they keep
+EDITING_STAGES = (DECONTAM_STAGE,)  # stages that cut text from documents they keep (besides the PartEdits)
 
 
 def read_sources(p: beam.Pipeline, config: RunConfig, root: str = "") -> tuple:
@@ -57,7 +55,7 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
     names = [spec.name for spec in TABLE if spec.runs == READ] + [name for name, _ in phase1]
     file_index = {file_part_key(f, root): i for i, f in enumerate(files)}  # numbers shards and dedup's nodes
     signed = keys | "ReadSigned" >> beam.ParDo(ReadSigned(config.output, config.dedup, file_index))
-    decisions, entering, paragraphs = [], None, None
+    decisions, entering, edits = [], None, []
     phase2 = make_steps(config, facts, phase=2)
     for name, step in phase2:
         names.append(name)
@@ -72,14 +70,13 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
         elif isinstance(step, GroupedGlobal):  # a stage that decides within groups of signatures
             signed, decided = signed | f"Stage_{name}" >> step
             decisions.append(decided)
-        elif name == PARAGRAPH_STAGE:
-            paragraphs = CountParagraphs(config.paragraph_dedup, config.output, file_index,
-                                         earlier_signature_files(config) if config.dedup_against else [])
+        elif isinstance(step, PartEdit):  # a stage that edits parts: its counts, then its step in FinishPart
+            edits.append(step)
     decided = (decisions or [p | "NoDecisions" >> beam.Create([])]) | "AllDecisions" >> beam.Flatten()
     deduplicated = any(name in (EXACT, NEAR) for name in names)
     sizes = signed | "ClusterSizes" >> beam.FlatMap(cluster_sizes) if deduplicated else p | "NoSizes" >> beam.Create([])
     tasks = phase2_tasks(config, phase2, file_index, deduplicated)
-    drops, prepared_rows, edits = (keys, decided, sizes) | "Finish" >> Finish(config, tasks, paragraphs)
+    drops, prepared_rows, edited = (keys, decided, sizes) | "Finish" >> Finish(config, tasks, edits, file_index)
     dedup_stages = sum(1 for name in names if name in (EXACT, NEAR))
     phase2_rows = (drops
                    | "ResolveKeptCopies" >> ResolveKeptCopies(rounds=dedup_stages)
@@ -88,8 +85,8 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
     for name, rows, prefix in (("WriteLedger", phase2_rows, "part-p2"), ("WritePreparedLedger", prepared_rows, "part-p1")):
         _ = rows | name >> beam.io.WriteToParquet(FileSystems.join(config.output, LEDGER_DIR, prefix), LEDGER_SCHEMA,
                                                   codec="zstd", file_name_suffix=".parquet", num_shards=config.num_shards)
-    if any(name in EDITING_STAGES for name in names):  # the edit book
-        _ = edits | "WriteEdits" >> beam.io.WriteToParquet(FileSystems.join(config.output, EDITS_DIR, "part"), EDITS_SCHEMA,
+    if edits or any(name in EDITING_STAGES for name in names):  # the edit book
+        _ = edited | "WriteEdits" >> beam.io.WriteToParquet(FileSystems.join(config.output, EDITS_DIR, "part"), EDITS_SCHEMA,
                                                            codec="zstd", file_name_suffix=".parquet",
                                                            num_shards=config.num_shards)
     return names

@@ -1,4 +1,5 @@
-"""Paragraph dedup's counting, as Beam transforms (the stage itself, and why, is stages/paragraphs.py).
+"""Paragraph dedup's side of the job (a PartEdit, pipeline/job/part_hooks.py): its counting as Beam transforms, its
+part hook, its report (the stage itself, and why, is stages/paragraphs.py).
 
     parts with dedup's decisions -> (paragraph hash, occurrence) for each distinct paragraph of each
         document that document dedup kept [+ the paragraphs of earlier runs' documents, --dedup-against]
@@ -15,28 +16,99 @@ The prepared parts store 64-bit hashes, never paragraph texts: only the few top 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import apache_beam as beam
 import pyarrow.dataset as ds
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counters import count, note
+from pipeline.job.finish import Output
 from pipeline.job.outdir import EDITS_DIR
 from pipeline.job.output import STATS_DIR
+from pipeline.job.part_hooks import PartEdit, PartHook
 from pipeline.job.parts import part_paths, read_rows
-from pipeline.job.signatures import read_signature_file
-from stages.origin import origin_rank
+from pipeline.job.signatures import earlier_signature_files, read_signature_file
+from stages.origin import origin_rank, original_host
 from stages.paragraphs import (
     STAGE,
     Owner,
+    ParagraphCut,
     ParagraphDedupConfig,
     earlier_occurrence,
     merge_owners,
     occurrence,
     site_sample,
+    unit_texts,
 )
+from stages.record import Document
+from stages.runner import Step
 
 PARAGRAPHS_FILE = "repeated_paragraphs"  # _shard_stats/repeated_paragraphs-NNNNN: the report's top table
+TOP_TEXTS = "top_texts"  # the part hook's output tag: (hash, (doc id, text, sites)) of a top paragraph it passed
+TOP_TEXT_CHARS = 500  # of a most-repeated paragraph, in the report
+
+
+class ParagraphDedup(PartEdit):
+    """Paragraph dedup in phase 2: count every kept document's paragraph hashes (CountParagraphs), cut the repeated
+    ones from the documents that do not own them (the ParagraphCut step, told its part's cuts by ParagraphPart) and
+    write the most repeated paragraphs' table for the report."""
+
+    name, outputs = STAGE, (TOP_TEXTS,)
+
+    def __init__(self, config):
+        self._config, self.step = config, Step(ParagraphCut(config.paragraph_dedup))
+
+    def hook(self) -> PartHook:
+        return ParagraphPart(self.step.stage)
+
+    def counts(self, decided_by_part, file_index: dict[str, int]):
+        c = self._config
+        earlier = earlier_signature_files(c) if c.dedup_against else []
+        return decided_by_part | "ParagraphDedup" >> CountParagraphs(c.paragraph_dedup, c.output, file_index, earlier)
+
+    def report(self, emitted: dict[str, Any], side) -> None:
+        _ = (emitted[TOP_TEXTS], side) | "TopParagraphs" >> WriteTopParagraphs(
+            FileSystems.join(self._config.output, STATS_DIR))
+
+
+class ParagraphPart(PartHook):
+    """inputs: ([(paragraph hash, owner id)] of the part's cuts, [(hash, Owner)] of the most repeated paragraphs).
+    The cut is told the part's cuts and which documents may hold one (phase 1's hashes say so: only those are
+    re-read), and the text of the most repeated paragraphs is picked up as their documents pass, for the report."""
+
+    def __init__(self, cut: ParagraphCut):
+        self._cut, self._top, self._texts = cut, set(), {}
+
+    def begin(self, inputs: Any) -> None:
+        cuts, top = inputs or ({}, ())
+        self._cut.cuts, self._cut.candidates = dict(cuts or {}), set()
+        self._top, self._texts = {h for h, _ in top or ()}, {}
+
+    def see(self, doc: Document, row: dict[str, Any]) -> None:
+        hashes = row["paragraphs"] or ()
+        if not self._cut.cuts.keys().isdisjoint(hashes):
+            self._cut.candidates.add(doc.id)
+        wanted = self._top.intersection(hashes) if self._top else ()
+        if wanted:
+            self._note_texts(doc, wanted)
+
+    def _note_texts(self, doc: Document, wanted: set[int]) -> None:
+        """Keeps, per wanted hash, the (id, line) of the smallest id that has it (the same on every runner) and the
+        sites of all that have it."""
+        host = original_host(doc.url)
+        for h, unit in unit_texts(doc.text, self._cut.config):
+            if h not in wanted:
+                continue
+            doc_id, text, hosts = self._texts.get(h, (None, None, set()))
+            if doc_id is None or doc.id < doc_id:
+                doc_id, text = doc.id, unit[:TOP_TEXT_CHARS]
+            self._texts[h] = (doc_id, text, hosts | ({host} if host else set()))
+
+    def end(self) -> Iterator[Output]:
+        for h, (doc_id, text, hosts) in sorted(self._texts.items()):
+            yield Output(TOP_TEXTS, (h, (doc_id, text, site_sample(hosts))))
 
 
 class ParagraphOccurrences(beam.DoFn):

@@ -1,27 +1,27 @@
-"""What a global stage does to each part inside phase 2's FinishPart, beside its per-document step, so that the
-task names no stage: `begin(inputs)` before the part's documents pass, with what the scheduler joined to the part
-for this stage (None if nothing); `see(doc, row)` for each document that reaches the stages (its prepared row holds
-what phase 1 stored for the stage); `end()` what it emits once the part is done.
+"""Global stages that change the documents they keep, part by part (paragraph dedup cuts repeated paragraphs): what
+the job asks of such a stage, so that the job's graph, its tasks and their Beam adapters name none of them. One is a
+module with a `PartEdit` and a line in pipeline/job/steps.py's PART_EDITS; pipeline/job/paragraphs.py is the example.
 
-Paragraph dedup's is the one so far: its cut is told the part's cuts and which documents may hold one (phase 1's
-hashes say so: only those are re-read), and the text of the most repeated paragraphs is picked up as their
-documents pass, for the report.
+Phase 2 runs it in three places:
+- `counts(decided_by_part, file_index)`: a Beam transform over (part key, [Decision]) of every part (what document
+  dedup dropped) -> (per part: (part key, value) pairs, each joined to its part; side: one value every part sees);
+- in FinishPart, `step` with the other per-document stages (in the stage table's order), and the part hook of
+  `hook()`: `begin(inputs)` before the part's documents pass, with (the values joined to the part, the side value);
+  `see(doc, row)` for each document that reaches the stages (its prepared row holds what phase 1 stored for the
+  stage); `end()` what it emits once the part is done, under the tags of `outputs`;
+- `report(emitted, side)`: writes what it reports from what the hooks emitted ({tag: PCollection}) and the side value.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
-from pipeline.job.finish import TOP_TEXT_CHARS, TOP_TEXTS, Output
-from stages.origin import original_host
-from stages.paragraphs import STAGE as PARAGRAPH_STAGE
-from stages.paragraphs import ParagraphCut, site_sample, unit_texts
+from pipeline.job.finish import Output
 from stages.record import Document
+from stages.runner import Step
 
 
 class PartHook:
-    name = ""
-
     def begin(self, inputs: Any) -> None:
         pass
 
@@ -32,44 +32,18 @@ class PartHook:
         return iter(())
 
 
-class ParagraphPart(PartHook):
-    """inputs: ({paragraph hash: owner id} of the part's cuts, [(hash, Owner)] of the most repeated paragraphs)."""
+class PartEdit:
+    """The job's side of a global stage that edits parts (see the module's docstring)."""
 
-    name = PARAGRAPH_STAGE
+    name = ""
+    outputs: tuple[str, ...] = ()  # tags of what its hooks emit
+    step: Step
 
-    def __init__(self, cut: ParagraphCut):
-        self._cut, self._top, self._texts = cut, set(), {}
+    def hook(self) -> PartHook:
+        return PartHook()
 
-    def begin(self, inputs: Any) -> None:
-        cuts, top = inputs or ({}, ())
-        self._cut.cuts, self._cut.candidates = dict(cuts or {}), set()
-        self._top, self._texts = {h for h, _ in top}, {}
+    def counts(self, decided_by_part, file_index: dict[str, int]):
+        raise NotImplementedError
 
-    def see(self, doc: Document, row: dict[str, Any]) -> None:
-        hashes = row["paragraphs"] or ()
-        if not self._cut.cuts.keys().isdisjoint(hashes):
-            self._cut.candidates.add(doc.id)
-        wanted = self._top.intersection(hashes) if self._top else ()
-        if wanted:
-            self._note_texts(doc, wanted)
-
-    def _note_texts(self, doc: Document, wanted: set[int]) -> None:
-        """Keeps, per wanted hash, the (id, line) of the smallest id that has it (the same on every runner) and the
-        sites of all that have it."""
-        host = original_host(doc.url)
-        for h, unit in unit_texts(doc.text, self._cut.config):
-            if h not in wanted:
-                continue
-            doc_id, text, hosts = self._texts.get(h, (None, None, set()))
-            if doc_id is None or doc.id < doc_id:
-                doc_id, text = doc.id, unit[:TOP_TEXT_CHARS]
-            self._texts[h] = (doc_id, text, hosts | ({host} if host else set()))
-
-    def end(self) -> Iterator[Output]:
-        for h, (doc_id, text, hosts) in sorted(self._texts.items()):
-            yield Output(TOP_TEXTS, (h, (doc_id, text, site_sample(hosts))))
-
-
-def part_hooks(steps: Sequence[tuple[str, Any]]) -> list[PartHook]:
-    """The hooks of phase 2's per-document steps that need one."""
-    return [ParagraphPart(step.stage) for _, step in steps if isinstance(getattr(step, "stage", None), ParagraphCut)]
+    def report(self, emitted: dict[str, Any], side) -> None:
+        pass

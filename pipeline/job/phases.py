@@ -21,23 +21,21 @@ from pipeline.job.finish import (
     LEDGER_ROWS,
     SIGNATURE_FILES,
     STATS,
-    TOP_TEXTS,
     Output,
 )
 from pipeline.job.holdout import VALID
 from pipeline.job.inputs import InputFile
 from pipeline.job.mix import Anneal, Mix
 from pipeline.job.output import STATS_DIR
-from pipeline.job.paragraphs import WriteTopParagraphs
 from pipeline.job.parts import part_paths, read_rows
 from pipeline.job.prepare import PrepareFile, prepare_files
 from pipeline.job.schema import part_value
 from pipeline.job.signed import Signed, verify_shingles
 from stages.dedup import DedupConfig
 from stages.mix import mix_rates
-from stages.paragraphs import STAGE as PARAGRAPH_STAGE
 
 if TYPE_CHECKING:
+    from pipeline.job.part_hooks import PartEdit
     from pipeline.job.steps import Phase2Tasks
 
 Result = TypeVar("Result")
@@ -111,15 +109,19 @@ class ReadSigned(beam.DoFn):
 
 
 class FinishParts(_TaskFn):
-    """(part key, {"decided": [[Decision]], "cuts": [(hash, owner id)], "sizes": [(id, size)]}) -> FinishPart's
-    outputs, tagged; the key (main) once the part is finished. Side input `top`: [(hash, Owner)]."""
+    """(part key, {"decided": [[Decision]], "sizes": [(id, size)], "edit:NAME": [value]}) -> FinishPart's outputs,
+    tagged; the key (main) once the part is finished. Side input `sides`: {NAME: side value} of the PartEdits."""
 
-    def process(self, element, top=()):
+    def __init__(self, task, edits: Sequence[str] = ()):
+        super().__init__(task)
+        self._edits = tuple(edits)
+
+    def process(self, element, sides=None):
         key, joined = element
         if not joined["decided"]:
-            raise RuntimeError(f"paragraph cuts or cluster sizes came for part {key}, which is not in this run")
-        finished = yield from tagged(self._task.run(key, joined["decided"][0], dict(joined["sizes"]),
-                                                    {PARAGRAPH_STAGE: (dict(joined["cuts"]), top)}))
+            raise RuntimeError(f"a stage's values or cluster sizes came for part {key}, which is not in this run")
+        inputs = {name: (list(joined[f"edit:{name}"]), (sides or {}).get(name)) for name in self._edits}
+        finished = yield from tagged(self._task.run(key, joined["decided"][0], dict(joined["sizes"]), inputs))
         yield finished.key
 
 
@@ -135,11 +137,13 @@ class Finish(beam.PTransform):
     """(part keys, dedup's Decisions, cluster sizes) -> (phase 2's ledger drops, phase 1's ledger rows, the edit
     book's rows).
     Writes every part's finished documents, then its shards (data/, valid/, anneal/), the shards' stats and
-    signatures/; with paragraph dedup (`paragraphs`: a CountParagraphs), its counts come first."""
+    signatures/; the stages that edit parts (`edits`: PartEdits, pipeline/job/part_hooks.py) count first, then each
+    part is joined what they counted for it."""
 
-    def __init__(self, config, tasks: Phase2Tasks, paragraphs: beam.PTransform | None = None):
+    def __init__(self, config, tasks: Phase2Tasks, edits: Sequence[PartEdit] = (),
+                 file_index: dict[str, int] | None = None):
         super().__init__()
-        self._config, self._tasks, self._paragraphs = config, tasks, paragraphs
+        self._config, self._tasks, self._edits, self._file_index = config, tasks, list(edits), dict(file_index or {})
 
     def expand(self, pcolls):
         keys, decisions, sizes = pcolls  # sizes: (part, (id, cluster size)) of documents dedup kept for others
@@ -148,17 +152,21 @@ class Finish(beam.PTransform):
                     "decided": decisions | "ByPart" >> beam.Map(lambda d: (d.part, d))}
                    | "DecisionsOfPart" >> beam.CoGroupByKey()
                    | "OfRunParts" >> beam.FlatMap(_decisions_of_part))
-        if self._paragraphs is not None:
-            cuts, top = decided | "ParagraphDedup" >> self._paragraphs
-        else:
-            cuts, top = p | "NoCuts" >> beam.Create([]), p | "NoTop" >> beam.Create([[]])
-        finished = ({"decided": decided, "cuts": cuts, "sizes": sizes}
+        joined, sides = {"decided": decided, "sizes": sizes}, []
+        for edit in self._edits:
+            per_part, side = edit.counts(decided, self._file_index)
+            joined[f"edit:{edit.name}"] = per_part
+            sides.append((edit.name, side))
+        side_values = ([side | f"Side_{name}" >> beam.Map(lambda value, name=name: (name, value)) for name, side in sides]
+                       or [p | "NoSides" >> beam.Create([])]) | "AllSides" >> beam.Flatten() | "Sides" >> beam.combiners.ToDict()
+        tags = [tag for edit in self._edits for tag in edit.outputs]
+        finished = (joined
                     | "CutsOfPart" >> beam.CoGroupByKey()
-                    | "FinishParts" >> beam.ParDo(FinishParts(self._tasks.finish),
-                                                  beam.pvalue.AsSingleton(top))
-                    .with_outputs(LEDGER, LEDGER_ROWS, FINISHED, EDITS, TOP_TEXTS, main="keys"))
-        if self._paragraphs is not None:
-            _ = (finished[TOP_TEXTS], top) | "TopParagraphs" >> WriteTopParagraphs(FileSystems.join(c.output, STATS_DIR))
+                    | "FinishParts" >> beam.ParDo(FinishParts(self._tasks.finish, [e.name for e in self._edits]),
+                                                  beam.pvalue.AsSingleton(side_values))
+                    .with_outputs(LEDGER, LEDGER_ROWS, FINISHED, EDITS, *tags, main="keys"))
+        for edit, (_, side) in zip(self._edits, sides):
+            edit.report({tag: finished[tag] for tag in edit.outputs}, side)
         rates, totals = p | "NoRates" >> beam.Create([{}]), p | "NoTotals" >> beam.Create([{}])
         if mix:
             weights = mix.weights

@@ -1,9 +1,10 @@
 """The job's steps, from the stage table: per-document stages as `Step`s for the stage runner, global
 stages as the transforms phase 2 runs (dedup over signatures, decontamination with its index loaded,
-the mix), the write check last; and the pre-flight check of every enabled stage."""
+stages that edit parts, the mix), the write check last; and the pre-flight check of every enabled stage."""
 from __future__ import annotations
 
 import collections
+import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -16,7 +17,7 @@ from pipeline.job.grouped import GroupedGlobal
 from pipeline.job.inputs import source_groups
 from pipeline.job.mix import STAGE as MIX_STAGE
 from pipeline.job.mix import Anneal, Mix, Rehydration
-from pipeline.job.part_hooks import part_hooks
+from pipeline.job.part_hooks import PartEdit
 from pipeline.job.prepare import PrepareFile, in_phase1, phase1_digest
 from pipeline.job.readers import FileReader
 from pipeline.job.robots import STAGE as ROBOTS_STAGE
@@ -28,12 +29,16 @@ from stages.dedup import DEDUP_AGAINST
 from stages.grouped import GroupedStage
 from stages.mix import parse_rehydration, parse_weights
 from stages.paragraphs import STAGE as PARAGRAPH_STAGE
-from stages.paragraphs import ParagraphCut
 from stages.runner import Step
 from stages.table import DOCUMENT, EXTRACT, GLOBAL, WRITE, StageSpec
 
 WRITE_STAGE = next(spec.name for spec in TABLE if spec.runs == WRITE)
 TABLE_BY_NAME = {spec.name: spec for spec in TABLE}
+# Global stages that edit parts (pipeline/job/part_hooks.py): stage name -> "module:class" of its PartEdit, built from
+# the run config (imported when the stage is on).
+PART_EDITS = {
+    PARAGRAPH_STAGE: "pipeline.job.paragraphs:ParagraphDedup",
+}
 
 
 def enabled_stages(config: RunConfig) -> list[StageSpec]:
@@ -83,8 +88,9 @@ def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]):
             f"{b} {n:,} items" + (f" ({index.skipped[b]} too short to match)" if index.skipped.get(b) else "")
             for b, n in sorted(loaded.items())), file=sys.stderr)
         return Step(Decontaminator(index, c))
-    if spec.name == PARAGRAPH_STAGE:  # the cut; its counting is wired by the job (pipeline/job/paragraphs.py)
-        return Step(ParagraphCut(config.paragraph_dedup))
+    if spec.name in PART_EDITS:
+        module, _, name = PART_EDITS[spec.name].partition(":")
+        return getattr(importlib.import_module(module), name)(config)
     if spec.name == MIX_STAGE:
         return Mix(parse_weights(config.mix), config.seed, config.mix_max_epochs)
     made = spec.make(config) if spec.build is not None else None
@@ -118,7 +124,8 @@ def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: in
             steps.append((spec.name, document_step(spec, config, tuple(faults.get(spec.name, ())))))
         elif spec.runs == GLOBAL:
             step = _global_step(spec, config, {} if facts is None else facts)
-            after = [name for name, done in steps if isinstance(done, Step) and not in_phase1(TABLE_BY_NAME[name])]
+            after = [name for name, done in steps
+                     if isinstance(done, (Step, PartEdit)) and not in_phase1(TABLE_BY_NAME[name])]
             if isinstance(step, GroupedGlobal) and after:  # its decisions reach the parts before those stages run
                 raise ConfigError(f"stage {spec.name} decides within groups of signatures, so it runs before the "
                                   f"per-document stages of phase 2; its order ({spec.order}) is after "
@@ -158,9 +165,10 @@ class Phase2Tasks(NamedTuple):
 def phase2_tasks(config: RunConfig, steps: Sequence[tuple[str, Any]], file_index: Mapping[str, int],
                  deduplicated: bool) -> Phase2Tasks:
     """FinishPart over phase 2's per-document steps of `steps` (`make_steps(config, phase=2)`: decontamination and
-    paragraph dedup's cut included; the transforms over signatures are the scheduler's), WritePart with the mix
+    the steps of stages that edit parts included; the transforms over signatures are the scheduler's), WritePart with the mix
     and the write check; `file_index` numbers each part's shards, `deduplicated`: cluster sizes will be known."""
-    per_document = [(name, step) for name, step in steps if isinstance(step, Step) and name != WRITE_STAGE]
+    per_document = [(name, step.step if isinstance(step, PartEdit) else step) for name, step in steps
+                    if isinstance(step, (Step, PartEdit)) and name != WRITE_STAGE]
     mix = next((step for _, step in steps if isinstance(step, Mix)), None)
     write_check = next((step for name, step in steps if name == WRITE_STAGE), None)
     c = config
@@ -168,7 +176,7 @@ def phase2_tasks(config: RunConfig, steps: Sequence[tuple[str, Any]], file_index
     anneal = Anneal(c.anneal_fraction, c.anneal_min_quality, c.seed, c.anneal_max_page_share,
                     c.anneal_max_site_share, c.anneal_max_language_excess) if c.anneal_fraction else None
     finish = FinishPart(c.output, per_document, bool(mix or c.anneal_fraction), c.ledger_snippet_chars, deduplicated,
-                        rehydrate, part_hooks(per_document))
+                        rehydrate, {name: step.hook() for name, step in steps if isinstance(step, PartEdit)})
     write = WritePart(c.output, file_index, write_check, mix, c.holdout_fraction, anneal, c.shard_size_mb,
                       c.row_group_rows, rehydrate)
     return Phase2Tasks(finish, write, mix, anneal)
