@@ -220,8 +220,21 @@ def _who(owner: dict | None) -> str:
     return f"pid {owner.get('pid', '?')} on {owner.get('host', '?')} since {owner.get('started', '?')}"
 
 
+def is_card(path: str) -> bool:
+    """Is the file at `path` a dataset card a run wrote (pipeline/reports/card.py: a YAML header tagged `refinery`)?
+    A README.md of the user's is not, and a run must neither replace nor remove it."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(8192)
+    except OSError:
+        return False
+    header = head.split("\n---\n", 1)[0] if head.startswith("---\n") else ""
+    return "\ntags:\n" in header and "\n- refinery\n" in header + "\n"
+
+
 def foreign_files(folder: str) -> list[str]:
-    """Files under a local `folder` that no refinery run writes (relative paths)."""
+    """Files under a local `folder` that no refinery run writes (relative paths); a README.md that is not a run's
+    dataset card is one."""
     if not is_local(folder) or not os.path.isdir(folder):
         return []
     foreign = []
@@ -234,6 +247,8 @@ def foreign_files(folder: str) -> list[str]:
             rel = os.path.normpath(os.path.join(rel_root, name))
             if not any(fnmatch.fnmatch(rel, p) for p in (*OWN_PATTERNS, *EXECUTOR_PATTERNS)):
                 foreign.append(rel)
+            elif rel == CARD_FILE and not is_card(os.path.join(root, name)):
+                foreign.append(rel)
     return sorted(foreign)
 
 
@@ -245,8 +260,11 @@ def prepare_output(output: str, overwrite: bool, resume: bool = False) -> int:
     --overwrite, all but the prepared parts with --resume. Returns how many prepared parts are kept."""
     refuse_unsafe_entries(output)
     recover_previous(output)
-    existing = _matching(output, [p for p in OWN_PATTERNS if p != LOCK_FILE])
     foreign = foreign_files(output)
+    if CARD_FILE in foreign:  # the run writes its dataset card there
+        raise OutputError(f"--output {output} holds a {CARD_FILE} refinery did not write, where a run writes its "
+                          "dataset card: move it out, or choose another --output")
+    existing = _matching(output, [p for p in OWN_PATTERNS if p != LOCK_FILE])
     # Beside a run's outputs, a file of the user's (a screenshot of report.html, notes) stays where it is and is never
     # removed; inside the folders readers glob (data/, ledger/, ...) it would pass for output, and a folder with no
     # output of ours is someone else's: both are refused.

@@ -152,6 +152,26 @@ def test_a_file_put_beside_a_runs_outputs_stays_and_one_inside_its_folders_is_re
         run(["--input", str(CC_EXCERPT), "--output", str(out), "--overwrite", "--quiet"])
 
 
+def test_a_readme_of_the_users_is_never_replaced_by_the_dataset_card(tmp_path):
+    """The run writes its dataset card to OUT/README.md: a README.md it did not write (in an empty folder, or put in
+    place of a run's card) is refused in one line and left as it was, even with --overwrite."""
+    mine = "# My corpus\n\nNotes I keep with the data.\n"
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "README.md").write_text(mine)
+    with pytest.raises(OutputError, match="holds a README.md refinery did not write"):
+        run(["--input", str(CC_EXCERPT), "--output", str(alone), "--overwrite", "--quiet"])
+    assert (alone / "README.md").read_text() == mine and sorted(os.listdir(alone)) == ["README.md"]
+    out = tmp_path / "out"
+    run(["--input", str(CC_EXCERPT), "--output", str(out), "--quiet"])
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and "\n- refinery\n" in card
+    (out / "README.md").write_text(mine)
+    with pytest.raises(OutputError, match="holds a README.md refinery did not write"):
+        run(["--input", str(CC_EXCERPT), "--output", str(out), "--overwrite", "--quiet"])
+    assert (out / "README.md").read_text() == mine and (out / "manifest.json").exists()
+
+
 def test_unknown_options_and_language_codes_are_refused_with_a_hint(tmp_path):
     with pytest.raises(ConfigError, match="--langauges.*did you mean --languages"):
         run(["--input", str(CC_EXCERPT), "--output", str(tmp_path / "o"), "--langauges", "en"])
