@@ -10,6 +10,7 @@ module, so it imports neither.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import functools
 import inspect
@@ -255,7 +256,12 @@ def set_dotted(values: dict[str, Any], dotted: str, value: Any) -> None:
 
 def load(cls: type, yaml_path: str | None = None, overrides: Mapping[str, Any] | None = None) -> Any:
     """Defaults <- the YAML file <- `overrides` ({"section.key": value}) -> a checked `cls`."""
-    values = read_yaml(yaml_path) if yaml_path else {}
+    return load_values(cls, read_yaml(yaml_path) if yaml_path else {}, overrides)
+
+
+def load_values(cls: type, values: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> Any:
+    """Defaults <- `values` (a YAML file's, already read: a pipe reads once) <- `overrides` -> a checked `cls`."""
+    values = copy.deepcopy(dict(values))
     for dotted, value in (overrides or {}).items():
         set_dotted(values, dotted, value)
     return build(cls, values)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.settings import ConfigError, check, load, to_yaml
+from common.settings import ConfigError, check, load_values, read_yaml, to_yaml
 from stages.mix import parse_rehydration, parse_weights
 from stages.table import sections, stage_table
 
@@ -129,21 +129,20 @@ RunConfig = dataclasses.make_dataclass(
 def load_config(yaml_path: str | None = None, overrides: Mapping[str, Any] | None = None) -> RunConfig:
     """Defaults, then the YAML file, then `overrides` given as dotted keys ("langid.threshold"); the result
     knows which settings the user gave (`user_settings`)."""
-    _check_sections(yaml_path, overrides)
-    config = load(RunConfig, yaml_path, overrides)
+    values = read_yaml(yaml_path) if yaml_path else {}  # once: `--config <(...)` is a pipe
+    _check_sections(values, overrides)
+    config = load_values(RunConfig, values, overrides)
     given = set(overrides or {})
     if yaml_path:  # a file restating a default (a generated one) sets nothing
-        given |= set(differing(load(RunConfig, yaml_path), RunConfig()))
+        given |= set(differing(load_values(RunConfig, values), RunConfig()))
     object.__setattr__(config, "user_settings", frozenset(given))
     return config
 
 
-def _check_sections(yaml_path: str | None, overrides: Mapping[str, Any] | None) -> None:
+def _check_sections(values: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> None:
     """A section no stage of this installation has (its package uninstalled, or a typo) is one line naming it."""
-    from common.settings import read_yaml
     from stages.table import plugins
 
-    values = read_yaml(yaml_path) if yaml_path else {}
     named = list(values) if isinstance(values, Mapping) else []
     named += [key.split(".", 1)[0] for key in (overrides or {})]
     known = {f.name for f in dataclasses.fields(RunConfig)}

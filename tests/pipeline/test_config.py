@@ -35,6 +35,21 @@ def test_bad_config_is_a_clear_error(tmp_path, yaml_text, message):
         load_config(str(cfg))
 
 
+def test_a_config_from_a_pipe_is_read_once():
+    """`--config <(envsubst < template.yaml)` is a pipe: it can be read once, and the settings must come from that
+    one read (they were silently the defaults when the file was read three times)."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"langid:\n  threshold: 0.42\n")
+    os.close(write_end)  # a second read finds the pipe empty (and does not block)
+    try:
+        config = load_config(f"/dev/fd/{read_end}")
+    finally:
+        os.close(read_end)
+    assert config.langid.threshold == 0.42 and "langid.threshold" in config.user_settings
+
+
 def test_missing_input_or_output_is_an_error():
     with pytest.raises(ConfigError, match="no input"):
         config_from_args(build_parser().parse_args(["--output", "o"]))
