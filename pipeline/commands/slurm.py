@@ -8,9 +8,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 
+from common import files
 from pipeline.job.config import ConfigError
 
 RESOURCE_FLAGS = ("partition", "time", "cpus_per_task", "mem", "account", "qos")
@@ -81,7 +84,12 @@ def _submit(args: argparse.Namespace, run_args: list[str]) -> int:
     from pipeline.job.steps import preflight
 
     run_ns, beam_args = run_parser().parse_known_args(run_args)
-    config = config_from_args(run_ns)
+    config_text = slurm.read_config_text(run_ns.config)  # once: a pipe gives it once, and the tasks read this copy
+    with tempfile.TemporaryDirectory(prefix="refinery-slurm-") as tmp:
+        if config_text is not None:
+            run_ns.config = os.path.join(tmp, "config.yaml")
+            files.write_atomically(run_ns.config, config_text)
+        config = config_from_args(run_ns)
     if config.limit:
         raise ConfigError("--limit reads the files one after another in one task: run it locally")
     if args.files_per_task < 1:
@@ -97,7 +105,7 @@ def _submit(args: argparse.Namespace, run_args: list[str]) -> int:
             raise ConfigError("--phase2-dask-workers needs dask-jobqueue: pip install 'refinery[slurm]'") from None
         dask = {"workers": args.phase2_dask_workers, "memory": args.phase2_dask_memory,
                 "cores": args.phase2_dask_cores, "wait_s": args.phase2_dask_wait}
-    submitted = slurm.submit(run_args, config, args.files_per_task, resources, args.python, dask)
+    submitted = slurm.submit(run_args, config, args.files_per_task, resources, args.python, dask, config_text)
     tasks = len(submitted["tasks"])
     print(f"phase 1: job {submitted['phase1']}, {tasks} array task(s)" if tasks else
           "phase 1: every input file is prepared already")

@@ -94,12 +94,40 @@ def sbatch(script: str, options: Sequence[str]) -> str:
     return done.stdout.strip().split(";")[0]
 
 
+def read_config_text(path: str | None) -> str | None:
+    """The text of the run's --config file, read once (None without one)."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read --config {path}: {exc.strerror or exc}") from None
+
+
+def frozen_config(run_args: Sequence[str], path: str) -> list[str]:
+    """`run_args` with their --config pointing at `path` (the copy the submission keeps)."""
+    out, skip = [], False
+    for arg in run_args:
+        if skip:
+            skip = False
+            continue
+        if arg == "--config":
+            skip = True
+            continue
+        if not arg.startswith("--config="):
+            out.append(arg)
+    return [*out, "--config", path]
+
+
 def submit(run_args: list[str], config: RunConfig, files_per_task: int, resources: list[str],
-           python: str, dask: dict[str, Any] | None = None) -> dict[str, Any]:
+           python: str, dask: dict[str, Any] | None = None, config_text: str | None = None) -> dict[str, Any]:
     """Write the batch scripts and submit phase 1 for the files not yet prepared (all of them, the first time)
     and phase 2. With --overwrite the output folder is emptied first (as a local run would), its Slurm folder
     aside; a phase 2 still waiting from an earlier submission is cancelled (its array will never succeed).
-    `dask`: phase 2 on a Dask cluster of Slurm jobs (workers, cores, memory per worker), else in its own job."""
+    `dask`: phase 2 on a Dask cluster of Slurm jobs (workers, cores, memory per worker), else in its own job.
+    `config_text`: the --config file as read at submission; the tasks and phase 2 read a copy of it in OUT/slurm, so
+    that the file edited (or a pipe gone) after the submission changes nothing."""
     if "://" in config.output:  # sbatch writes the logs, and the tasks the state, as files on a shared filesystem
         raise ConfigError(f"--output {config.output}: `refinery slurm` keeps its scripts, state and logs in OUT/slurm "
                           "on the cluster's shared filesystem; give a path there (the inputs may be in an object "
@@ -121,6 +149,10 @@ def submit(run_args: list[str], config: RunConfig, files_per_task: int, resource
     waiting = [s["phase2"] for s in state["submissions"] if s["phase2"] in queue([s["phase2"]])]
     if waiting:
         subprocess.run(["scancel", *waiting], capture_output=True)
+    if config_text is not None:
+        kept = os.path.join(os.path.abspath(folder), f"config-{len(state['submissions'])}.yaml")
+        safe_files.write_atomically(kept, config_text)
+        run_args = frozen_config(run_args, kept)
     state.update(run_args=run_args, files=len(files))
     refinery = [python, "-m", "pipeline.cli"]
     submission: dict[str, Any] = {"tasks": tasks, "phase1": None, "dask": dask, "python": python,

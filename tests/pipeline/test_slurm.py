@@ -15,6 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.engines.local_slurm import LocalSlurm, missing_tools
+from pipeline.job.prepare import phase1_digest
+from pipeline.job.run import build_parser, config_from_args
 from tests.conftest import REPO, WARC_DIR
 from tests.golden import run_digests
 
@@ -83,10 +85,13 @@ def test_array_task_cancelled_then_resumed_gives_the_local_run(cluster, demo_run
     links = cluster.run("ip", "-o", "link").stdout.splitlines()
     assert len(links) == 1 and ": lo:" in links[0], links  # the daemons' sockets are reachable from nowhere else
     out = tmp_path / "out"
-    args = ["--input", str(WARC_DIR / "*.warc.gz"), "--output", str(out), "--quiet"]
+    settings = tmp_path / "run.yaml"  # the defaults' language threshold, as the local run has it
+    settings.write_text("langid:\n  threshold: 0.65\n")
+    args = ["--input", str(WARC_DIR / "*.warc.gz"), "--output", str(out), "--config", str(settings), "--quiet"]
     done = cluster.refinery("slurm", "submit", "--files-per-task", "4", "--cpus-per-task", "1", *args)
     assert done.returncode == 0, done.stderr
     assert "2 array task(s)" in done.stdout
+    settings.write_text("langid:\n  threshold: 0.99\n")  # edited after the submission: its tasks keep what it read
     array, phase2 = re.findall(r"^phase \d: job (\d+)", done.stdout, re.M)
     # task 0 holds the demo's first four files in name order; cancel it once it has finished the first (a
     # one-page WARC) and is reading the second (the 128 Wayback captures): mid-way, some parts committed
@@ -102,6 +107,10 @@ def test_array_task_cancelled_then_resumed_gives_the_local_run(cluster, demo_run
     assert "input files prepared: 5 of 8" in status.stdout, status.stdout
     assert f"phase 2 (job {phase2}): pending" in status.stdout  # waits for an array that will never succeed
     assert not (out / "manifest.json").exists()
+    settings.write_text("langid:\n  threshold: 0.65\n")  # as submitted: the digest of what its tasks must have read
+    submitted = phase1_digest(config_from_args(build_parser().parse_known_args(args)[0]))
+    markers = [json.loads(p.read_text()) for p in (out / "prepared").glob("*.done.json")]
+    assert len(markers) == 5 and {m["digest"] for m in markers} == {submitted}
 
     again = cluster.refinery("slurm", "submit", "--files-per-task", "4", *args, "--resume")
     assert again.returncode == 0, again.stderr
