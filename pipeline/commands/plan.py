@@ -193,12 +193,11 @@ def measure_sample(config, files, sample: int, spread: bool = True) -> dict[str,
 def _spread_share(config, picked, root: str, sample: int) -> float:
     """The share of the picked files' records that makes about `sample`: their records estimated from each file's
     size and the bytes per record of its first HEAD_RECORDS (read only, no stages)."""
-    from pipeline.job.readers import FileReader
+    from pipeline.job.steps import file_reader
 
     records = 0.0
     for file in picked:
-        reader = FileReader(file.source, config.warc, config.text, config.extract.max_html_bytes, root,
-                            config.sample_fraction)
+        reader = file_reader(config, file.source, root)
         with capture_counts() as counts:
             head = sum(1 for _ in reader.read(file.path, file.size, HEAD_RECORDS))
         consumed = counts.get(BYTES_READ, 0)

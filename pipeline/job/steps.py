@@ -140,13 +140,17 @@ def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: in
     return steps
 
 
+def file_reader(config: RunConfig, source: str, root: str) -> FileReader:
+    """The reader of one source's files with this run's settings (--sample-fraction included)."""
+    return FileReader(source, config.warc, config.text, config.extract.max_html_bytes, root, config.sample_fraction)
+
+
 def phase1_task(config: RunConfig, root: str, facts: dict[str, Any] | None = None,
                 run_id: str = "") -> tuple[PrepareFile, list]:
     """Phase 1's task for this run's settings and its steps: the job runs it over each input file, `refinery
     plan` over a sample, a Slurm array task over its share of the files (after `setup()`)."""
     phase1 = make_steps(config, facts, phase=1)
-    readers = {name: FileReader(name, config.warc, config.text, config.extract.max_html_bytes, root,
-                                config.sample_fraction) for name, _ in source_groups(config)}
+    readers = {name: file_reader(config, name, root) for name, _ in source_groups(config)}
     paragraphs = config.paragraph_dedup if config.paragraph_dedup.enabled else None
     return PrepareFile(config.output, readers, phase1, root, phase1_digest(config), config.dedup,
                        config.ledger_snippet_chars, run_id, paragraphs), phase1
