@@ -306,9 +306,12 @@ def generate(out_path: str, responses: int, seed: int, pages: list[str], level: 
                 lang_nodes = pools.nodes[template.lang]
                 nodes = (rng.sample(lang_nodes, template.slots) if len(lang_nodes) >= 4 * template.slots
                          else [rng.choice(lang_nodes) for _ in range(template.slots)])
-                if kind == "truncated":
-                    while sum(map(len, nodes)) < TRUNCATE_AT * 1.2:
-                        nodes[-1] += " " + rng.choice(lang_nodes)
+                if kind == "truncated":  # pieces joined once: appending to the last node was quadratic
+                    size, extra = sum(map(len, nodes)), [nodes[-1]]
+                    while size < TRUNCATE_AT * 1.2:
+                        extra.append(rng.choice(lang_nodes))
+                        size += 1 + len(extra[-1])
+                    nodes[-1] = " ".join(extra)
                 else:
                     articles.append((site, nodes))
                 body = template.render(nodes)
