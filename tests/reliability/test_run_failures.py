@@ -53,7 +53,7 @@ def test_a_failed_rerun_puts_the_previous_complete_output_back(tmp_path):
     assert report["status"] == "failed" and report["problems"]
     assert not (out / ".previous").exists()
 
-    killed = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--input", str(WARC_DIR / "*.warc.gz"),
+    killed = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--input", str(CC_EXCERPT),
                              "--output", str(out), "--overwrite", "--quiet"], cwd=REPO, capture_output=True,
                             text=True, env=dict(os.environ, REFINERY_KILL_AT="shard:1"), timeout=600)
     assert killed.returncode == -9 and not (out / "manifest.json").exists() and (out / ".previous").exists()

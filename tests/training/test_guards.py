@@ -10,11 +10,10 @@ import statistics
 import torch
 
 from tests.conftest import REPO
-from tests.training.conftest import TINY, metrics, ok, train
+from tests.training.conftest import TINY, ok, train
 from training import checkpoint
 from training.config import parse
 from training.spikes import SpikeGuard
-
 
 TRACE = REPO / "tests" / "data" / "training" / "shipped_config_trace.jsonl"
 
