@@ -140,14 +140,14 @@ def test_train_quality_command(tmp_path):
     model = tmp_path / "model.ftz"
     out = subprocess.run([REFINERY, "train-quality", "--positive", str(SENTENCES_DIR / "en.txt"),
                           "--negative", str(negatives), "--text-field", "body", "--output", str(model),
-                          "--epochs", "5", "--dim", "8"], capture_output=True, text=True, timeout=300)
+                          "--epochs", "5", "--dim", "8", "--bucket", "20000"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "held-out: precision" in out.stdout and model.exists()
     card = json.loads((tmp_path / "model.ftz.card.json").read_text())
     assert card["sizes"]["positive_train"] + card["sizes"]["positive_test"] == 100
     held = card["held_out_metrics"]["f1"]  # a floor above what the data reaches: nothing written without --force
     common = [REFINERY, "train-quality", "--positive", str(SENTENCES_DIR / "en.txt"), "--negative", str(negatives),
-              "--text-field", "body", "--output", str(tmp_path / "weak.ftz"), "--epochs", "5", "--dim", "8",
+              "--text-field", "body", "--output", str(tmp_path / "weak.ftz"), "--epochs", "5", "--dim", "8", "--bucket", "20000",
               "--min-f1", str(round(held + 0.01, 3))]
     refused = subprocess.run(common, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "under min_f1" in refused.stderr and "--force" in refused.stderr
