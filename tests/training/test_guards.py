@@ -1,5 +1,5 @@
-"""Guards that must never make training worse: the shipped guard lets a real run's norm jumps through, a run never overwrites
-checkpoints it did not resume, and garbage collection never deletes a newer checkpoint."""
+"""Guards that must never make training worse: the shipped guard lets a real run's norm jumps through, a run never
+overwrites checkpoints it did not resume, and garbage collection never deletes a newer checkpoint."""
 from __future__ import annotations
 
 import dataclasses
