@@ -129,3 +129,26 @@ def pathological_warc(path: pathlib.Path) -> dict:
         extra_http=[("Content-Encoding", "gzip")])
     b.close()
     return expected
+
+
+def built_once(tmp_path_factory, name: str, build):
+    """`build(folder)`'s result, built by one test process of the session and read by the others (pytest-xdist
+    workers share the session's temporary root): a demo run or training shards cost ~9 s each time they are built.
+    `build` writes below `folder` and returns what pickle can hold; without xdist, a folder of this process."""
+    import fcntl
+    import os
+    import pickle
+    import shutil
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return build(tmp_path_factory.mktemp(name))
+    root = tmp_path_factory.getbasetemp().parent  # the session's root: popen-gw0/, popen-gw1/, ... lie below it
+    folder, result = root / f"built-{name}", root / f"built-{name}.pickle"
+    with open(root / f"built-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others wait here, then read
+        if not result.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a build that failed in another worker: fail here the same way
+            folder.mkdir()
+            value = build(folder)
+            result.write_bytes(pickle.dumps(value))
+        return pickle.loads(result.read_bytes())

@@ -1,11 +1,11 @@
-"""The bundled real WARC files through the whole job, once per test process (several modules read it)."""
+"""The bundled real WARC files through the whole job, once per test session (several modules read it)."""
 import json
 import shutil
 
 import pytest
 
 from pipeline.job.run import run
-from tests.conftest import SENTENCES_DIR, WARC_DIR
+from tests.conftest import SENTENCES_DIR, WARC_DIR, built_once
 
 WARC_GLOB = str(WARC_DIR / "*.warc.gz")
 
@@ -13,9 +13,10 @@ WARC_GLOB = str(WARC_DIR / "*.warc.gz")
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory):
     """(output folder, report) of `refinery run` on data/warc/ with every default; read it, never write to it."""
-    out = tmp_path_factory.mktemp("demo")
-    report = run(["--input", WARC_GLOB, "--output", str(out), "--quiet"])
-    return out, report
+    def build(out):
+        return out, run(["--input", WARC_GLOB, "--output", str(out), "--quiet"])
+
+    return built_once(tmp_path_factory, "demo", build)
 
 
 def prose_jsonl(path, langs, per_doc=12, docs=None):

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, WARC_DIR
+from tests.conftest import REPO, WARC_DIR, built_once
 
 # Small enough for 2 cores: ~125k parameters, 128-token sequences.
 TINY = ["--size", "tiny", "--seq-len", "128", "--micro-batch", "4", "--log-every", "5"]
@@ -25,10 +25,12 @@ def shards(tmp_path_factory):
     anneal/ split (high-quality documents, 30 % of the tokens)."""
     from pipeline.job.run import run
 
-    out = tmp_path_factory.mktemp("shards")
-    run(["--input", str(WARC_DIR / "*.warc.gz"), "--output", str(out), "--quiet", "--overwrite",
-         "--row-group-rows", "8", *SPLITS])
-    return out
+    def build(out):
+        run(["--input", str(WARC_DIR / "*.warc.gz"), "--output", str(out), "--quiet", "--overwrite",
+             "--row-group-rows", "8", *SPLITS])
+        return out
+
+    return built_once(tmp_path_factory, "shards", build)
 
 
 def _env() -> dict:

@@ -11,28 +11,49 @@ import pytest
 
 from tests.conftest import REPO
 from tests.training.conftest import TINY, losses_by_step, metrics, ok, train
+from training import checkpoint
 
 
 def common(shards, out, *extra):
     return ["--data", str(shards), "--out", str(out), *TINY, *extra]
 
 
+# One uninterrupted 2-rank run per strategy serves both tests below (each launch costs ~9 s of CPU): the packed
+# and the padded batches, without and with a DataLoader worker; dropout, so the RNG state must resume too.
+WHOLE = {"ddp": ["--mode", "packed", "--workers", "0"], "fsdp": ["--mode", "padded", "--workers", "1"]}
+STEPS = ["--steps", "25", "--grad-accum", "2", "--checkpoint-every", "4", "--dropout", "0.1"]
+
+
+@pytest.fixture(scope="module")
+def whole_run(shards, tmp_path_factory):
+    """`whole_run(strategy)`: (folder, stdout) of the uninterrupted run, trained on first use."""
+    done = {}
+
+    def get(strategy):
+        if strategy not in done:
+            out = tmp_path_factory.mktemp(f"whole-{strategy}")
+            proc = ok(train(common(shards, out, "--strategy", strategy, *WHOLE[strategy], *STEPS), nproc=2))
+            done[strategy] = out, proc.stdout
+        return done[strategy]
+
+    return get
+
+
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
-def test_two_ranks_train_on_the_pipeline_shards_and_the_loss_goes_down(shards, tmp_path, strategy):
-    proc = ok(train(common(shards, tmp_path, "--strategy", strategy, "--steps", "25", "--grad-accum", "2",
-                           "--checkpoint-every", "25"), nproc=2))
-    records = metrics(tmp_path)
+def test_two_ranks_train_on_the_pipeline_shards_and_the_loss_goes_down(whole_run, strategy):
+    run_dir, stdout = whole_run(strategy)
+    records = metrics(run_dir)
     steps = [r for r in records if "loss" in r]
     assert [r["step"] for r in steps] == list(range(1, 26))  # rank 0 alone writes the log
     first, last = steps[0]["loss"], sum(r["loss"] for r in steps[-3:]) / 3
     assert first > 5.0 and last < first - 0.8, (first, last)  # bytes: ln(258) = 5.55 at the start
     assert steps[0]["tokens"] == 2 * 2 * 4 * 128  # ranks x accumulation x micro-batch x seq_len
     assert not any(r["skipped"] for r in steps)
-    assert f"2 rank(s) {strategy} on cpu" in proc.stdout and "finished at step 25" in proc.stdout
-    assert os.path.isfile(tmp_path / "checkpoints" / "step-00000025.pt")
+    assert f"2 rank(s) {strategy} on cpu" in stdout and "finished at step 25" in stdout
+    assert os.path.isfile(run_dir / "checkpoints" / "step-00000025.pt")
 
     # measured next to predicted (issue: memory and parallel-cost reports)
-    summary = json.load(open(tmp_path / "summary.json"))
+    summary = json.load(open(run_dir / "summary.json"))
     check = summary["measured_vs_predicted"]
     assert check["zero"] == (3 if strategy == "fsdp" else 0) and len(check["ranks"]) == 2
     assert check["max_state_difference"] < 0.01  # model states within 1 % on CPU (in fact exact)
@@ -40,27 +61,26 @@ def test_two_ranks_train_on_the_pipeline_shards_and_the_loss_goes_down(shards, t
     assert set(check["communication"]) == expected_kinds
     for kind, row in check["communication"].items():
         assert row["measured"] == row["predicted"] > 0, kind
-    shown = subprocess.run([sys.executable, "-m", "pipeline.cli", "report", "memory", "--run", str(tmp_path)],
+    shown = subprocess.run([sys.executable, "-m", "pipeline.cli", "report", "memory", "--run", str(run_dir)],
                            cwd=REPO, capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0 and "+0.000%" in shown.stdout, shown.stderr
 
 
-@pytest.mark.parametrize("strategy,mode,workers", [("ddp", "packed", "0"), ("fsdp", "padded", "1")])
-def test_resumed_run_repeats_the_uninterrupted_losses_exactly(shards, tmp_path, strategy, mode, workers):
-    args = ["--strategy", strategy, "--mode", mode, "--workers", workers, "--steps", "12", "--grad-accum", "2",
-            "--checkpoint-every", "4", "--dropout", "0.1"]  # dropout: the RNG state must resume too
-    whole, broken = tmp_path / "whole", tmp_path / "broken"
-    ok(train(common(shards, whole, *args), nproc=2))
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_resumed_run_repeats_the_uninterrupted_losses_exactly(whole_run, shards, tmp_path, strategy):
+    args = ["--strategy", strategy, *WHOLE[strategy], *STEPS]
+    whole, _ = whole_run(strategy)
+    broken = tmp_path / "broken"
     ok(train(common(shards, broken, *args, "--stop-after", "10"), nproc=2))  # "crash" after step 10
     assert json.load(open(broken / "checkpoints" / "latest.json"))["step"] == 8
     ok(train(common(shards, broken, *args, "--resume"), nproc=2))
     expected, resumed = losses_by_step(whole), losses_by_step(broken)
     assert any(r.get("event") == "resumed" and r["step"] == 8 for r in metrics(broken))
-    for step in range(1, 13):
+    for step in range(1, 26):
         assert resumed[step]["loss"] == expected[step]["loss"], step  # exact, not approximately
         assert resumed[step]["grad_norm"] == expected[step]["grad_norm"], step
     logged = [r["step"] for r in metrics(broken) if "loss" in r]
-    assert logged == list(range(1, 13))  # steps 9-10, trained again, appear once
+    assert logged == list(range(1, 26))  # steps 9-10, trained again, appear once
     assert json.load(open(broken / "summary.json"))["first_loss"] == expected[1]["loss"]  # the run's, not the resume's
 
 
@@ -75,6 +95,8 @@ def test_checkpoint_moves_between_strategies_and_world_sizes(shards, tmp_path):
 
 
 def test_bad_checkpoints_are_clear_errors_never_a_restart(shards, tmp_path):
+    """What `--resume` refuses is `checkpoint.load`'s (checked on a real run's checkpoint, in this process); the
+    command turns each refusal into one line and exit 2 before a step is trained (checked on two of them)."""
     args = common(shards, tmp_path, "--steps", "4", "--checkpoint-every", "2", "--size", "tiny")
     proc = train(args + ["--resume"])
     assert proc.returncode == 2 and "no checkpoint in" in proc.stderr
@@ -85,25 +107,29 @@ def test_bad_checkpoints_are_clear_errors_never_a_restart(shards, tmp_path):
     latest = ckpt_dir / "step-00000004.pt"
     good = latest.read_bytes()
 
-    latest.write_bytes(good[: len(good) // 2])  # partial write
-    proc = train(args + ["--resume"])
-    assert proc.returncode == 2 and "partial" in proc.stderr and "step 0" not in proc.stdout
+    def refused() -> str:
+        with pytest.raises(checkpoint.CheckpointError) as caught:
+            checkpoint.load(str(ckpt_dir))
+        return str(caught.value)
 
+    assert checkpoint.load(str(ckpt_dir))["step"] == 4
+    latest.write_bytes(good[: len(good) // 2])  # partial write
+    assert "partial" in refused()
     flipped = bytearray(good)
     flipped[len(flipped) // 2] ^= 0x01
     latest.write_bytes(bytes(flipped))
-    proc = train(args + ["--resume"])
-    assert proc.returncode == 2 and "corrupt" in proc.stderr
+    assert "corrupt" in refused()
+    proc = train(args + ["--resume"])  # the command: one line, exit 2, nothing trained
+    assert proc.returncode == 2 and "corrupt" in proc.stderr and "Traceback" not in proc.stderr
+    assert "step 0" not in proc.stdout
 
     latest.write_bytes(good)
     pointer = json.loads((ckpt_dir / "latest.json").read_text())
     for elsewhere in ("../../elsewhere/step-00000004.pt", str(latest), "notes.txt"):  # only a step file of this folder
         (ckpt_dir / "latest.json").write_text(json.dumps({**pointer, "file": elsewhere}))
-        proc = train(args + ["--resume"])
-        assert proc.returncode == 2 and "which is not a step-N.pt file of" in proc.stderr, proc.stderr
+        assert "which is not a step-N.pt file of" in refused()
     os.remove(ckpt_dir / "latest.json")
-    proc = train(args + ["--resume"])
-    assert proc.returncode == 2 and "no latest.json" in proc.stderr
+    assert "no latest.json" in refused()
     assert sum(1 for r in metrics(tmp_path) if "loss" in r) == 4  # no failed attempt trained a step
 
 
