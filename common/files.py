@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import os
 import stat
 from collections.abc import Iterator
@@ -146,3 +147,12 @@ def unsafe_entries(folder: str, limit: int = 5) -> list[tuple[str, str]]:
             if what is not None:
                 found.append((entry.path, what))
     return found[:limit]
+
+
+def file_sha256(path: str) -> str:
+    """The hex SHA-256 of a file's bytes, read 1 MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

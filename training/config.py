@@ -13,12 +13,37 @@ import json
 from collections.abc import Sequence
 
 from common.settings import ConfigError, add_flags, add_set_flag, check, flag_values, load, set_values
-from training.distributed import STRATEGIES
-from training.model import MODEL_SIZES, ModelConfig
 from training.spikes import SpikeConfig
-from training.step import PRECISIONS
 
+# No torch here: `refinery train --nproc-per-node N` checks the options in its own process before torchrun starts
+# the ranks, and a mistake is one line within a second (torch's import alone takes one to two).
 MODES, DEVICES, SCHEDULES = ("packed", "padded"), ("auto", "cpu", "cuda"), ("cosine", "wsd")
+STRATEGIES = ("ddp", "fsdp")            # training/distributed.py
+PRECISIONS = ("fp32", "bf16", "fp16")   # training/step.py (autocast)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """The shape of training/model.py's GPT."""
+    vocab_size: int = 258
+    seq_len: int = 256
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd {self.n_embd} is not a multiple of n_head {self.n_head}")
+
+
+# Named sizes; --n-layer/--n-head/--n-embd override any of them.
+MODEL_SIZES = {
+    "tiny": dict(n_layer=2, n_head=2, n_embd=64),
+    "small": dict(n_layer=4, n_head=4, n_embd=128),
+    "base": dict(n_layer=6, n_head=6, n_embd=384),
+    "gpt2": dict(n_layer=12, n_head=12, n_embd=768),
+}
 
 
 @dataclasses.dataclass
@@ -33,7 +58,7 @@ class TrainConfig:
     micro_batch: int = 8           # sequences per rank per micro-batch
     grad_accum: int = 1            # micro-batches per optimizer step
     steps: int = 100               # optimizer steps (the LR schedule's length)
-    size: str = "small"            # model size: tiny, small, ... (training/model.py MODEL_SIZES)
+    size: str = "small"            # model size: tiny, small, ... (MODEL_SIZES above)
     n_layer: int | None = None  # overrides the size's shape
     n_head: int | None = None
     n_embd: int | None = None

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from common.files import file_sha256
 from common.shards import MANIFEST
 from stages.formats import parse_json
 
@@ -91,14 +92,6 @@ def split_units(groups: list[tuple[str, int, int]], min_units: int, where: str) 
         raise DataError(f"{where}: {rows} documents cannot give each of {min_units} readers "
                         "(ranks x workers) its own rows; use fewer ranks or workers")
     return units
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclasses.dataclass

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-STRATEGIES = ("ddp", "fsdp")
+from training.config import STRATEGIES
 
 
 @dataclasses.dataclass

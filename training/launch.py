@@ -42,9 +42,8 @@ def main(argv: Sequence[str]) -> int:
 
         return train_main(rest)
     from common.settings import ConfigError
-    from training.checkpoint import CheckpointError
+    from training.checkpoint import CheckpointError, check_out
     from training.config import parse
-    from training.train import check_out
 
     try:
         cfg = parse(rest)  # a bad option, config file or --out is reported once here, not once per rank

@@ -1,7 +1,6 @@
 """A compact GPT (nanoGPT-style pre-LayerNorm blocks, learned positions, tied embeddings)."""
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import torch
@@ -9,28 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-
-@dataclasses.dataclass(frozen=True)
-class ModelConfig:
-    vocab_size: int = 258
-    seq_len: int = 256
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
-    dropout: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd {self.n_embd} is not a multiple of n_head {self.n_head}")
-
-
-# Named sizes; --n-layer/--n-head/--n-embd override any of them.
-MODEL_SIZES = {
-    "tiny": dict(n_layer=2, n_head=2, n_embd=64),
-    "small": dict(n_layer=4, n_head=4, n_embd=128),
-    "base": dict(n_layer=6, n_head=6, n_embd=384),
-    "gpt2": dict(n_layer=12, n_head=12, n_embd=768),
-}
+from training.config import MODEL_SIZES, ModelConfig  # noqa: F401  (the model's shape; imported from here too)
 
 
 class CausalSelfAttention(nn.Module):

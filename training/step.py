@@ -18,8 +18,6 @@ import torch.nn.functional as F
 from training.data import IGNORE_INDEX
 from training.distributed import all_reduce_sum, gradient_sync
 
-PRECISIONS = ("fp32", "bf16", "fp16")
-
 
 @dataclasses.dataclass
 class StepResult:

@@ -39,9 +39,10 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from common import files
+from common.files import file_sha256
 from common.settings import error_text
 from stages.formats import parse_json
-from training.data import MANIFEST, DataError, ShardStream, Unit, file_sha256, read_manifest
+from training.data import MANIFEST, DataError, ShardStream, Unit, read_manifest
 from training.tokenizer import load_tokenizer
 
 FORMAT = "refinery-tokens/1"

@@ -306,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = init(cfg.device)
     trainer = None
     try:
-        check_out(cfg)  # on every rank: a refusal must not leave the other ranks waiting at the barrier
+        checkpoint.check_out(cfg)  # on every rank: a refusal must not leave the other ranks waiting at the barrier
         if env.main:
             prepare_out(cfg)
         if env.device.type == "cpu":
@@ -358,17 +358,6 @@ def set_threads(cfg: TrainConfig, env: Dist) -> None:
     use_cpu_threads(threads=threads)
     if env.main:
         print(f"[train] {threads} torch thread(s) per rank ({why})", flush=True)
-
-
-def check_out(cfg: TrainConfig) -> None:
-    """Refuse an OUT that holds checkpoint files (whatever latest.json says, even if it is gone) unless
-    the run resumes or overwrites them: a fresh run there would clean up the newest good checkpoint."""
-    if cfg.overwrite and cfg.resume:
-        raise checkpoint.CheckpointError("--overwrite and --resume contradict each other")
-    found = checkpoint.existing(os.path.join(cfg.out, "checkpoints"))
-    if found and not (cfg.resume or cfg.overwrite):
-        raise checkpoint.CheckpointError(f"{cfg.out} already holds checkpoints ({', '.join(found[:3])}): pass "
-                                         "--resume to continue, --overwrite to start over, or choose another --out")
 
 
 def prepare_out(cfg: TrainConfig) -> None:
