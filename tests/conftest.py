@@ -134,7 +134,8 @@ def pathological_warc(path: pathlib.Path) -> dict:
 def built_once(tmp_path_factory, name: str, build):
     """`build(folder)`'s result, built by one test process of the session and read by the others (pytest-xdist
     workers share the session's temporary root): a demo run or training shards cost ~9 s each time they are built.
-    `build` writes below `folder` and returns what pickle can hold; without xdist, a folder of this process."""
+    `build` writes below `folder` and returns what pickle can hold; without xdist, or while another worker builds
+    it (waiting would leave a core idle), a folder of this process's own."""
     import fcntl
     import os
     import pickle
@@ -145,7 +146,10 @@ def built_once(tmp_path_factory, name: str, build):
     root = tmp_path_factory.getbasetemp().parent  # the session's root: popen-gw0/, popen-gw1/, ... lie below it
     folder, result = root / f"built-{name}", root / f"built-{name}.pickle"
     with open(root / f"built-{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others wait here, then read
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another worker is building it now: a copy of our own costs no more than waiting
+            return build(tmp_path_factory.mktemp(name))
         if not result.exists():
             shutil.rmtree(folder, ignore_errors=True)  # a build that failed in another worker: fail here the same way
             folder.mkdir()
