@@ -22,10 +22,11 @@ def _replay(cfg, trace: list[dict]) -> list[int]:
     """The steps the spike guard of `cfg` skips on `trace`, checked and observed as `train_step` does."""
     guard, skipped = SpikeGuard(cfg.spike, warmup=cfg.warmup, clip=cfg.clip), []
     for record in trace:
-        if guard.check(record["loss"], record["grad_norm"]) is not None:
+        reason = guard.check(record["loss"], record["grad_norm"])
+        guard.observe(record["loss"], record["grad_norm"], record["step"])
+        if reason is not None:  # then the loop records the skip (no rollback is replayed: a skip is what counts)
             skipped.append(record["step"])
             guard.skipped(record["step"])
-        guard.observe(record["loss"], record["grad_norm"], record["step"])
     return skipped
 
 
