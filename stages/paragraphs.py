@@ -10,7 +10,8 @@ repeated units another document owns. The owner of a unit is the document most l
 original (`stages.origin.origin_rank`: not a page declaring another canonical URL, then the earliest date the
 text is known to have existed, then highest quality score, longest, smallest id): syndicated copies and
 answers quoting a source lose the paragraph to the original, and the output does not depend on the order
-documents were read in or on the runner (Dolma's Bloom filter keeps the first copy seen).
+documents were read in or on the runner (Dolma's Bloom filter keeps the first copy seen). Only documents that
+passed every page filter are counted (those stages run in phase 1), so an owner is not dropped after it.
 """
 from __future__ import annotations
 

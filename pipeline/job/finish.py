@@ -2,8 +2,8 @@
 twice (pipeline/job/phases.py runs them in Beam; tests and other schedulers call `run` directly):
 
     dedup's decisions for a part -> FinishPart: the part's documents minus the dropped ones (ledgered now,
-        with url, language, file and snippet), through the per-document stages after dedup
-        (decontamination, bad words, toxicity, PII) -> OUTPUT/_finished/<key>.parquet
+        with url, language, file and snippet), through the stages after dedup
+        (paragraph dedup's cut, decontamination, PII) -> OUTPUT/_finished/<key>.parquet
     -> WritePart: the mix's copies, the write check, the validation and anneal splits -> the part's
         shards (pipeline/job/output.py), and the signatures of the originals in the output
 

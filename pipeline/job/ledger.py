@@ -1,8 +1,8 @@
 """The drop ledger's last step: every `kept_id` names a document that is in the output.
 
 A duplicate names the copy its dedup stage kept, but that copy can leave later: the exact-dedup
-survivor may be a near duplicate of another page, or be dropped by decontamination, the bad-words
-filter or the mix. Each round joins the duplicates, keyed by the copy they name, with the ledger
+survivor may be a near duplicate of another page, or be dropped by decontamination, a PII
+budget or the mix. Each round joins the duplicates, keyed by the copy they name, with the ledger
 keyed by id (a CoGroupByKey: no gather onto one worker); one round per dedup stage follows every
 chain to its end. A copy that is in no ledger row is in the output (conservation is checked after
 the run); one dropped for another reason leaves `kept_id` empty and the detail says what happened.

@@ -312,7 +312,7 @@ class BadWordsFilter(RuleStage):
 
 
 SPEC = StageSpec(
-    name=STAGE, order=102, config=BadWordsConfig, build=BadWordsFilter,
+    name=STAGE, order=68, config=BadWordsConfig, build=BadWordsFilter,
     about="LDNOOBW words of the page's language, per 1,000 words",
     reasons={f"{REASON}_{what}": f"at least `min_matches` listed words of the counted `kinds` and `max_density` per "
                                  f"1,000 words (mode any: one word), most of them {about}; detail: the density, the "

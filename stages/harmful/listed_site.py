@@ -94,7 +94,7 @@ class ListedSite(Stage):
 
 
 SPEC = StageSpec(
-    name=STAGE, order=106, config=ListedSiteConfig, build=ListedSite,
+    name=STAGE, order=71, config=ListedSiteConfig, build=ListedSite,
     enabled=lambda run: bool(run.url_filter.enabled and run.url_filter.second_look),
     about="pages of sites on a `url_filter.second_look` list: kept only if their text is clean",
     reasons={REASON: "its site is on a second_look list and its text agrees: too short, listed words, toxic or "

@@ -175,6 +175,6 @@ class ToxicityScorer(ModelStage):
 
 
 SPEC = StageSpec(
-    name=STAGE, order=104, config=ToxicityConfig, build=ToxicityScorer,
+    name=STAGE, order=69, config=ToxicityConfig, build=ToxicityScorer,
     about="sets `toxicity_score`: the page's toxic paragraphs combined; `toxicity_worst`, `toxic_window_share`",
     reasons={REASON: "score at or over `toxicity.threshold` (only when one is set); detail: the paragraph"})

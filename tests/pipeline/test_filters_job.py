@@ -67,8 +67,8 @@ def test_each_rule_family_leaves_its_reason_in_the_ledger(tmp_path):
 
     stages = [f["stage"] for f in report["funnel"]]
     assert stages == ["warc", "url_filter", "optout_signals", "extract", "text_repair", "langid", "gopher_repetition",
-                      "gopher_quality", "c4", "fineweb", "quality", "optout", "exact_dedup", "near_dedup", "bad_words",
-                      "toxicity", "pii", "write"]
+                      "gopher_quality", "c4", "fineweb", "bad_words", "toxicity", "quality", "optout", "exact_dedup",
+                      "near_dedup", "pii", "write"]
     assert report["conservation"]["holds"]
     pii = next(f for f in report["funnel"] if f["stage"] == "pii")
     assert pii["notes"] == {"replaced.EMAIL": 1, "replaced.PHONE": 1}

@@ -18,7 +18,8 @@ from pipeline.job.outdir import compare_outputs
 from pipeline.job.run import run
 from stages.extraction.warc import record_spans
 from stages.paragraphs import normalized
-from tests.conftest import REPO, WARC_DIR, WAYBACK
+from stages.reference import ntrex_documents
+from tests.conftest import MULTILINGUAL_SAMPLE, REPO, WARC_DIR, WAYBACK, WarcBuilder
 from tests.pipeline.conftest import WARC_GLOB
 
 BANNER = "CASINO CITY NETWORK: Online Casino City"
@@ -156,3 +157,35 @@ def test_span_mode_keeps_one_copy_of_each_repeated_three_sentence_span(tmp_path)
     top = report["edits"]["paragraph_dedup"]["most_repeated"][0]
     assert top["documents"] >= 10 and top["sites"] == ["www.casinocity.com"]
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["paragraph_signatures"]["unit"] == "span"
+
+
+def test_a_paragraph_stays_with_a_copy_when_its_original_is_dropped_by_a_page_filter(tmp_path):
+    """The original of a news article (NTREX; its Last-Modified the earliest date) carries a spam comment full of
+    listed sexual words, and a portal republished the article inside a longer page. The page filters (bad words,
+    toxicity, listed sites) judge every page before the dedup stages count copies, so the original is out before
+    owners are chosen and the portal's copy keeps the article: no paragraph leaves the corpus with a page that
+    another stage drops (they once ran after paragraph dedup, and the article left with the original)."""
+    articles = [text for code, _, text in ntrex_documents(str(MULTILINGUAL_SAMPLE)) if code == "eng-GB"]
+    story = [line for line in articles[0].splitlines() if len(line) > 60][:6]
+    other = [line for line in articles[1].splitlines() if len(line) > 60][:8]
+    spam = ("Comment: hot webcam porn and free xxx videos, nude escorts tonight, hardcore anal sex and "
+            "bondage clips, click the link for the best blowjob site")
+
+    def html_page(paragraphs):
+        body = "".join(f"<p>{p}</p>\n" for p in paragraphs)
+        return f"<html><head><title>News</title></head><body><article>{body}</article></body></html>".encode()
+
+    warc = WarcBuilder(tmp_path / "news.warc.gz")
+    warc.response("https://news.example/story", html_page([*story, spam]),
+                  extra_http=[("Last-Modified", "Fri, 01 Mar 2019 08:00:00 GMT")])
+    warc.response("https://portal.example/today", html_page(["Today's stories, chosen by our editors.", *story, *other]))
+    warc.close()
+    out = tmp_path / "out"
+    report = run(["--input", str(warc.path), "--output", str(out), "--quiet", "--paragraph-dedup"])
+    assert report["status"] == "ok" and report["conservation"]["holds"]
+    ledger = {r["url"]: (r["stage"], r["reason"]) for r in pq.read_table(out / "ledger").to_pylist()}
+    assert ledger == {"https://news.example/story": ("bad_words", "bad_words_sexual")}
+    kept = {d["url"]: d for d in documents(out).values()}
+    assert set(kept) == {"https://portal.example/today"}
+    portal = kept["https://portal.example/today"]
+    assert set(map(normalized, story)) <= set(lines_of(portal["text"])) and not portal["edits"]

@@ -72,8 +72,8 @@ def test_funnel_adds_up_stage_by_stage(demo_run):
     assert json.loads((out / "report.json").read_text()) == json.loads(json.dumps(report, default=str))
     funnel = report["funnel"]
     assert [f["stage"] for f in funnel] == ["warc", "url_filter", "optout_signals", "extract", "text_repair", "langid",
-                                            "gopher_repetition", "gopher_quality", "quality", "optout", "exact_dedup",
-                                            "near_dedup", "bad_words", "toxicity", "pii", "write"]
+                                            "gopher_repetition", "gopher_quality", "bad_words", "toxicity", "quality",
+                                            "optout", "exact_dedup", "near_dedup", "pii", "write"]
     for f in funnel:
         assert f["in"] == f["kept"] + f["dropped"], f
         assert f["counters_agree_with_ledger"], f
