@@ -12,6 +12,7 @@ the page.
 """
 from __future__ import annotations
 
+import io
 import logging
 import re
 import zlib
@@ -220,16 +221,68 @@ def archive_records(stream: BinaryIO) -> ArchiveIterator:
     return records
 
 
-def _gzip_member_inflater():
-    return isal_zlib.decompressobj(16 + isal_zlib.MAX_WBITS)
+# The most one inflate call gives. warcio inflates each block it reads whole: a 64 KB block of a gzip member of
+# one repeated byte (a 256 MiB header line, a bomb payload) is ~65 MB at once, held twice while warcio buffers it,
+# and under an address-space limit the allocation failed inside ISA-L, which warcio reports on stderr and reads
+# as the end of the data: the rest of the file became one read_error row (tests/reliability/test_hostile_inputs.py).
+INFLATE_OUT_BYTES = 4 * 1024 * 1024
+
+
+class BoundedInflater:
+    """A gzip member's ISA-L inflater that gives at most INFLATE_OUT_BYTES a call; the compressed input it has not
+    used yet (`pending`) is inflated before any new input, by `drain` when warcio's buffer runs empty."""
+
+    def __init__(self):
+        self._inflater = isal_zlib.decompressobj(16 + isal_zlib.MAX_WBITS)
+        self._pending, self._full = b"", False
+
+    @property
+    def pending(self) -> bool:
+        """Output is still due from input already given (a capped call may also end with the input used up)."""
+        return bool(self._pending) or (self._full and not self._inflater.eof)
+
+    def decompress(self, data: bytes) -> bytes:
+        out = self._inflater.decompress(self._pending + data if self._pending else data, INFLATE_OUT_BYTES)
+        self._pending, self._full = self._inflater.unconsumed_tail, len(out) >= INFLATE_OUT_BYTES
+        return out
+
+    def drain(self) -> bytes:
+        return self.decompress(b"")
+
+    @property
+    def unused_data(self) -> bytes:
+        return self._inflater.unused_data
+
+    @property
+    def eof(self) -> bool:
+        return self._inflater.eof
+
+    def flush(self) -> bytes:
+        return self._inflater.flush()
 
 
 def _inflate_with_isal(reader) -> None:
     """warcio's reader, inflating gzip members with ISA-L instead of zlib (same output; a corrupt member raises
-    isal_zlib.error where zlib raised zlib.error, and warcio and read_warc catch both as errors)."""
-    reader.DECOMPRESSORS = {**reader.DECOMPRESSORS, "gzip": _gzip_member_inflater}
+    isal_zlib.error where zlib raised zlib.error, and warcio and read_warc catch both as errors), at most
+    INFLATE_OUT_BYTES at a time: warcio refills its buffer from the inflater's pending input before it reads more."""
+    reader.DECOMPRESSORS = {**reader.DECOMPRESSORS, "gzip": BoundedInflater}
     if reader.decomp_type == "gzip":  # the first member's inflater was made in the constructor, before any read
         reader._init_decomp("gzip")
+    refill = reader._fillbuff
+
+    def fillbuff(block_size=None):
+        inflater = reader.decompressor
+        exhausted = not reader.buff or reader.buff.tell() >= reader.buff_size
+        if exhausted and isinstance(inflater, BoundedInflater) and inflater.pending:
+            out = inflater.drain()
+            reader.buff, reader.buff_size = io.BytesIO(out), len(out)
+            reader.num_read += len(out)
+            reader.num_block_read += len(out)
+            if out:
+                return
+        refill(block_size)
+
+    reader._fillbuff = fillbuff
 
 
 def _file_drop(filename: str, source: str, offset: int, detail: str) -> StageResult:
