@@ -4,7 +4,7 @@ The copy the quality model likes best is not the original: syndicated news keeps
 quotes its source, a scraper republishes an article. What a page says about itself is better evidence, in this
 order: a `<link rel="canonical">` naming another URL (the page declares itself a copy); the earliest date the
 text is known to have existed (the HTTP Last-Modified header, the capture date of a Wayback copy, the fetch
-date); then quality, length and id only to break ties.
+date, a text record's own date); then quality, length and id only to break ties.
 """
 from __future__ import annotations
 
@@ -91,7 +91,8 @@ def is_declared_copy(url: str, canonical: str | None) -> bool:
 
 def earliest_date(url: str, metadata: Mapping[str, Any]) -> str:
     """The earliest date the page's text is known to have existed (ISO 8601), or NO_DATE."""
-    dates = [d for d in (metadata.get("last_modified"), _iso(metadata.get("warc_date"))) if d]
+    dates = [d for d in (metadata.get("last_modified"), _iso(metadata.get("warc_date")), metadata.get("source_date"))
+             if d]
     capture = wayback_capture(url)
     stamp = capture[0][:14] if capture else ""
     if len(stamp) == 14 and stamp.isdigit():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import date, datetime, timezone
 from typing import BinaryIO
 
 from common.settings import check
@@ -31,6 +32,10 @@ class TextSourceConfig:
     field: str = "text"                         # text field of JSONL/Parquet records
     id_field: str = "id"                        # their own id (kept as `record_id`; a Hugging Face set's id column)
     url_field: str = "url"                      # their URL, if they have one
+    # their date, if they have one (FineWeb's `date`, the fetch; Dolma's is `created`): ISO 8601 text, a Parquet
+    # timestamp or Unix seconds, kept as metadata.source_date (UTC) and used as evidence of origin by paragraph
+    # dedup (stages/origin.py); a value that is not a date is left out
+    date_field: str = "date"
     # A JSONL line (or Parquet text) larger than this is ledgered as too_large without being held.
     # Books run to a few MB (Project Gutenberg's longest are ~5 MB); every later stage holds a few
     # copies of a document, so the cap is what bounds a worker's memory for text sources.
@@ -44,8 +49,8 @@ class TextSourceConfig:
     def __post_init__(self):
         check(self.max_record_bytes > 0 and self.max_url_chars > 0 and self.max_parquet_page_bytes > 0,
               "size caps must be positive: max_record_bytes, max_url_chars, max_parquet_page_bytes")
-        check(bool(self.field) and bool(self.id_field) and bool(self.url_field),
-              "field, id_field and url_field must name a column")
+        check(bool(self.field) and bool(self.id_field) and bool(self.url_field) and bool(self.date_field),
+              "field, id_field, url_field and date_field must name a column")
 
 
 SPEC = StageSpec(
@@ -130,8 +135,10 @@ def _row_document(doc: Document, row: dict, where: str, config: TextSourceConfig
     """Validate and clean one record's id, url and text (no lone surrogates leave reading)."""
     own_id = row.get(config.id_field)
     url = row.get(config.url_field)
+    stamp = record_date(row.get(config.date_field))
     doc = doc.replace(record_id=None if own_id is None else clean_text(str(own_id))[:1024],
-                      url=clean_text(url) if isinstance(url, str) else "")
+                      url=clean_text(url) if isinstance(url, str) else "",
+                      metadata={**doc.metadata, "source_date": stamp} if stamp else doc.metadata)
     if len(doc.url) > config.max_url_chars:
         return doc.replace(url=doc.url[:config.max_url_chars]).drop(
             STAGE, DropReason.HEADER_TOO_LONG, f"{where}: url of {len(url)} characters > {config.max_url_chars}")
@@ -141,6 +148,29 @@ def _row_document(doc: Document, row: dict, where: str, config: TextSourceConfig
     if len(text) > config.max_record_bytes:  # Parquet cells arrive whole; JSONL lines were capped already
         return doc.drop(STAGE, DropReason.TOO_LARGE, f"{where}: {len(text)} characters > {config.max_record_bytes}")
     return doc.replace(text=clean_text(text))
+
+
+def record_date(value) -> str | None:
+    """A record's date as ISO 8601 UTC seconds, or None: ISO 8601 text (a trailing Z, fractions, an offset or a
+    bare date), a datetime (a Parquet timestamp; naive means UTC) or Unix seconds."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        if isinstance(value, (int, float)):
+            moment = datetime.fromtimestamp(value, tz=timezone.utc)
+        elif isinstance(value, datetime):
+            moment = value
+        elif isinstance(value, date):
+            moment = datetime(value.year, value.month, value.day)
+        elif isinstance(value, str) and len(value) <= 64:
+            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        else:
+            return None
+    except (ValueError, OverflowError, OSError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _bounded_line(stream, limit: int):
@@ -168,7 +198,7 @@ def _read_parquet(stream: BinaryIO, source: str, filename: str, config: TextSour
     try:
         parquet = pq.ParquetFile(stream)
         names = set(parquet.schema_arrow.names)
-        columns = [c for c in (config.field, config.id_field, config.url_field) if c in names]
+        columns = [c for c in (config.field, config.id_field, config.url_field, config.date_field) if c in names]
         meta = parquet.metadata
         leaves = [j for j in range(meta.num_columns) if meta.schema.column(j).path.split(".")[0] in columns]
     except Exception as exc:  # not readable at all: one row for the file

@@ -49,7 +49,8 @@ SHORT_FLAGS = {"langid.languages": ["--languages"], "langid.threshold": ["--lang
                "langid.model": ["--lid-model"], "extract.timeout_s": ["--extract-timeout"],
                "extract.max_html_bytes": ["--max-html-bytes"], "decontam.benchmarks": ["--decontaminate"],
                # a folder `datasets` wrote (to_parquet / to_json) read as text: its columns by name
-               "text.field": ["--text-column"], "text.id_field": ["--id-column"], "text.url_field": ["--url-column"]}
+               "text.field": ["--text-column"], "text.id_field": ["--id-column"], "text.url_field": ["--url-column"],
+               "text.date_field": ["--date-column"]}
 # Job settings with hand-made flags (below): several sources, repeated globs.
 HAND_FLAGS = ("inputs", "source", "sources", "inject_errors")
 

@@ -22,7 +22,7 @@ from stages.quality_signals import QUALITY_SIGNALS
 from stages.record import Document, Drop, DropReason, Edit, Stage, StageResult, clean_text, has_lone_surrogate
 from stages.table import stage_table
 
-SCHEMA_VERSION = "13"  # 13: metadata.license, license_source; 12: lm_surprise; 11: toxicity_worst, toxic_window_share, url_listed; 10: text_fixed, encoding_damage, the quality signals; 9: edits (and the edit book, edits/), cluster_size; 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
+SCHEMA_VERSION = "14"  # 14: metadata.source_date; 13: metadata.license, license_source; 12: lm_surprise; 11: toxicity_worst, toxic_window_share, url_listed; 10: text_fixed, encoding_damage, the quality signals; 9: edits (and the edit book, edits/), cluster_size; 8: metadata.rescued; 7: text records' file and line, typed ledger provenance; 6: toxicity_score; 5: ids unique by construction; the input's own id is `record_id`
 
 # WARC facts kept for every document (all nullable: header-less archives lack some).
 METADATA_FIELDS = [
@@ -37,6 +37,7 @@ METADATA_FIELDS = [
     pa.field("charset_source", pa.string()),   # bom | http | warc | meta | utf-8 | detected | replace
     pa.field("source_file", pa.string()),      # text sources (JSONL/Parquet): the file, below the inputs' folder
     pa.field("source_line", pa.int64()),       # ... and the record's line (JSONL) or row (Parquet), from 1
+    pa.field("source_date", pa.string()),      # ... and its own date (text.date_field), ISO 8601 UTC
     pa.field("last_modified", pa.string()),    # the HTTP Last-Modified header, ISO 8601 UTC (stages/origin.py)
     pa.field("canonical_url", pa.string()),    # the page's <link rel="canonical">, absolute (stages/origin.py)
     pa.field("rescued", pa.string()),          # kept although it missed one repetition limit by a hair: the rule,

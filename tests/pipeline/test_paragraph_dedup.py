@@ -189,3 +189,30 @@ def test_a_paragraph_stays_with_a_copy_when_its_original_is_dropped_by_a_page_fi
     assert set(kept) == {"https://portal.example/today"}
     portal = kept["https://portal.example/today"]
     assert set(map(normalized, story)) <= set(lines_of(portal["text"])) and not portal["edits"]
+
+
+def test_text_records_with_dates_give_the_paragraph_to_the_earliest(tmp_path):
+    """Two JSONL sets in FineWeb's layout (text, url, date): a blog post crawled in 2014 that quotes an NTREX article
+    below its own paragraphs, and a 2024 record of the article's paragraphs alone, which the quality model scores
+    higher (1.0 against 0.9998) and which without dates would have kept them. The 2014 record keeps them; the
+    2024 copy has nothing left and is ledgered; the shards carry the record's date."""
+    articles = [text for code, _, text in ntrex_documents(str(MULTILINGUAL_SAMPLE)) if code == "eng-GB"]
+    story = [line for line in articles[0].splitlines() if len(line) > 60][:6]
+    own = [line for line in articles[1].splitlines() if len(line) > 60][:8]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    (tmp_path / "old" / "a.jsonl").write_text(json.dumps(
+        {"text": "\n".join([*own, *story]), "url": "https://blog.example/post", "date": "2014-07-10T08:00:00Z"}) + "\n")
+    (tmp_path / "new" / "b.jsonl").write_text(json.dumps(
+        {"text": "\n".join(story), "url": "https://copy.example/story", "date": "2024-05-20T10:00:00Z"}) + "\n")
+    out = tmp_path / "out"
+    report = run(["--source", f"old={tmp_path / 'old'}/*.jsonl", "--source", f"new={tmp_path / 'new'}/*.jsonl",
+                  "--output", str(out), "--quiet", "--paragraph-dedup"])
+    assert report["status"] == "ok" and report["conservation"]["holds"]
+    kept = {row["url"]: row for split in ("data", "valid/data")
+            for row in pq.read_table(out / split, columns=["url", "text", "metadata"]).to_pylist()}
+    assert set(kept) == {"https://blog.example/post"}
+    blog = kept["https://blog.example/post"]
+    assert blog["text"] == "\n".join([*own, *story]) and blog["metadata"]["source_date"] == "2014-07-10T08:00:00Z"
+    ledger = {r["url"]: (r["stage"], r["reason"]) for r in pq.read_table(out / "ledger").to_pylist()}
+    assert ledger == {"https://copy.example/story": ("paragraph_dedup", "too_much_repeated")}

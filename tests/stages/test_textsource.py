@@ -74,3 +74,34 @@ def test_a_folder_written_by_datasets_reads_with_its_columns_named(tmp_path):
             docs = list(read_text_records(fh, source="hf", filename=name, fmt=fmt, config=config))
         assert [d.text for d in docs] == rows["content"] and [d.record_id for d in docs] == rows["doc_id"]
         assert [d.url for d in docs] == rows["link"]
+
+
+def test_a_records_date_is_kept_as_source_date_in_every_form_a_set_writes_it(tmp_path):
+    """FineWeb's `date` (ISO text with Z), Dolma's `created` (fractions; --date-column created), a Parquet
+    timestamp column, Unix seconds: metadata.source_date, UTC, the evidence of origin paragraph dedup reads
+    (stages/origin.py). What is not a date (a word, a boolean, a huge string) leaves no source_date."""
+    import datetime
+    import json
+
+    from stages.origin import earliest_date
+    from stages.textsource import record_date
+
+    assert record_date("2013-05-18T10:38:42Z") == "2013-05-18T10:38:42Z"
+    assert record_date("2023-03-01T12:00:00.000+02:00") == "2023-03-01T10:00:00Z"
+    assert record_date("2019-04-25") == "2019-04-25T00:00:00Z"
+    assert record_date(0) == "1970-01-01T00:00:00Z"
+    assert record_date(datetime.datetime(2020, 1, 2, 3, 4, 5)) == "2020-01-02T03:04:05Z"
+    assert [record_date(v) for v in ("yesterday", True, "2" * 100, None, [2020])] == [None] * 5
+    pq.write_table(pa.table({"text": ["A text.", "Another text."],
+                             "date": pa.array([datetime.datetime(2014, 7, 1, 9, 30), None], pa.timestamp("ms"))}),
+                   tmp_path / "set.parquet")
+    docs = read(tmp_path / "set.parquet")
+    assert [d.metadata.get("source_date") for d in docs] == ["2014-07-01T09:30:00Z", None]
+    assert earliest_date("", docs[0].metadata) == "2014-07-01T09:30:00Z"
+    (tmp_path / "dolma.jsonl").write_text(
+        json.dumps({"id": "d1", "text": "A text.", "created": "2023-03-01T00:00:00.000Z"}) + "\n" +
+        json.dumps({"id": "d2", "text": "Another text.", "created": "not a date"}) + "\n")
+    with open(tmp_path / "dolma.jsonl", "rb") as fh:
+        dolma = list(read_text_records(fh, source="s", filename="f", fmt="jsonl",
+                                       config=TextSourceConfig(date_field="created")))
+    assert [d.metadata.get("source_date") for d in dolma] == ["2023-03-01T00:00:00Z", None]
