@@ -181,7 +181,7 @@ SIGNATURE_COLUMNS = [
 PART_SCHEMA = pa.schema(
     [pa.field(c.name, c.part_type or c.type, nullable=c.name not in ("id", "source")) for c in DOCUMENT_COLUMNS]
     + SIGNATURE_COLUMNS + [pa.field("chars", pa.int64()), pa.field("tokens", pa.int64())],
-    metadata={"refinery.schema": "prepared/6"})
+    metadata={"refinery.schema": "prepared/7"})  # 7: text records' source_date
 class Signature(NamedTuple):
     """What phase 1 computes of a document's text for the global stages (the SIGNATURE_COLUMNS)."""
 
