@@ -56,7 +56,8 @@ class WarcConfig:
     # A WARC header line longer than this is never held (the rest of the line is skipped in chunks);
     # its record is ledgered (header_too_long).
     max_header_line_bytes: int = 64 * 1024
-    # More header bytes than this in one record: the rest of the file is ledgered (read_error).
+    # More header bytes than this in one record: the record is ledgered (read_error) and reading resumes at the
+    # next gzip member (in an uncompressed file: the rest of the file is one read_error row).
     max_header_bytes: int = 1024 * 1024
     # Longer target URIs are ledgered as header_too_long (browsers and crawlers stop far below this).
     max_url_chars: int = 8192
@@ -103,8 +104,8 @@ SPEC = StageSpec(
                               "decoding to more than `extract.max_html_bytes`",
         DropReason.HEADER_TOO_LONG: "a WARC header line over `warc.max_header_line_bytes` or a URL over "
                                     "`warc.max_url_chars`",
-        DropReason.READ_ERROR: "a record that cannot be read (detail: file@offset and error), or the rest of a "
-                               "broken file"})
+        DropReason.READ_ERROR: "a record that cannot be read (detail: file@offset and error; a damaged gzip member: "
+                               "the bytes skipped to the next member), or the rest of a broken file (onwards)"})
 
 
 class HeaderTooLarge(ValueError):
@@ -162,13 +163,17 @@ def read_warc(stream: BinaryIO, *, source: str, filename: str = "", config: Warc
     """Yield a Document or Drop for every `response` record; count the other record types.
 
     `count(name)` is called once per record with `record.<type>` so the caller can
-    report what was skipped. A file that breaks mid-way (corrupt gzip, garbage)
-    yields one READ_ERROR drop for the rest of the file instead of raising. A payload that
+    report what was skipped. A damaged gzip member is one READ_ERROR drop and reading resumes at the next
+    member; a file that breaks otherwise (garbage, an uncompressed file cut short) yields one READ_ERROR drop
+    for the rest of the file instead of raising. A payload that
     decodes to more than `max_payload_bytes` (the extraction cap) is ledgered here, so no
     page over the cap is ever passed on.
     """
     try:
         for record, offset, oversized in guarded_records(stream, config, count):
+            if record is None:  # bytes no member of which inflates (`oversized`: why)
+                yield _file_drop(filename, source, offset, oversized, rest=False)
+                continue
             rec_type = record.rec_type
             if not rec_type:  # malformed: we cannot tell whether it held a page, so ledger it
                 count("record.malformed")
@@ -193,24 +198,102 @@ class RestUnreadable(Exception):
 
 def guarded_records(stream: BinaryIO, config: WarcConfig, count: Callable[[str], None]) -> Iterator[tuple]:
     """(record, offset, the length of a header line over the cap or None) of every record of a WARC (or WET) file,
-    read under the header caps; a file that breaks mid-way (corrupt gzip, garbage) or holds what warcio reads as
-    another format (legacy ARC) counts `record.unreadable` and raises RestUnreadable for the rest of it."""
-    records = archive_records(stream)
-    guard = _HeaderGuard(records.reader, config.max_header_line_bytes, config.max_header_bytes)
-    records.reader.readline = guard.readline
+    read under the header caps. A gzip member that does not inflate (a flipped bit, a cut download glued to the
+    next) costs its own record, not the rest of the file: the reading resumes at the next member that inflates to a
+    WARC record, and the bytes skipped, unless they were a record already given, come as (None, offset, why) and
+    count `record.unreadable`. A file that breaks otherwise (garbage, no member after the damage, a stream that
+    cannot seek) or holds what warcio reads as another format (legacy ARC) counts `record.unreadable` and raises
+    RestUnreadable for the rest of it."""
+    given = resumed = -1  # the offsets of the last record given and of the last member reading resumed at
     while True:
-        guard.reset()
-        try:
-            record = next(records)
-        except StopIteration:
-            return
-        except Exception as exc:  # warcio raises ArchiveLoadFailed, zlib.error, EOFError, ValueError...
-            count("record.unreadable")
-            raise RestUnreadable(getattr(records, "offset", -1), f"{type(exc).__name__}: {exc}") from None
-        if record.format != "warc":  # warcio reads any line-based text as a legacy ARC record
-            count("record.unreadable")
-            raise RestUnreadable(records.offset, f"not a WARC record ({record.format} format)")
-        yield record, records.offset, guard.oversized
+        records = archive_records(stream)
+        guard = _HeaderGuard(records.reader, config.max_header_line_bytes, config.max_header_bytes)
+        records.reader.readline = guard.readline
+        while True:
+            guard.reset()
+            try:
+                record = next(records)
+            except StopIteration:
+                return
+            except Exception as exc:  # warcio raises ArchiveLoadFailed, zlib.error, EOFError, ValueError...
+                at, why = getattr(records, "offset", -1), f"{type(exc).__name__}: {exc}"
+                # warcio reads ahead, so `at` need not be where the damage is. The damaged member is the one reading
+                # last resumed at (broken again before it gave a record), the one after the last record given when
+                # that record's member inflates to its end, or else that record's own (whose row is written)
+                gzipped = records.reader.decomp_type == "gzip"
+                if resumed > given:
+                    damaged = resumed
+                else:
+                    damaged = (_member_end(stream, given) if given >= 0 else 0) if gzipped else None
+                after = given if damaged is None else damaged
+                resume = _next_member(stream, after) if gzipped else None
+                if resume is None:
+                    count("record.unreadable")
+                    raise RestUnreadable(at if damaged is None else damaged, why) from None
+                if damaged is not None:
+                    count("record.unreadable")
+                    yield None, damaged, f"bytes {damaged}-{resume} skipped, reading resumed at the next gzip member: {why}"[:500]
+                stream.seek(resume)
+                resumed = resume
+                break
+            if record.format != "warc":  # warcio reads any line-based text as a legacy ARC record
+                count("record.unreadable")
+                raise RestUnreadable(records.offset, f"not a WARC record ({record.format} format)")
+            given = records.offset
+            yield record, records.offset, guard.oversized
+
+
+_GZIP_MAGIC = b"\x1f\x8b\x08"
+_SCAN_BYTES = 1 << 20
+
+
+def _next_member(stream: BinaryIO, after: int) -> int | None:
+    """The offset of the first gzip member after `after` that inflates to a WARC record's first line, or None
+    (the end of the file, or a stream that cannot seek). Linear in the bytes scanned."""
+    try:
+        if not stream.seekable():
+            return None
+        position = after + 1
+        while True:
+            stream.seek(position)
+            chunk = stream.read(_SCAN_BYTES + len(_GZIP_MAGIC) - 1)
+            if len(chunk) < len(_GZIP_MAGIC):
+                return None
+            found = chunk.find(_GZIP_MAGIC)
+            while found != -1 and found < _SCAN_BYTES:
+                if _starts_a_record(stream, position + found):
+                    return position + found
+                found = chunk.find(_GZIP_MAGIC, found + 1)
+            position += _SCAN_BYTES
+    except (OSError, ValueError):
+        return None
+
+
+def _member_end(stream: BinaryIO, start: int) -> int | None:
+    """Where the gzip member at `start` ends, or None when it does not inflate to its end (inflated 1 MB at a
+    time, so a bomb costs time, not memory)."""
+    try:
+        stream.seek(start)
+        inflater, fed, data = isal_zlib.decompressobj(16 + isal_zlib.MAX_WBITS), 0, b""
+        while not inflater.eof:
+            if not data:
+                data = stream.read(1 << 16)
+                if not data:
+                    return None
+                fed += len(data)
+            inflater.decompress(data, 1 << 20)
+            data = inflater.unconsumed_tail
+        return start + fed - len(inflater.unused_data) - len(data)
+    except (OSError, ValueError, isal_zlib.error):
+        return None
+
+
+def _starts_a_record(stream: BinaryIO, offset: int) -> bool:
+    stream.seek(offset)
+    try:
+        return isal_zlib.decompressobj(16 + isal_zlib.MAX_WBITS).decompress(stream.read(1 << 16), 16).startswith(b"WARC/")
+    except isal_zlib.error:
+        return False
 
 
 def archive_records(stream: BinaryIO) -> ArchiveIterator:
@@ -283,11 +366,21 @@ def _inflate_with_isal(reader) -> None:
         refill(block_size)
 
     reader._fillbuff = fillbuff
+    inflate = reader._decompress
+
+    def decompress(data):
+        # past a member's first block (where warcio tells an uncompressed file by the error), warcio prints an
+        # inflate error and reads it as the end of the data; raised, it ends the record and guarded_records moves on
+        if data and reader.num_block_read and isinstance(reader.decompressor, BoundedInflater):
+            return reader.decompressor.decompress(data)
+        return inflate(data)
+
+    reader._decompress = decompress
 
 
-def _file_drop(filename: str, source: str, offset: int, detail: str) -> StageResult:
+def _file_drop(filename: str, source: str, offset: int, detail: str, rest: bool = True) -> StageResult:
     doc = Document(id=stable_id(STAGE, source, filename, str(offset), "rest"), url="", source=source)
-    return doc.drop(STAGE, DropReason.READ_ERROR, f"{filename}@{offset} onwards: {detail}")
+    return doc.drop(STAGE, DropReason.READ_ERROR, f"{filename}@{offset}{' onwards' if rest else ''}: {detail}")
 
 
 def _response_to_document(record, *, source: str, filename: str, offset: int, config: WarcConfig,

@@ -24,9 +24,14 @@ WET_SUFFIXES = (".wet", ".wet.gz")
 def read_wet(stream: BinaryIO, *, source: str, filename: str = "", config: WarcConfig = WarcConfig(),
              count: Callable[[str], None] = lambda name: None) -> Iterator[StageResult]:
     """A Document (or Drop) for every `conversion` record; other record types are counted (`record.<type>`). A file
-    that breaks mid-way yields one read_error drop for the rest of it."""
+    that breaks mid-way yields one read_error drop for each damaged gzip member (reading resumes at the next) or
+    for the rest of it."""
     try:
         for record, offset, oversized in guarded_records(stream, config, count):
+            if record is None:  # bytes no member of which inflates (`oversized`: why)
+                doc = Document(id=stable_id(STAGE, source, filename, str(offset), "skipped"), url="", source=source)
+                yield doc.drop(STAGE, DropReason.READ_ERROR, f"{filename}@{offset}: {oversized}")
+                continue
             if not record.rec_type:
                 count("record.malformed")
                 doc = Document(id=stable_id(STAGE, source, filename, str(offset)), url="", source=source)
