@@ -177,7 +177,7 @@ def read_warc(stream: BinaryIO, *, source: str, filename: str = "", config: Warc
             rec_type = record.rec_type
             if not rec_type:  # malformed: we cannot tell whether it held a page, so ledger it
                 count("record.malformed")
-                yield _file_drop(filename, source, offset, "malformed record: no WARC-Type header")
+                yield _file_drop(filename, source, offset, "malformed record: no WARC-Type header", rest=False)
                 continue
             count(f"record.{rec_type if rec_type in RECORD_TYPES else 'other'}")
             if rec_type != "response":

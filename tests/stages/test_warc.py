@@ -247,3 +247,13 @@ def test_a_damaged_gzip_member_costs_its_own_record_not_the_rest_of_the_file(pat
     assert sorted(int(d.detail.split("@")[1].split(":")[0]) for d in rows) == sorted(damaged)
     assert all("onwards" not in d.detail for d in rows)
     assert [d for d in read if d not in rows] == [d for d in sound if d.id not in lost]
+
+
+def test_a_record_without_a_warc_type_is_one_row_and_the_next_record_is_read():
+    from tests.reliability.hostile import gzip_member, page, warc_response
+
+    untyped = gzip_member([b"WARC/1.0\r\nWARC-Record-ID: <urn:uuid:untyped>\r\nContent-Length: 0\r\n\r\n\r\n\r\n"])
+    data = untyped + warc_response("http://good.example/1", page(1))
+    read = list(read_warc(io.BytesIO(data), source="web", filename="f.warc.gz"))
+    assert [type(d).__name__ for d in read] == ["Drop", "Document"] and read[1].url == "http://good.example/1"
+    assert read[0].reason == DropReason.READ_ERROR and read[0].detail == "f.warc.gz@0: malformed record: no WARC-Type header"
