@@ -11,7 +11,7 @@ from __future__ import annotations
 import email.utils
 import re
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -91,7 +91,7 @@ def is_declared_copy(url: str, canonical: str | None) -> bool:
 
 def earliest_date(url: str, metadata: Mapping[str, Any]) -> str:
     """The earliest date the page's text is known to have existed (ISO 8601), or NO_DATE."""
-    dates = [d for d in (metadata.get("last_modified"), _iso(metadata.get("warc_date")), metadata.get("source_date"))
+    dates = [d for d in (metadata.get("last_modified"), iso_utc(metadata.get("warc_date")), metadata.get("source_date"))
              if d]
     capture = wayback_capture(url)
     stamp = capture[0][:14] if capture else ""
@@ -100,17 +100,28 @@ def earliest_date(url: str, metadata: Mapping[str, Any]) -> str:
     return min(dates) if dates else NO_DATE
 
 
-def _iso(value: str | None) -> str | None:
-    """A WARC-Date (ISO 8601, maybe with fractions or an offset) as ISO 8601 UTC seconds."""
-    if not value:
+def iso_utc(value: Any) -> str | None:
+    """A moment as ISO 8601 UTC seconds, or None when it is none: ISO 8601 text (a WARC-Date, a text record's
+    date: a trailing Z, fractions, an offset or a bare date; at most 64 characters), a datetime or date (a Parquet
+    timestamp; naive means UTC) or Unix seconds."""
+    if value is None or isinstance(value, bool):
         return None
     try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
+        if isinstance(value, (int, float)):
+            moment = datetime.fromtimestamp(value, tz=timezone.utc)
+        elif isinstance(value, datetime):
+            moment = value
+        elif isinstance(value, date):
+            moment = datetime(value.year, value.month, value.day)
+        elif isinstance(value, str) and 0 < len(value) <= 64:
+            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        else:
+            return None
+    except (ValueError, OverflowError, OSError):
         return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def origin_rank(url: str, metadata: Mapping[str, Any], quality: float | None, chars: int,

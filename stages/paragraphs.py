@@ -11,7 +11,7 @@ original (`stages.origin.origin_rank`: not a page declaring another canonical UR
 text is known to have existed, then highest quality score, longest, smallest id): syndicated copies and
 answers quoting a source lose the paragraph to the original, and the output does not depend on the order
 documents were read in or on the runner (Dolma's Bloom filter keeps the first copy seen). Only documents that
-passed every page filter are counted (those stages run in phase 1), so an owner is not dropped after it.
+passed every page filter are counted (those stages run in phase 1), so no page filter drops an owner afterwards.
 """
 from __future__ import annotations
 

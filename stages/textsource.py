@@ -10,11 +10,11 @@ from __future__ import annotations
 import gzip
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
 from typing import BinaryIO
 
 from common.settings import check
 from stages.formats import JSONL, PARQUET, parse_json, sniff_jsonl, sniff_parquet
+from stages.origin import iso_utc
 from stages.parquet_pages import chunk_range, column_pages
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
 from stages.table import READ, InputFormat, StageSpec
@@ -135,7 +135,7 @@ def _row_document(doc: Document, row: dict, where: str, config: TextSourceConfig
     """Validate and clean one record's id, url and text (no lone surrogates leave reading)."""
     own_id = row.get(config.id_field)
     url = row.get(config.url_field)
-    stamp = record_date(row.get(config.date_field))
+    stamp = iso_utc(row.get(config.date_field))
     doc = doc.replace(record_id=None if own_id is None else clean_text(str(own_id))[:1024],
                       url=clean_text(url) if isinstance(url, str) else "",
                       metadata={**doc.metadata, "source_date": stamp} if stamp else doc.metadata)
@@ -148,29 +148,6 @@ def _row_document(doc: Document, row: dict, where: str, config: TextSourceConfig
     if len(text) > config.max_record_bytes:  # Parquet cells arrive whole; JSONL lines were capped already
         return doc.drop(STAGE, DropReason.TOO_LARGE, f"{where}: {len(text)} characters > {config.max_record_bytes}")
     return doc.replace(text=clean_text(text))
-
-
-def record_date(value) -> str | None:
-    """A record's date as ISO 8601 UTC seconds, or None: ISO 8601 text (a trailing Z, fractions, an offset or a
-    bare date), a datetime (a Parquet timestamp; naive means UTC) or Unix seconds."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        if isinstance(value, (int, float)):
-            moment = datetime.fromtimestamp(value, tz=timezone.utc)
-        elif isinstance(value, datetime):
-            moment = value
-        elif isinstance(value, date):
-            moment = datetime(value.year, value.month, value.day)
-        elif isinstance(value, str) and len(value) <= 64:
-            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-        else:
-            return None
-    except (ValueError, OverflowError, OSError):
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _bounded_line(stream, limit: int):

@@ -83,15 +83,14 @@ def test_a_records_date_is_kept_as_source_date_in_every_form_a_set_writes_it(tmp
     import datetime
     import json
 
-    from stages.origin import earliest_date
-    from stages.textsource import record_date
+    from stages.origin import earliest_date, iso_utc
 
-    assert record_date("2013-05-18T10:38:42Z") == "2013-05-18T10:38:42Z"
-    assert record_date("2023-03-01T12:00:00.000+02:00") == "2023-03-01T10:00:00Z"
-    assert record_date("2019-04-25") == "2019-04-25T00:00:00Z"
-    assert record_date(0) == "1970-01-01T00:00:00Z"
-    assert record_date(datetime.datetime(2020, 1, 2, 3, 4, 5)) == "2020-01-02T03:04:05Z"
-    assert [record_date(v) for v in ("yesterday", True, "2" * 100, None, [2020])] == [None] * 5
+    assert iso_utc("2013-05-18T10:38:42Z") == "2013-05-18T10:38:42Z"
+    assert iso_utc("2023-03-01T12:00:00.000+02:00") == "2023-03-01T10:00:00Z"
+    assert iso_utc("2019-04-25") == "2019-04-25T00:00:00Z"
+    assert iso_utc(0) == "1970-01-01T00:00:00Z"
+    assert iso_utc(datetime.datetime(2020, 1, 2, 3, 4, 5)) == "2020-01-02T03:04:05Z"
+    assert [iso_utc(v) for v in ("yesterday", True, "2" * 100, None, [2020])] == [None] * 5
     pq.write_table(pa.table({"text": ["A text.", "Another text."],
                              "date": pa.array([datetime.datetime(2014, 7, 1, 9, 30), None], pa.timestamp("ms"))}),
                    tmp_path / "set.parquet")
