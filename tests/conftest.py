@@ -6,6 +6,7 @@ import io
 import json
 import pathlib
 import random
+import uuid
 
 import pytest
 from warcio.statusandheaders import StatusAndHeaders
@@ -65,13 +66,42 @@ def many_paragraphs_html(n: int) -> str:
     return "<html><body>" + "<p>The quick brown fox jumps over the lazy dog again.</p>" * n + "</body></html>"
 
 
+def finished_rows(out: pathlib.Path, columns=None) -> list[dict]:
+    """The documents a run kept: its training shards (data/) and its validation split (valid/data/), which holds
+    out a share of the kept documents by a hash of their id. A test of what is kept reads both."""
+    import pyarrow.parquet as pq
+
+    return [row for split in ("data", "valid/data") if (out / split).is_dir()
+            for row in pq.read_table(str(out / split), columns=columns).to_pylist()]
+
+
+class ReproducibleWARCWriter(WARCWriter):
+    """warcio's gzipping writer with each record's WARC-Record-ID numbered in writing order and WARC-Date fixed
+    (unless a record names its own), so a test's WARC is the same bytes on every run: a document's id holds its
+    record's offset, and with random ids the compressed lengths, the offsets and so the ids (and which documents the
+    id-hashed validation split holds out) changed from run to run."""
+
+    DATE = "2024-01-01T00:00:00Z"
+
+    def __init__(self, fh):
+        super().__init__(fh, gzip=True)
+        self._records = 0
+
+    def _make_warc_id(self):
+        self._records += 1
+        return f"<urn:uuid:{uuid.UUID(int=self._records)}>"
+
+    def curr_warc_date(self):
+        return self.DATE
+
+
 class WarcBuilder:
     """Writes a real gzipped WARC with warcio: response records with whatever payload a test needs."""
 
     def __init__(self, path: pathlib.Path):
         self.path = path
         self._fh = open(path, "wb")
-        self._writer = WARCWriter(self._fh, gzip=True)
+        self._writer = ReproducibleWARCWriter(self._fh)
 
     def response(self, url: str, body: bytes, *, content_type: str = "text/html; charset=utf-8",
                  status: str = "200 OK", extra_http=()) -> WarcBuilder:

@@ -5,14 +5,15 @@ import io
 import pathlib
 
 from warcio.statusandheaders import StatusAndHeaders
-from warcio.warcwriter import WARCWriter
+
+from tests.conftest import ReproducibleWARCWriter
 
 
 def robots_warc(path: pathlib.Path, captures) -> pathlib.Path:
     """`captures`: (URL of a /robots.txt, WARC-Date, "200 OK" or another status line, body, extra HTTP headers);
     a request record precedes each response, as in Common Crawl's files."""
     with open(path, "wb") as fh:
-        writer = WARCWriter(fh, gzip=True)
+        writer = ReproducibleWARCWriter(fh)
         writer.write_record(writer.create_warcinfo_record(path.name, {"software": "refinery test", "format": "WARC"}))
         for url, date, status, body, headers in captures:
             request = StatusAndHeaders("GET /robots.txt HTTP/1.1", [("User-Agent", "CCBot/2.0")], is_http_request=True)
@@ -28,7 +29,7 @@ def robots_warc(path: pathlib.Path, captures) -> pathlib.Path:
 def page_warc(path: pathlib.Path, pages) -> pathlib.Path:
     """`pages`: (URL, WARC-Date, HTML bytes)."""
     with open(path, "wb") as fh:
-        writer = WARCWriter(fh, gzip=True)
+        writer = ReproducibleWARCWriter(fh)
         for url, date, body in pages:
             http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
             writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(body), http_headers=http,

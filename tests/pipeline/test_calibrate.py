@@ -9,7 +9,7 @@ import yaml
 from pipeline.commands.calibrate import calibrate_corpus
 from pipeline.job.run import run
 from stages.reference import ntrex_documents
-from tests.conftest import MULTILINGUAL_SAMPLE, WarcBuilder
+from tests.conftest import MULTILINGUAL_SAMPLE, WarcBuilder, finished_rows
 
 NTREX = str(MULTILINGUAL_SAMPLE)  # the first 40 NTREX-128 documents of 7 languages
 
@@ -65,7 +65,7 @@ def test_thresholds_change_the_decisions_they_should_and_no_others(tmp_path):
     report = run(args + ["--output", str(tmp_path / "calibrated"), "--thresholds", "bundled"])
 
     def outcome(out):
-        kept = {r["url"]: r["text"] for r in pq.read_table(str(out / "data")).to_pylist()}
+        kept = {r["url"]: r["text"] for r in finished_rows(out)}
         ledger = {r["url"]: (r["stage"], r["reason"], r["detail"]) for r in pq.read_table(str(out / "ledger")).to_pylist()}
         return kept, ledger
 

@@ -7,7 +7,7 @@ import pytest
 from pipeline.job.config import ConfigError
 from pipeline.job.run import run
 from stages.reference import ntrex_documents
-from tests.conftest import DAVIDSON_SAMPLE, MULTILINGUAL_SAMPLE, SENTENCES_DIR, WarcBuilder
+from tests.conftest import DAVIDSON_SAMPLE, MULTILINGUAL_SAMPLE, SENTENCES_DIR, WarcBuilder, finished_rows
 from tests.stages.test_gopher import near_miss_page
 
 EN = (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()
@@ -50,7 +50,7 @@ def test_each_rule_family_leaves_its_reason_in_the_ledger(tmp_path):
         "http://t.example/lorem": ("c4", "c4_lorem_ipsum"),
         "http://t.example/one-dup-line": ("fineweb", "fineweb_dup_line_chars"),
     }
-    kept = {r["url"]: r for r in pq.read_table(str(tmp_path / "out" / "data")).to_pylist()}
+    kept = {r["url"]: r for r in finished_rows(tmp_path / "out")}
     assert set(kept) == {"http://t.example/good", "http://t.example/german", "http://t.example/near-miss"}
     assert kept["http://t.example/near-miss"]["metadata"]["rescued"].startswith("gopher_repetition:dup_ngram_chars n=5")
     assert kept["http://t.example/good"]["metadata"]["rescued"] is None
@@ -88,7 +88,7 @@ def test_decontamination_in_the_job(tmp_path):
     warc.close()
     args = ["--input", str(tmp_path / "pages.warc.gz"), "--quiet", "--decontaminate", str(gsm8k)]
     report = run(args + ["--output", str(tmp_path / "excise")])
-    kept = {r["url"]: r["text"] for r in pq.read_table(str(tmp_path / "excise" / "data")).to_pylist()}
+    kept = {r["url"]: r["text"] for r in finished_rows(tmp_path / "excise")}
     assert set(kept) == {"http://t.example/leaky", "http://t.example/clean"}
     assert problem[:50] not in kept["http://t.example/leaky"] and prose[0][:40] in kept["http://t.example/leaky"]
     decontam = next(f for f in report["funnel"] if f["stage"] == "decontaminate")
@@ -132,7 +132,7 @@ def test_url_filter_runs_before_extraction_and_only_on_its_sources(tmp_path):
     assert report["conservation"]["holds"]
 
     report = run(args + ["--output", str(tmp_path / "web-only"), "--url-filter-sources", "web"])
-    kept = {r["url"] for r in pq.read_table(str(tmp_path / "web-only" / "data")).to_pylist()}
+    kept = {r["url"] for r in finished_rows(tmp_path / "web-only")}
     assert kept == {"https://www.essex.com/news", "https://sex.com/library/book1"}
     funnel = {f["stage"]: f for f in report["funnel"]}
     assert funnel["url_filter"]["notes"] == {"not_for_source.books": 1}
@@ -160,7 +160,7 @@ def test_bad_words_and_toxicity_in_the_job(tmp_path):
     assert list(ledger) == ["http://t.example/forum"]
     assert ledger["http://t.example/forum"][:2] == ("bad_words", "bad_words_profanity")
     assert "per 1000 words" in ledger["http://t.example/forum"][2]
-    kept = {r["url"]: r["toxicity_score"] for r in pq.read_table(str(tmp_path / "scores" / "data")).to_pylist()}
+    kept = {r["url"]: r["toxicity_score"] for r in finished_rows(tmp_path / "scores")}
     assert kept["http://t.example/one-insult"] > 0.9 > 0.5 > kept["http://t.example/calm"]  # one paragraph is enough
     assert report["conservation"]["holds"]
 

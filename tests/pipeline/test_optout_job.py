@@ -6,7 +6,7 @@ import json
 import pyarrow.parquet as pq
 
 from pipeline.job.run import run
-from tests.conftest import SENTENCES_DIR, WarcBuilder
+from tests.conftest import SENTENCES_DIR, WarcBuilder, finished_rows
 
 EN = [line for line in (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()
       if line.endswith(".") and len(line.split()) >= 8]
@@ -36,7 +36,7 @@ def test_opt_outs_and_licences_in_a_run(tmp_path):
         "https://news.example/tdm": ("optout", "tdm_reserved", "en"),
         "https://blog.example/gptbot": ("optout", "noai_header", "en")}
     assert ledger["https://news.example/tdm"]["detail"] == "tdm-reservation: 1 (header); tdm-policy: https://news.example/tdm.json"
-    kept = {r["url"]: r["metadata"] for r in pq.read_table(str(tmp_path / "out" / "data")).to_pylist()}
+    kept = {r["url"]: r["metadata"] for r in finished_rows(tmp_path / "out")}
     assert kept["https://wiki.example/cc"]["license"] == "cc-by-sa-4.0"
     assert kept["https://wiki.example/cc"]["license_source"] == "rel=license"
     assert kept["https://shop.example/plain"]["license"] is None
@@ -55,7 +55,7 @@ def test_opt_outs_and_licences_in_a_run(tmp_path):
     assert manifest["optout"]["agent_list"].startswith("ai-robots-txt@") and "GPTBot" in manifest["optout"]["agents"]
 
     report = run(args + ["--output", str(tmp_path / "open"), "--optout-require-license", "open", "--no-optout-tdm"])
-    kept = [r["url"] for r in pq.read_table(str(tmp_path / "open" / "data")).to_pylist()]
+    kept = [r["url"] for r in finished_rows(tmp_path / "open")]
     assert kept == ["https://wiki.example/cc"]
     reasons = {row["stage"]: row for row in report["funnel"]}["optout"]["dropped_by_reason"]
     assert reasons == {"noai_meta": 1, "noai_header": 1, "no_open_license": 2}  # the TDM page: no licence either

@@ -10,7 +10,7 @@ import pytest
 from pipeline.job.config import ConfigError
 from pipeline.job.outdir import compare_outputs
 from pipeline.job.run import run
-from tests.conftest import SENTENCES_DIR
+from tests.conftest import SENTENCES_DIR, finished_rows
 from tests.robots_warcs import page_warc, robots_warc
 
 EN = [line for line in (SENTENCES_DIR / "en.txt").read_text(encoding="utf-8").splitlines()
@@ -71,7 +71,7 @@ def warcs(tmp_path_factory):
 
 def outcome(out):
     ledger = {r["url"]: r for r in pq.read_table(str(out / "ledger")).to_pylist()}
-    kept = {r["url"] for r in pq.read_table(str(out / "data")).to_pylist()}
+    kept = {r["url"] for r in finished_rows(out)}
     return ledger, kept
 
 

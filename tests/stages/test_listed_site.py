@@ -14,7 +14,7 @@ from stages.harmful.url_filter import LISTED_SCORE, UrlFilter, UrlFilterConfig
 from stages.langid import LanguageIdentifier
 from stages.record import Document, Drop
 from stages.runner import StageRunner
-from tests.conftest import CC_EXCERPT, HTML_DIR
+from tests.conftest import CC_EXCERPT, HTML_DIR, finished_rows
 
 EROTIC_STORY = "http://0513mt.com/index.php/art/detail/id/8884.html"  # the CC excerpt's page: 12.4 listed words per 1,000
 ARTICLE = HTML_DIR / "computerbase.de.htc.html"
@@ -81,7 +81,7 @@ def test_a_run_with_second_look_keeps_the_magazine_and_ledgers_the_story(warc_bu
     report = run(["--input", str(warc), "--output", str(out), "--quiet", "--no-dedup", "--no-bad-words",
                   "--url-filter-second-look", "adult"])
     assert report["conservation"]["holds"]
-    shards = pq.read_table(str(out / "data")).to_pylist()
+    shards = finished_rows(out)
     assert [(r["url"], r["url_listed"]) for r in shards] == [("https://gay.ch/news/vatikan", 1.0)]
     ledger = pq.read_table(str(out / "ledger")).to_pylist()
     assert [(r["url"], r["stage"], r["reason"]) for r in ledger] == [
