@@ -28,6 +28,9 @@ from stages.runner import StageRunner  # noqa: E402
 from stages.table import DOCUMENT, stage_table  # noqa: E402
 
 MULTILINGUAL = "../shared/data/multilingual"
+# lid.176's `bh` (Bihari, a collective code) names each Bihari language rightly; of them it has a label of its own
+# only for Maithili, so Bhojpuri and Magahi count as known languages whose right label is `bh`
+BIHARI = ("bho", "mag", "mai")
 
 
 def flores_test_pages(per_page: int = 8):
@@ -49,14 +52,16 @@ def labels(overrides: dict) -> dict:
     rows = {}
     with chain(overrides, {"langid"}) as stages:
         for folder, pages in flores_test_pages().items():
-            truth = reference.lid_code(folder.split("_")[0], known)
+            code = folder.split("_")[0]
+            truth = reference.lid_code(code, known) or ("bh" if code in BIHARI else None)
+            rights = {truth, "bh"} if code in BIHARI else {truth}
             right = wrong = wrong_low = 0
             wrong_as: dict[str, int] = {}
             for i, text in enumerate(pages):
                 doc = stages(Document(id=f"{folder}/{i}", url="", source="flores", text=text))
                 if not isinstance(doc, Document):
                     continue
-                if doc.lang == truth:
+                if doc.lang in rights:
                     right += 1
                 else:
                     wrong += 1

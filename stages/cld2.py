@@ -17,8 +17,9 @@ UNKNOWN = "un"
 # ku, Kurmanji in Latin script, is a language CLD2 cannot name)
 _TO_LID = {"iw": "he", "jw": "jv", "zh-Hant": "zh", "ku": "ckb"}
 _SAME = {"sh": {"hr", "bs", "sr"}}  # lid.176's Serbo-Croatian: any of its standards
-# Collective codes: a page can be relabelled to a language, not to a group (Bihari: Bhojpuri, Magahi, Maithili, ...)
-COLLECTIVE = frozenset({"bh"})
+# Collective codes -> the lid.176 labels of their members: a page is relabelled to a language, not to a group
+# (Bihari: Bhojpuri, Magahi, Maithili, ...), but CLD2's "Bihari" supports a member lid.176 itself ranks
+COLLECTIVE = {"bh": frozenset({"bh", "mai"})}
 
 
 @functools.cache

@@ -83,6 +83,17 @@ AMHARIC = ("ከሩብ ወደ ግማሽ ማይል ሩጫ ባለው ለውጥ ፣ 
            "የቫቲካን ሲቲ ህዝብ ቁጥር ወደ 800 ገደማ ነው። በዓለም ትንሹ ሉዓላዊ ሃገር እና ትንሹ የህዝብ ቁጥር ያለው ሃገር ነው።")
 
 
+# FLORES-200 dev (CC BY-SA 4.0): the same three sentences in Maithili and in Hindi
+MAITHILI = ("एहि बातक उल्लेख करैत जे हुनका निर्माण संग विरोध करबाक अधिकार कें संतुलित रखबाक आवश्यकता अछि, 11:20 बजे कें पुलिस "
+            "प्रदर्शनकारी लोकनिक कें घुरि कए फुटपाथ पर जाए लेल कहलथि।\nशैवाल एकटा न्यूरोटॉक्सिन पैदा करैत अछि जे मनुष्य सभ आ "
+            "मछली सभ दूनू में तंत्रिका सभ कें निष्क्रिय कए सकैत अछि।\nएहि जीवाश्मक आधार पर, एकर अर्थ अछि कि विभाजन आणविक "
+            "प्रमाण सभक अपेक्षा बहुत पहिले भए गेल।")
+HINDI = ("11:20 पर, पुलिस ने प्रदर्शनकारियों को यह कहते हुए फ़ुटपाथ पर वापस जाने के लिए कहा कि उन्हें भीड़ इकट्ठा करने के साथ "
+         "विरोध करने के अधिकार को संतुलित करने की ज़रूरत है.\nशैवाल, एक न्यूरोटॉक्सिन बनाता है जो मनुष्य और मछली दोनों की नसों "
+         "को कमज़ोर कर सकता है.\n“जीवाश्मों के आधार पर, इसका मतलब है कि विभाजन आणविक साक्ष्य द्वारा प्रत्याशित होने की तुलना "
+         "में बहुत पुराना है।")
+
+
 def _run_langid(overrides, text):
     from pipeline.job.config import load_config
     from stages.table import stage_table
@@ -103,6 +114,21 @@ def test_a_second_opinion_drops_a_label_cld2_contradicts():
     assert isinstance(stage(Document(id="2", url="u", source="web", text=AMHARIC)), Document)
     _, alone = _run_langid({"langid.second_opinion": None}, TIGRINYA)
     assert isinstance(alone, Document) and alone.lang == "am"
+
+
+def test_cld2s_bihari_keeps_maithili_under_the_member_lid176_ranks():
+    """lid.176 calls Maithili Hindi at ~0.9 and ranks `mai` or `bh` (Bihari) next; CLD2 names Bihari, a group it
+    cannot relabel to. The page was dropped as disputed (FLORES Maithili: 98 of 100 documents); now it keeps the
+    Bihari label lid.176 ranks highest. The Hindi translation stays Hindi."""
+    from stages import cld2
+
+    assert cld2.opinion(MAITHILI)[0] == "bh"
+    stage, maithili = _run_langid({}, MAITHILI)
+    assert isinstance(maithili, Document) and maithili.lang == "mai", maithili
+    _, hindi = _run_langid({}, HINDI)
+    assert isinstance(hindi, Document) and hindi.lang == "hi"
+    _, alone = _run_langid({"langid.second_opinion": None}, MAITHILI)
+    assert isinstance(alone, Document) and alone.lang == "hi"  # lid.176 alone: kept, as Hindi
 
 
 def test_an_explicit_threshold_wins_over_the_bundled_file_and_the_report_says_so(tmp_path):
