@@ -57,7 +57,7 @@ class WarcConfig:
     # its record is ledgered (header_too_long).
     max_header_line_bytes: int = 64 * 1024
     # More header bytes than this in one record: the record is ledgered (read_error) and reading resumes at the
-    # next gzip member (in an uncompressed file: the rest of the file is one read_error row).
+    # next gzip member (in an uncompressed file: at the next line that starts a record).
     max_header_bytes: int = 1024 * 1024
     # Longer target URIs are ledgered as header_too_long (browsers and crawlers stop far below this).
     max_url_chars: int = 8192
@@ -104,8 +104,9 @@ SPEC = StageSpec(
                               "decoding to more than `extract.max_html_bytes`",
         DropReason.HEADER_TOO_LONG: "a WARC header line over `warc.max_header_line_bytes` or a URL over "
                                     "`warc.max_url_chars`",
-        DropReason.READ_ERROR: "a record that cannot be read (detail: file@offset and error; a damaged gzip member: "
-                               "the bytes skipped to the next member), or the rest of a broken file (onwards)"})
+        DropReason.READ_ERROR: "a record that cannot be read (detail: file@offset and error; a damaged gzip member "
+                               "or, uncompressed, record header: the bytes skipped to the next one), or the rest of "
+                               "a broken file (onwards)"})
 
 
 class HeaderTooLarge(ValueError):
@@ -163,8 +164,9 @@ def read_warc(stream: BinaryIO, *, source: str, filename: str = "", config: Warc
     """Yield a Document or Drop for every `response` record; count the other record types.
 
     `count(name)` is called once per record with `record.<type>` so the caller can
-    report what was skipped. A damaged gzip member is one READ_ERROR drop and reading resumes at the next
-    member; a file that breaks otherwise (garbage, an uncompressed file cut short) yields one READ_ERROR drop
+    report what was skipped. A damaged gzip member (in an uncompressed file, a record whose header does not
+    parse) is one READ_ERROR drop and reading resumes at the next member (record); a file that breaks otherwise
+    (garbage, nothing readable after the damage) yields one READ_ERROR drop
     for the rest of the file instead of raising. A payload that
     decodes to more than `max_payload_bytes` (the extraction cap) is ledgered here, so no
     page over the cap is ever passed on.
@@ -201,10 +203,12 @@ def guarded_records(stream: BinaryIO, config: WarcConfig, count: Callable[[str],
     read under the header caps. A gzip member that does not inflate (a flipped bit, a cut download glued to the
     next) costs its own record, not the rest of the file: the reading resumes at the next member that inflates to a
     WARC record, and the bytes skipped, unless they were a record already given, come as (None, offset, why) and
-    count `record.unreadable`. A file that breaks otherwise (garbage, no member after the damage, a stream that
-    cannot seek) or holds what warcio reads as another format (legacy ARC) counts `record.unreadable` and raises
+    count `record.unreadable`; in an uncompressed file, the same for a record whose header does not parse (reading
+    resumes at the next line that starts a record). A file that breaks otherwise (garbage, no record after the
+    damage, a stream that cannot seek) or holds what warcio reads as another format (legacy ARC) counts `record.unreadable` and raises
     RestUnreadable for the rest of it."""
     given = resumed = -1  # the offsets of the last record given and of the last member reading resumed at
+    gzipped = _starts_gzipped(stream)  # warcio reads a file whose first block does not inflate as uncompressed
     while True:
         records = archive_records(stream)
         guard = _HeaderGuard(records.reader, config.max_header_line_bytes, config.max_header_bytes)
@@ -220,19 +224,22 @@ def guarded_records(stream: BinaryIO, config: WarcConfig, count: Callable[[str],
                 # warcio reads ahead, so `at` need not be where the damage is. The damaged member is the one reading
                 # last resumed at (broken again before it gave a record), the one after the last record given when
                 # that record's member inflates to its end, or else that record's own (whose row is written)
-                gzipped = records.reader.decomp_type == "gzip"
-                if resumed > given:
-                    damaged = resumed
+                if not gzipped:  # uncompressed: the record whose header did not parse, unless it was given already
+                    damaged = at if at > given else None
+                    resume = _next_plain_record(stream, max(at, given, 0))
                 else:
-                    damaged = (_member_end(stream, given) if given >= 0 else 0) if gzipped else None
-                after = given if damaged is None else damaged
-                resume = _next_member(stream, after) if gzipped else None
+                    if resumed > given:
+                        damaged = resumed
+                    else:
+                        damaged = _member_end(stream, given) if given >= 0 else 0
+                    resume = _next_member(stream, given if damaged is None else damaged)
                 if resume is None:
                     count("record.unreadable")
                     raise RestUnreadable(at if damaged is None else damaged, why) from None
                 if damaged is not None:
                     count("record.unreadable")
-                    yield None, damaged, f"bytes {damaged}-{resume} skipped, reading resumed at the next gzip member: {why}"[:500]
+                    at_next = "the next gzip member" if gzipped else "the next record"
+                    yield None, damaged, f"bytes {damaged}-{resume} skipped, reading resumed at {at_next}: {why}"[:500]
                 stream.seek(resume)
                 resumed = resume
                 break
@@ -264,6 +271,44 @@ def _next_member(stream: BinaryIO, after: int) -> int | None:
                 if _starts_a_record(stream, position + found):
                     return position + found
                 found = chunk.find(_GZIP_MAGIC, found + 1)
+            position += _SCAN_BYTES
+    except (OSError, ValueError):
+        return None
+
+
+def _starts_gzipped(stream: BinaryIO) -> bool | None:
+    """Whether the stream's next bytes are a gzip member's magic (None: it cannot seek, so it is not looked at)."""
+    try:
+        if not stream.seekable():
+            return None
+        start = stream.tell()
+        head = stream.read(len(_GZIP_MAGIC))
+        stream.seek(start)
+        return head == _GZIP_MAGIC
+    except (OSError, ValueError):
+        return None
+
+
+_PLAIN_RECORD = b"\nWARC/1."
+
+
+def _next_plain_record(stream: BinaryIO, after: int) -> int | None:
+    """The offset of the first line after `after` of an uncompressed WARC that starts a record ("WARC/1.0" or
+    "WARC/1.1"), or None (the end of the file, or a stream that cannot seek). Linear in the bytes scanned."""
+    try:
+        if not stream.seekable():
+            return None
+        position = after
+        while True:
+            stream.seek(position)
+            chunk = stream.read(_SCAN_BYTES + len(_PLAIN_RECORD) + 2)
+            found = chunk.find(_PLAIN_RECORD)
+            while found != -1 and found < _SCAN_BYTES:
+                if chunk[found + len(_PLAIN_RECORD):found + len(_PLAIN_RECORD) + 2] in (b"0\r", b"1\r", b"0\n", b"1\n"):
+                    return position + found + 1
+                found = chunk.find(_PLAIN_RECORD, found + 1)
+            if len(chunk) <= _SCAN_BYTES:
+                return None
             position += _SCAN_BYTES
     except (OSError, ValueError):
         return None

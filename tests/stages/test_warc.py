@@ -257,3 +257,31 @@ def test_a_record_without_a_warc_type_is_one_row_and_the_next_record_is_read():
     read = list(read_warc(io.BytesIO(data), source="web", filename="f.warc.gz"))
     assert [type(d).__name__ for d in read] == ["Drop", "Document"] and read[1].url == "http://good.example/1"
     assert read[0].reason == DropReason.READ_ERROR and read[0].detail == "f.warc.gz@0: malformed record: no WARC-Type header"
+
+
+@pytest.mark.parametrize("path", [WAYBACK, CC_EXCERPT], ids=lambda p: p.name)
+def test_a_damaged_record_header_in_an_uncompressed_warc_costs_that_record(path, tmp_path):
+    """An uncompressed WARC (a `.warc`, as some crawlers write it) whose first record, a middle one and the last
+    have a damaged first line: each is one read_error row (the last one's says "onwards": no record follows) and
+    reading resumes at the next line that starts a record, every other record read with its sound id. It was one
+    row for the rest of the file."""
+    from stages.extraction.warc import document_id, record_spans
+
+    plain = tmp_path / path.name.removesuffix(".gz")
+    plain.write_bytes(gzip.decompress(path.read_bytes()))
+    spans = record_spans(str(plain))
+    with open(plain, "rb") as fh:
+        sound = list(read_warc(fh, source="web", filename=plain.name))
+    data = bytearray(plain.read_bytes())
+    damaged = sorted(spans[k][0] for k in (0, len(spans) // 2, len(spans) - 1))
+    for offset in damaged:
+        assert data[offset:offset + 5] == b"WARC/"
+        data[offset:offset + 4] = b"XARC"
+    read = list(read_warc(io.BytesIO(bytes(data)), source="web", filename=plain.name))
+    lost = {document_id("web", plain.name, offset) for offset in damaged}
+    rows = [d for d in read if isinstance(d, Drop) and d.reason == DropReason.READ_ERROR and d.id not in
+            {s.id for s in sound}]
+    assert [d.detail.split(":")[0] for d in rows] == [f"{plain.name}@{damaged[0]}", f"{plain.name}@{damaged[1]}",
+                                                       f"{plain.name}@{damaged[2]} onwards"]
+    assert "reading resumed at the next record" in rows[0].detail
+    assert [d for d in read if d not in rows] == [d for d in sound if d.id not in lost]
