@@ -11,7 +11,8 @@ is ~100 characters and a page thousands: scored whole, a toxic paragraph drowns 
 (`page_toxicity`): the windows at or over `window_threshold` combine as independent evidence (1 - the product
 of 1 - P), so one toxic passage scores its own P, a thread of abuse approaches 1, and one odd line that the
 model half-believes stays where it is; a window with fewer than `evidence_letters` letters counts in proportion
-to them (a three-word menu line or a line of code is little evidence either way).
+to them (a three-word menu line or a line of code is little evidence either way; `letters` counts a Han
+character as 3 and a kana as 2).
 Columns: `toxicity_score` (the page's score, what `threshold` applies to), `toxicity_worst` (its most toxic
 window) and `toxic_window_share` (the share of its windows at or over `window_threshold`).
 """
@@ -59,7 +60,7 @@ class ToxicityConfig:
     max_windows: int = 400             # at most this many windows per page (the first ones): bounds the cost
     window_threshold: float = 0.5      # a window at or over this is a toxic window (counted, combined)
     combine: int = 3                   # the page score combines its this-many most toxic windows
-    evidence_letters: int = 30         # a window with fewer letters than this counts in proportion to them
+    evidence_letters: int = 30         # a window with fewer letters than this counts in proportion to them (Han 3, kana 2)
     sources: tuple[str, ...] = ()      # run on documents of these sources only; empty = every source
 
     def __post_init__(self):
@@ -80,10 +81,29 @@ class PageToxicity:
     window: str             # the most toxic window's text
 
 
+# How many Latin letters of text one character stands for in the scripts written without spaces between words: a
+# Han character is about a word (English words average ~4.7 letters, Chinese ~1.5 characters): 3; a kana a
+# syllable: 2. Counted as one letter each, a 12-character Chinese sentence was as little evidence as a 12-letter
+# English fragment (Jigsaw's Chinese templates: no toxic sentence reached 0.5). Hangul blocks (syllables, in
+# spaced text) stay at one: at 2 or 3, 19-20 % of our benign Korean template sentences reached 0.9 (the model's
+# Korean is weak; the short-text discount was what kept them under; bench/RESULTS.md).
+_LETTERS_PER_CHAR = ((0x3040, 0x30FF, 2), (0x3400, 0x4DBF, 3), (0x4E00, 0x9FFF, 3), (0xF900, 0xFAFF, 3),
+                     (0x20000, 0x3134F, 3))
+
+
+def letters(text: str) -> int:
+    """The amount of text in `text` in Latin-letter equivalents (digits, spaces and punctuation count 0)."""
+    total = 0
+    for ch in text:
+        if ch.isalpha():
+            code = ord(ch)
+            total += next((n for low, high, n in _LETTERS_PER_CHAR if low <= code <= high), 1) if code >= 0x3040 else 1
+    return total
+
+
 def page_toxicity(scored: Sequence[tuple[float, str]], config: ToxicityConfig) -> PageToxicity:
     """The page's judgment from its windows' (P(toxic), text): see the module's docstring."""
-    weighted = sorted(((p * min(1.0, sum(c.isalpha() for c in w) / config.evidence_letters), w) for p, w in scored),
-                      reverse=True)
+    weighted = sorted(((p * min(1.0, letters(w) / config.evidence_letters), w) for p, w in scored), reverse=True)
     if not weighted:
         return PageToxicity(0.0, 0.0, 0, 0, "")
     toxic = [p for p, _ in weighted if p >= config.window_threshold]

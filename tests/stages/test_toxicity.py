@@ -155,6 +155,21 @@ def test_a_window_without_letters_scores_nothing(scorer):
     assert [s for s, w in scored if not any(c.isalpha() for c in w)] == [0.0] and len(scored) == 3
 
 
+def test_a_short_window_counts_by_its_text_in_letters_of_any_script():
+    """A window under `evidence_letters` (30) counts in proportion to its text: a Han character stands for about a
+    word (3 letters), a kana for a syllable (2), so a 10-character Chinese sentence is a whole sentence's evidence,
+    as a 30-letter English one is, and a two-word fragment stays little evidence in either script."""
+    from stages.harmful.toxicity import letters, page_toxicity
+
+    config = ToxicityConfig()
+    assert letters("你们都是废物。") == 18 and letters("ばかやろう") == 10 and letters("Ihr seid alle Abschaum!") == 19
+    assert letters("바보 같은 놈") == 5 and letters("2024 年") == 3  # Hangul blocks count one; digits none
+    assert page_toxicity([(0.9, "你们这些人都是没用的废物。")], config).score == pytest.approx(0.9)
+    assert page_toxicity([(0.9, "You are all useless garbage, all of you.")], config).score == pytest.approx(0.9)
+    assert page_toxicity([(0.9, "废物")], config).score == pytest.approx(0.9 * 6 / 30)
+    assert page_toxicity([(0.9, "garbage")], config).score == pytest.approx(0.9 * 7 / 30)
+
+
 def test_card_and_config_errors(tmp_path):
     assert CARD["labels"] == {"__label__toxic": "toxic: hate, offensive or insulting", "__label__clean": "not toxic"}
     assert CARD["page_test"]["recall"]["0.5"] >= 0.7 and CARD["page_test"]["false_positive_rate"]["0.9"] <= 0.01
