@@ -203,8 +203,8 @@ def guarded_records(stream: BinaryIO, config: WarcConfig, count: Callable[[str],
     read under the header caps. A gzip member that does not inflate (a flipped bit, a cut download glued to the
     next) costs its own record, not the rest of the file: the reading resumes at the next member that inflates to a
     WARC record, and the bytes skipped, unless they were a record already given, come as (None, offset, why) and
-    count `record.unreadable`; in an uncompressed file, the same for a record whose header does not parse (reading
-    resumes at the next line that starts a record). A file that breaks otherwise (garbage, no record after the
+    count `record.unreadable`; in an uncompressed file, the same for a record whose header does not parse or whose
+    Content-Length does not end at a record boundary (reading resumes at the next line that starts a record). A file that breaks otherwise (garbage, no record after the
     damage, a stream that cannot seek) or holds what warcio reads as another format (legacy ARC) counts `record.unreadable` and raises
     RestUnreadable for the rest of it."""
     given = resumed = -1  # the offsets of the last record given and of the last member reading resumed at
@@ -246,6 +246,16 @@ def guarded_records(stream: BinaryIO, config: WarcConfig, count: Callable[[str],
             if record.format != "warc":  # warcio reads any line-based text as a legacy ARC record
                 count("record.unreadable")
                 raise RestUnreadable(records.offset, f"not a WARC record ({record.format} format)")
+            wrong = _plain_length_error(stream, records.offset, record) if gzipped is False else None
+            if wrong is not None:  # its block would swallow the records after it, or stop inside its own
+                resume = _next_plain_record(stream, records.offset)
+                count("record.unreadable")
+                if resume is None:
+                    raise RestUnreadable(records.offset, wrong)
+                yield None, records.offset, f"bytes {records.offset}-{resume} skipped, reading resumed at the next record: {wrong}"[:500]
+                stream.seek(resume)
+                given = resumed = records.offset
+                break
             given = records.offset
             yield record, records.offset, guard.oversized
 
@@ -290,6 +300,59 @@ def _starts_gzipped(stream: BinaryIO) -> bool | None:
 
 
 _PLAIN_RECORD = b"\nWARC/1."
+_HEADER_END = b"\r\n\r\n"
+
+
+def _holds_record_start(stream: BinaryIO, start: int, stop: int) -> bool:
+    """Whether bytes start..stop of the stream hold a line that starts a WARC record (linear, a MB at a time)."""
+    position = start
+    while position < stop:
+        stream.seek(position)
+        chunk = stream.read(min(_SCAN_BYTES, stop - position) + len(_PLAIN_RECORD) + 2)
+        found = chunk.find(_PLAIN_RECORD)
+        while found != -1 and position + found < stop:
+            if chunk[found + len(_PLAIN_RECORD):found + len(_PLAIN_RECORD) + 2] in (b"0\r", b"1\r"):
+                return True
+            found = chunk.find(_PLAIN_RECORD, found + 1)
+        if not chunk:
+            return False
+        position += _SCAN_BYTES
+    return False
+
+
+def _plain_length_error(stream: BinaryIO, offset: int, record) -> str | None:
+    """Why the uncompressed record at `offset` cannot be what its Content-Length says (its block does not end where a
+    record or the file does: a length too long swallows the records after it, one too short leaves the rest of the
+    block to be read as a record), or None. The stream is left where it was (warcio reads on from there)."""
+    try:
+        length = int(record.rec_headers.get_header("Content-Length") or "")
+    except ValueError:
+        return None  # warcio's own error, or none: not this check's to judge
+    position = stream.tell()
+    try:
+        stream.seek(offset)
+        head, end = b"", -1
+        while end < 0 and len(head) < (1 << 20):  # the header caps bound it before this does
+            chunk = stream.read(8192)
+            if not chunk:
+                return None
+            head += chunk
+            end = head.find(_HEADER_END)
+        if end < 0:
+            return None
+        block = offset + end + len(_HEADER_END)
+        stream.seek(block + length)
+        after = stream.read(64)
+        rest = after.lstrip(b"\r\n")
+        if not after or (after.startswith(b"\r\n") and (not rest or rest.startswith(b"WARC/"))):
+            return None  # a record or the file's end follows (a clipped last record is ledgered as such)
+        if after.startswith(b"\r\n") and not _holds_record_start(stream, block, block + length):
+            return None  # the next record's own first line is damaged: its own row
+        return f"Content-Length {length} does not end at a record boundary (then {after[:16]!r})"
+    except (OSError, ValueError):
+        return None
+    finally:
+        stream.seek(position)
 
 
 def _next_plain_record(stream: BinaryIO, after: int) -> int | None:

@@ -285,3 +285,30 @@ def test_a_damaged_record_header_in_an_uncompressed_warc_costs_that_record(path,
                                                        f"{plain.name}@{damaged[2]} onwards"]
     assert "reading resumed at the next record" in rows[0].detail
     assert [d for d in read if d not in rows] == [d for d in sound if d.id not in lost]
+
+
+@pytest.mark.parametrize("delta", [200_000, 3_000, -3_000], ids=["swallows-records", "too-long", "too-short"])
+def test_an_uncompressed_record_whose_content_length_lies_is_one_row(delta, tmp_path):
+    """An uncompressed record whose Content-Length runs past its block swallowed the records after it into its page
+    (+200 KB on one record of the Common Crawl excerpt: 6 of its 16 responses gone, one row for the bytes after);
+    one that stops inside its block left a shortened page.
+    Now the block must end where a record or the file does: the record is one row, reading resumes at the next
+    record, and every other record is read as from the sound file."""
+    import re
+
+    from stages.extraction.warc import document_id, record_spans
+
+    plain = tmp_path / "cc.warc"
+    plain.write_bytes(gzip.decompress(CC_EXCERPT.read_bytes()))
+    with open(plain, "rb") as fh:
+        sound = list(read_warc(fh, source="web", filename=plain.name))
+    spans = record_spans(str(plain))
+    data = bytearray(plain.read_bytes())
+    offset = next(o for o, length in spans[3:] if length > 20_000 and data[o:o + 200].find(b"WARC-Type: response") > 0)
+    found = re.compile(rb"\r\nContent-Length: (\d+)\r\n").search(bytes(data), offset)
+    data[found.start(1):found.end(1)] = str(int(found.group(1)) + delta).encode()
+    read = list(read_warc(io.BytesIO(bytes(data)), source="web", filename=plain.name))
+    rows = [d for d in read if isinstance(d, Drop) and d.reason == DropReason.READ_ERROR]
+    assert len(rows) == 1 and rows[0].detail.startswith(f"{plain.name}@{offset}: bytes {offset}-")
+    assert "does not end at a record boundary" in rows[0].detail
+    assert [d for d in read if d not in rows] == [d for d in sound if d.id != document_id("web", plain.name, offset)]
