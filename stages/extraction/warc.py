@@ -105,8 +105,8 @@ SPEC = StageSpec(
         DropReason.HEADER_TOO_LONG: "a WARC header line over `warc.max_header_line_bytes` or a URL over "
                                     "`warc.max_url_chars`",
         DropReason.READ_ERROR: "a record that cannot be read (detail: file@offset and error; a damaged gzip member "
-                               "or, uncompressed, record header: the bytes skipped to the next one), or the rest of "
-                               "a broken file (onwards)"})
+                               "or, uncompressed, a record header or Content-Length: the bytes skipped to the next "
+                               "one), or the rest of a broken file (onwards)"})
 
 
 class HeaderTooLarge(ValueError):
