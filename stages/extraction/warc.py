@@ -25,7 +25,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from common.settings import check
 from stages.extraction.charset import charset_from_content_type, decode_html
-from stages.formats import WARC, sniff_warc
+from stages.formats import WARC, is_gzip, sniff_warc
 from stages.origin import http_date
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
 from stages.table import READ, InputFormat, StageSpec
@@ -204,9 +204,9 @@ def guarded_records(stream: BinaryIO, config: WarcConfig, count: Callable[[str],
     next) costs its own record, not the rest of the file: the reading resumes at the next member that inflates to a
     WARC record, and the bytes skipped, unless they were a record already given, come as (None, offset, why) and
     count `record.unreadable`; in an uncompressed file, the same for a record whose header does not parse or whose
-    Content-Length does not end at a record boundary (reading resumes at the next line that starts a record). A file that breaks otherwise (garbage, no record after the
-    damage, a stream that cannot seek) or holds what warcio reads as another format (legacy ARC) counts `record.unreadable` and raises
-    RestUnreadable for the rest of it."""
+    Content-Length does not end at a record boundary (reading resumes at the next line that starts a record). A
+    file that breaks otherwise (garbage, no record after the damage, a stream that cannot seek) or holds what
+    warcio reads as another format (legacy ARC) counts `record.unreadable` and raises RestUnreadable for the rest."""
     given = resumed = -1  # the offsets of the last record given and of the last member reading resumed at
     gzipped = _starts_gzipped(stream)  # warcio reads a file whose first block does not inflate as uncompressed
     while True:
@@ -252,7 +252,8 @@ def guarded_records(stream: BinaryIO, config: WarcConfig, count: Callable[[str],
                 count("record.unreadable")
                 if resume is None:
                     raise RestUnreadable(records.offset, wrong)
-                yield None, records.offset, f"bytes {records.offset}-{resume} skipped, reading resumed at the next record: {wrong}"[:500]
+                yield None, records.offset, (f"bytes {records.offset}-{resume} skipped, reading resumed at the next "
+                                             f"record: {wrong}")[:500]
                 stream.seek(resume)
                 given = resumed = records.offset
                 break
@@ -266,22 +267,31 @@ _SCAN_BYTES = 1 << 20
 
 def _next_member(stream: BinaryIO, after: int) -> int | None:
     """The offset of the first gzip member after `after` that inflates to a WARC record's first line, or None
-    (the end of the file, or a stream that cannot seek). Linear in the bytes scanned."""
+    (the end of the file, or a stream that cannot seek)."""
+    return _scan(stream, after + 1, _GZIP_MAGIC, lambda chunk, i, offset: _starts_a_record(stream, offset))
+
+
+def _scan(stream: BinaryIO, start: int, needle: bytes, accept, stop: int | None = None, tail: int = 0) -> int | None:
+    """The offset of the first `needle` in bytes start..stop (or the end) that `accept(chunk, index, offset)` takes
+    (`tail` bytes after the needle are in the chunk for it to look at), or None (none, or a stream that cannot
+    seek). Linear: read a megabyte at a time, each occurrence looked at once."""
     try:
         if not stream.seekable():
             return None
-        position = after + 1
-        while True:
+        position = start
+        while stop is None or position < stop:
             stream.seek(position)
-            chunk = stream.read(_SCAN_BYTES + len(_GZIP_MAGIC) - 1)
-            if len(chunk) < len(_GZIP_MAGIC):
-                return None
-            found = chunk.find(_GZIP_MAGIC)
-            while found != -1 and found < _SCAN_BYTES:
-                if _starts_a_record(stream, position + found):
+            chunk = stream.read(_SCAN_BYTES + len(needle) + tail - 1)
+            limit = _SCAN_BYTES if stop is None else min(_SCAN_BYTES, stop - position)
+            found = chunk.find(needle)
+            while found != -1 and found < limit:
+                if accept(chunk, found, position + found):
                     return position + found
-                found = chunk.find(_GZIP_MAGIC, found + 1)
+                found = chunk.find(needle, found + 1)
+            if len(chunk) <= _SCAN_BYTES:
+                return None
             position += _SCAN_BYTES
+        return None
     except (OSError, ValueError):
         return None
 
@@ -292,9 +302,9 @@ def _starts_gzipped(stream: BinaryIO) -> bool | None:
         if not stream.seekable():
             return None
         start = stream.tell()
-        head = stream.read(len(_GZIP_MAGIC))
+        head = stream.read(2)
         stream.seek(start)
-        return head == _GZIP_MAGIC
+        return is_gzip(head)
     except (OSError, ValueError):
         return None
 
@@ -303,21 +313,9 @@ _PLAIN_RECORD = b"\nWARC/1."
 _HEADER_END = b"\r\n\r\n"
 
 
-def _holds_record_start(stream: BinaryIO, start: int, stop: int) -> bool:
-    """Whether bytes start..stop of the stream hold a line that starts a WARC record (linear, a MB at a time)."""
-    position = start
-    while position < stop:
-        stream.seek(position)
-        chunk = stream.read(min(_SCAN_BYTES, stop - position) + len(_PLAIN_RECORD) + 2)
-        found = chunk.find(_PLAIN_RECORD)
-        while found != -1 and position + found < stop:
-            if chunk[found + len(_PLAIN_RECORD):found + len(_PLAIN_RECORD) + 2] in (b"0\r", b"1\r"):
-                return True
-            found = chunk.find(_PLAIN_RECORD, found + 1)
-        if not chunk:
-            return False
-        position += _SCAN_BYTES
-    return False
+def _starts_plain_record(chunk: bytes, index: int, offset: int) -> bool:
+    """Whether the `\nWARC/1.` at `index` of `chunk` begins a record's first line ("WARC/1.0" or "WARC/1.1")."""
+    return chunk[index + len(_PLAIN_RECORD):index + len(_PLAIN_RECORD) + 2] in (b"0\r", b"1\r", b"0\n", b"1\n")
 
 
 def _plain_length_error(stream: BinaryIO, offset: int, record) -> str | None:
@@ -331,13 +329,13 @@ def _plain_length_error(stream: BinaryIO, offset: int, record) -> str | None:
     position = stream.tell()
     try:
         stream.seek(offset)
-        head, end = b"", -1
+        head, end = bytearray(), -1
         while end < 0 and len(head) < (1 << 20):  # the header caps bound it before this does
             chunk = stream.read(8192)
             if not chunk:
                 return None
             head += chunk
-            end = head.find(_HEADER_END)
+            end = head.find(_HEADER_END, max(0, len(head) - len(chunk) - len(_HEADER_END)))
         if end < 0:
             return None
         block = offset + end + len(_HEADER_END)
@@ -346,7 +344,8 @@ def _plain_length_error(stream: BinaryIO, offset: int, record) -> str | None:
         rest = after.lstrip(b"\r\n")
         if not after or (after.startswith(b"\r\n") and (not rest or rest.startswith(b"WARC/"))):
             return None  # a record or the file's end follows (a clipped last record is ledgered as such)
-        if after.startswith(b"\r\n") and not _holds_record_start(stream, block, block + length):
+        if after.startswith(b"\r\n") and _scan(stream, block, _PLAIN_RECORD, _starts_plain_record,
+                                                  stop=block + length, tail=2) is None:
             return None  # the next record's own first line is damaged: its own row
         return f"Content-Length {length} does not end at a record boundary (then {after[:16]!r})"
     except (OSError, ValueError):
@@ -357,24 +356,9 @@ def _plain_length_error(stream: BinaryIO, offset: int, record) -> str | None:
 
 def _next_plain_record(stream: BinaryIO, after: int) -> int | None:
     """The offset of the first line after `after` of an uncompressed WARC that starts a record ("WARC/1.0" or
-    "WARC/1.1"), or None (the end of the file, or a stream that cannot seek). Linear in the bytes scanned."""
-    try:
-        if not stream.seekable():
-            return None
-        position = after
-        while True:
-            stream.seek(position)
-            chunk = stream.read(_SCAN_BYTES + len(_PLAIN_RECORD) + 2)
-            found = chunk.find(_PLAIN_RECORD)
-            while found != -1 and found < _SCAN_BYTES:
-                if chunk[found + len(_PLAIN_RECORD):found + len(_PLAIN_RECORD) + 2] in (b"0\r", b"1\r", b"0\n", b"1\n"):
-                    return position + found + 1
-                found = chunk.find(_PLAIN_RECORD, found + 1)
-            if len(chunk) <= _SCAN_BYTES:
-                return None
-            position += _SCAN_BYTES
-    except (OSError, ValueError):
-        return None
+    "WARC/1.1"), or None (the end of the file, or a stream that cannot seek)."""
+    found = _scan(stream, after, _PLAIN_RECORD, _starts_plain_record, tail=2)
+    return None if found is None else found + 1
 
 
 def _member_end(stream: BinaryIO, start: int) -> int | None:

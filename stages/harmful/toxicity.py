@@ -18,6 +18,7 @@ window) and `toxic_window_share` (the share of its windows at or over `window_th
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Iterator, Sequence
@@ -87,18 +88,35 @@ class PageToxicity:
 # English fragment (Jigsaw's Chinese templates: no toxic sentence reached 0.5). Hangul blocks (syllables, in
 # spaced text) stay at one: at 2 or 3, 19-20 % of our benign Korean template sentences reached 0.9 (the model's
 # Korean is weak; the short-text discount was what kept them under; bench/RESULTS.md).
-_LETTERS_PER_CHAR = ((0x3040, 0x30FF, 2), (0x3400, 0x4DBF, 3), (0x4E00, 0x9FFF, 3), (0xF900, 0xFAFF, 3),
-                     (0x20000, 0x3134F, 3))
+_LETTERS_PER_CHAR = {3: ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x3134F)),
+                     2: ((0x3040, 0x30FF),)}
+
+
+@functools.cache
+def _extra_letters() -> tuple[tuple[int, re.Pattern], ...]:
+    """(letters a character stands for beyond one, a class of the letters of those ranges): one regex pass each,
+    where a loop over a Chinese window's characters cost 150 us (the model's call on it costs less)."""
+    def letter_class(ranges) -> re.Pattern:
+        runs, start = [], None
+        for low, high in ranges:
+            for code in range(low, high + 2):
+                letter = code <= high and chr(code).isalpha()
+                if letter and start is None:
+                    start = code
+                elif not letter and start is not None:
+                    runs.append(f"{chr(start)}-{chr(code - 1)}")
+                    start = None
+        return re.compile(f"[{''.join(runs)}]")
+
+    return tuple((weight - 1, letter_class(ranges)) for weight, ranges in _LETTERS_PER_CHAR.items())
 
 
 def letters(text: str) -> int:
     """The amount of text in `text` in Latin-letter equivalents (digits, spaces and punctuation count 0)."""
-    total = 0
-    for ch in text:
-        if ch.isalpha():
-            code = ord(ch)
-            total += next((n for low, high, n in _LETTERS_PER_CHAR if low <= code <= high), 1) if code >= 0x3040 else 1
-    return total
+    count = sum(c.isalpha() for c in text)
+    if text.isascii():
+        return count
+    return count + sum(extra * len(pattern.findall(text)) for extra, pattern in _extra_letters())
 
 
 def page_toxicity(scored: Sequence[tuple[float, str]], config: ToxicityConfig) -> PageToxicity:
