@@ -6,7 +6,8 @@
 Measured on sentences that name groups, toxic and not, none of which any model here trained on:
   * Jigsaw's identity templates (shared/data/harmful/identity_templates: en, de, nl, hi-Latn, zh; measure only);
   * our own templates in 15 languages (stages/harmful/identity/<lang>.yaml, the `eval_*` frames: wording no
-    training frame uses; written by us, so a check of wording, not independent evidence).
+    training frame uses; written by us, so a check of wording, not independent evidence);
+  * counter-speech and negated hate (`eval_counter`, clean) against hate (`eval_toxic`), ours too ("counter_<lang>").
 For the toxicity score: toxic vs non-toxic ROC AUC, per group (>= 50 sentences; >= 8 for our templates) the
 subgroup, BPSN and BNSP AUC (Borkan et al. 2019; stages/harmful/bias.py), the share of non-toxic sentences
 naming a group at or over the threshold, overall and for the worst group. For the bad-word rule (LDNOOBW,
@@ -30,7 +31,7 @@ import shared_data  # noqa: E402
 
 from stages.harmful.badwords import BadWordsConfig, find_bad_words, word_list  # noqa: E402
 from stages.harmful.bias import JIGSAW_FILES, JigsawTemplates, group_metrics, summary  # noqa: E402
-from stages.harmful.identity_frames import evaluation_rows, lexicons  # noqa: E402
+from stages.harmful.identity_frames import counter_rows, evaluation_rows, lexicons  # noqa: E402
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer  # noqa: E402
 
 TEMPLATES = os.path.join(shared_data.ROOT, "harmful", "identity_templates")
@@ -46,6 +47,8 @@ def template_sets():
                                                           lang).rows(), 50
     for lang in sorted(lexicons()):
         yield f"ours_{lang}", lang, evaluation_rows(lang), 8
+    for lang in sorted(lexicons()):
+        yield f"counter_{lang}", lang, counter_rows(lang), 8
 
 
 def badword_hits(rows, lang: str) -> list[float]:

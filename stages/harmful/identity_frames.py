@@ -8,10 +8,16 @@ score keyed on what makes text harmful, not on which group it names (issue 56).
   named in friendly and neutral sentences (clean) and in insults, dehumanisation and threats (toxic), and insults
   and threats at a person that name no group (toxic) beside praise in the same words ("You are a {x}" / "You are
   a {p}": clean), and the `adj_frames`/`verb_frames` filled once with bad adjectives or harmful verbs (toxic),
-  once with good ones or kind verbs (clean), so that the insult, not the name or the frame, is the signal.
+  once with good ones or kind verbs (clean), so that the insult, not the name or the frame, is the signal; and the
+  `counter` frames (clean, drawn half as often as the others: at full weight the insults lost more of their
+  weight in the languages without labelled text, bench/RESULTS.md): counter-speech and negated hate, the same
+  insults quoted, reported or denied in order to reject them ("Saying that {g} are {bad} is hateful", "I do not
+  hate {g}"), so that the words around an insult count, not the insult alone.
 * `evaluation_rows`: the `eval_clean`/`eval_toxic` frames, other wording than any frame trained on, with the group
   each names: our own identity templates for the bias measures (stages/harmful/bias.py) in the languages Jigsaw's
   templates lack. Written by us; they measure wording the model has not seen, not real text.
+* `counter_rows`: the `eval_counter` frames (counter-speech and negated hate, other wording than the `counter`
+  frames; clean) against the `eval_toxic` ones: does the score tell hate from its rejection?
 """
 from __future__ import annotations
 
@@ -62,7 +68,7 @@ def lexicons() -> dict[str, Lexicon]:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)
         frames = {k: tuple(data[k]) for k in ("clean", "toxic", "personal", "personal_clean", "adj_frames",
-                                                 "verb_frames", "eval_clean", "eval_toxic")}
+                                                 "verb_frames", "eval_clean", "eval_toxic", "counter", "eval_counter")}
         out[lang] = Lexicon(lang, *(tuple(str(x) for x in data.get(k, ()))
                                     for k in ("groups", "swap", "good", "bad", "insult", "praise", "bad_adj",
                                               "good_adj", "harm_verbs", "kind_verbs", "names")),
@@ -82,10 +88,10 @@ def training_sentences(lang: str, seed: int = 0, draws: int = 2) -> Iterator[tup
     """(sentence, toxic) from the trained frames: each frame with each group `draws` times (slots drawn)."""
     lex = lexicons()[lang]
     rng = random.Random(f"{seed}:{lang}")
-    for kind, toxic in (("clean", False), ("toxic", True)):
+    for kind, toxic, times in (("clean", False, draws), ("toxic", True, draws), ("counter", False, max(1, draws // 2))):
         for frame in lex.frames[kind]:
             for group in lex.groups:
-                for _ in range(draws):
+                for _ in range(times):
                     yield _fill(frame, lex, rng, group), toxic
     for kind, toxic in (("personal", True), ("personal_clean", False)):
         for frame in lex.frames[kind]:
@@ -103,18 +109,25 @@ def training_sentences(lang: str, seed: int = 0, draws: int = 2) -> Iterator[tup
                     yield _fill(frame, lex, rng, group, verbs=words), toxic
 
 
-def evaluation_rows(lang: str, seed: int = 1, draws: int = 2) -> list[Labelled]:
+def evaluation_rows(lang: str, seed: int = 1, draws: int = 2,
+                    kinds=(("eval_clean", False), ("eval_toxic", True))) -> list[Labelled]:
     """Our own identity templates of `lang`: the eval frames, each group `draws` times."""
     lex = lexicons()[lang]
     rng = random.Random(f"eval:{seed}:{lang}")
     rows = {}
-    for kind, toxic in (("eval_clean", False), ("eval_toxic", True)):
+    for kind, toxic in kinds:
         for frame in lex.frames[kind]:
             for group in lex.groups:
                 for _ in range(draws):  # a frame without other slots gives one sentence
                     text = _fill(frame, lex, rng, group)
                     rows.setdefault(text, Labelled(text, toxic, group, lang, frame))
     return list(rows.values())
+
+
+def counter_rows(lang: str, seed: int = 1, draws: int = 2) -> list[Labelled]:
+    """Counter-speech and negated hate (clean) against hate (toxic), in our own wording: the `eval_counter` and
+    `eval_toxic` frames, each group `draws` times."""
+    return evaluation_rows(lang, seed, draws, (("eval_counter", False), ("eval_toxic", True)))
 
 
 def counterfactuals(text: str, lang: str, rng: random.Random, copies: int = 1) -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 
 from common.ranking import auc
 from stages.harmful.bias import JIGSAW_FILES, JigsawTemplates, Labelled, group_metrics, summary
-from stages.harmful.identity_frames import counterfactuals, evaluation_rows, lexicons, training_sentences
+from stages.harmful.identity_frames import counter_rows, counterfactuals, evaluation_rows, lexicons, training_sentences
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, page_toxicity
 from stages.models import bundled
 from tests.conftest import SHARED_DATA
@@ -99,8 +99,37 @@ def test_a_page_is_judged_from_its_windows_not_its_worst_line():
     assert page_toxicity([], config).score == 0.0
 
 
+def test_every_lexicon_trains_counter_speech_as_clean_and_measures_it_in_other_wording():
+    """Counter-speech and negated hate (the insult quoted, reported or denied in order to reject it) are clean
+    training sentences in every language; the measured ones (`eval_counter`) are other wording."""
+    for lang, lex in lexicons().items():
+        assert len(lex.frames["counter"]) >= 8 and len(lex.frames["eval_counter"]) >= 4, lang
+        assert all("{g}" in f for f in lex.frames["counter"] + lex.frames["eval_counter"]), lang
+        sentences = dict(training_sentences(lang))
+        group = lex.groups[0]
+        negated = [f for f in lex.frames["counter"] if "{bad}" not in f]  # "I do not hate {g}."
+        assert negated and all(sentences[f.replace("{g}", group)[:1].upper() + f.replace("{g}", group)[1:]] is False
+                               for f in negated), lang
+        rows = counter_rows(lang)
+        assert {r.toxic for r in rows} == {True, False} and not set(sentences) & {r.text for r in rows}, lang
+
+
+def test_counter_speech_is_flagged_at_the_recommended_threshold_less_often_than_before_the_counter_frames(scorer):
+    """Our counter-speech sentences in 15 languages ("Stop calling {g} {bad}.", ...) at the recommended page
+    threshold 0.9: the model before the counter frames flagged 35 % of them (and 31 % of the hate itself), now 23 %
+    (hate 24 %). A bag of character n-grams still sees the quoted insult: a floor against regressions, not a pass
+    mark for telling hate from its rejection."""
+    flagged = benign = 0
+    for lang in lexicons():
+        for row in counter_rows(lang):
+            if not row.toxic:
+                benign += 1
+                flagged += scorer.score(row.text)[0] >= 0.9
+    assert benign > 2000 and flagged / benign <= 0.3, (flagged, benign)
+
+
 def _template_sets():
-    sets = [(f"ours_{lang}", lang) for lang in sorted(lexicons())]
+    sets = [(f"ours_{lang}", lang) for lang in sorted(lexicons())] + [(f"counter_{lang}", lang) for lang in sorted(lexicons())]
     if TEMPLATES.is_dir():
         sets += [(f"jigsaw_{lang}", lang) for lang in JIGSAW_FILES]
     return sets
