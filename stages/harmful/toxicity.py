@@ -8,11 +8,12 @@ names, and paragraphs of real web pages; its figures on text of other sources ar
 is ~100 characters and a page thousands: scored whole, a toxic paragraph drowns in the rest (merged into
 300-character windows, 31 % of pages with one toxic comment put in were caught; paragraph by paragraph,
 95 %). So the page is scored paragraph by paragraph (windows), and judged from their distribution
-(`page_toxicity`): the windows at or over `window_threshold` combine as independent evidence (1 - the product
-of 1 - P), so one toxic passage scores its own P, a thread of abuse approaches 1, and one odd line that the
-model half-believes stays where it is; a window with fewer than `evidence_letters` letters counts in proportion
-to them (a three-word menu line or a line of code is little evidence either way; `letters` counts a Han
-character as 3 and a kana as 2).
+(`page_toxicity`): the windows at or over `window_threshold` (the `combine` most toxic) are evidence about one
+page, and their log-odds add (naive Bayes from an even prior), so one toxic passage scores its own P, a thread of
+abuse approaches 1, and lines the model half-believes stay near where they are (three at 0.55: 0.65; the
+noisy-OR 1 - the product of 1 - P made them a 0.91 page); a window with fewer than `evidence_letters` letters
+counts in proportion to them (a three-word menu line or a line of code is little evidence either way;
+`letters` counts a Han character as 3 and a kana as 2).
 Columns: `toxicity_score` (the page's score, what `threshold` applies to), `toxicity_worst` (its most toxic
 window) and `toxic_window_share` (the share of its windows at or over `window_threshold`).
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import html
+import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -125,11 +127,15 @@ def page_toxicity(scored: Sequence[tuple[float, str]], config: ToxicityConfig) -
     if not weighted:
         return PageToxicity(0.0, 0.0, 0, 0, "")
     toxic = [p for p, _ in weighted if p >= config.window_threshold]
-    clean = 1.0
-    for p in toxic[:config.combine]:
-        clean *= 1.0 - p
-    score = 1.0 - clean if toxic else weighted[0][0]
+    # only windows above even odds add evidence, so the page never scores under its worst window
+    evidence = sum(_log_odds(p) for p in toxic[:config.combine] if p > 0.5)
+    score = 1.0 / (1.0 + math.exp(-evidence)) if evidence > 0 else weighted[0][0]
     return PageToxicity(score, weighted[0][0], len(toxic), len(weighted), weighted[0][1])
+
+
+def _log_odds(p: float) -> float:
+    p = min(p, 1.0 - 1e-12)
+    return math.log(p / (1.0 - p))
 
 
 def windows(text: str, size: int, min_chars: int = 40) -> Iterator[str]:

@@ -89,7 +89,15 @@ def test_a_page_is_judged_from_its_windows_not_its_worst_line():
     one = page_toxicity(listing, config)
     assert one.score == pytest.approx(0.6) and one.toxic_windows == 1 and one.windows == 31
     many = page_toxicity(thread, config)
-    assert many.score == pytest.approx(1 - 0.1 ** 3) and many.toxic_windows == 5 and many.worst == pytest.approx(0.9)
+    # the three most toxic windows' log-odds add: 0.9^3 / (0.9^3 + 0.1^3)
+    assert many.score == pytest.approx(0.729 / 0.730) and many.toxic_windows == 5 and many.worst == pytest.approx(0.9)
+    # three lines the model half-believes (a page's REPL lines at 0.55) stay a doubtful page, not a toxic one
+    doubtful = page_toxicity([(0.55, line)] * 3 + [(0.05, line)] * 100, config)
+    assert doubtful.score == pytest.approx(0.55 ** 3 / (0.55 ** 3 + 0.45 ** 3)) and doubtful.score < 0.65
+    # windows under even odds (a lower window_threshold) count as toxic windows but add no evidence
+    low = ToxicityConfig(window_threshold=0.3)
+    assert page_toxicity([(0.4, line), (0.35, line)], low).score == pytest.approx(0.4)
+    assert page_toxicity([(0.4, line), (0.6, line)], low).score == pytest.approx(0.6)
     # a short line counts in proportion to its letters (8 of the 30 that make full evidence), and so does a line
     # of code (22 letters); nothing toxic then: the worst window's score
     short = page_toxicity([(0.9, "you idiot"), (0.2, line)], config)
