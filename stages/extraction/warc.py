@@ -344,14 +344,24 @@ def _plain_length_error(stream: BinaryIO, offset: int, record) -> str | None:
         rest = after.lstrip(b"\r\n")
         if not after or (after.startswith(b"\r\n") and (not rest or rest.startswith(b"WARC/"))):
             return None  # a record or the file's end follows (a clipped last record is ledgered as such)
-        if after.startswith(b"\r\n") and _scan(stream, block, _PLAIN_RECORD, _starts_plain_record,
-                                                  stop=block + length, tail=2) is None:
+        if (after.startswith(b"\r\n") and _looks_like_a_record_header(stream, block + length)
+                and _scan(stream, block, _PLAIN_RECORD, _starts_plain_record, stop=block + length, tail=2) is None):
             return None  # the next record's own first line is damaged: its own row
         return f"Content-Length {length} does not end at a record boundary (then {after[:16]!r})"
     except (OSError, ValueError):
         return None
     finally:
         stream.seek(position)
+
+
+def _looks_like_a_record_header(stream: BinaryIO, at: int) -> bool:
+    """Whether the lines after `at` (a block's end) are a WARC header whose first line may be damaged: a `WARC-`
+    field before the first blank line. A too-short Content-Length that happens to end on a line break is followed by
+    the rest of its own block instead (HTTP headers or the page), which has none."""
+    stream.seek(at)
+    head = stream.read(4096).lstrip(b"\r\n")
+    end = head.find(_HEADER_END)
+    return b"\nWARC-" in (head if end < 0 else head[:end])
 
 
 def _next_plain_record(stream: BinaryIO, after: int) -> int | None:
