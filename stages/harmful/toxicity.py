@@ -61,7 +61,7 @@ class ToxicityConfig:
     window_chars: int = 300
     min_chars: int = 40
     max_windows: int = 400             # at most this many windows per page (the first ones): bounds the cost
-    window_threshold: float = 0.5      # a window at or over this is a toxic window (counted, combined)
+    window_threshold: float = 0.5      # a window at or over this is a toxic window (counted; combined if over 0.5)
     combine: int = 3                   # the page score combines its this-many most toxic windows
     evidence_letters: int = 30         # a window with fewer letters than this counts in proportion to them (Han 3, kana 2)
     sources: tuple[str, ...] = ()      # run on documents of these sources only; empty = every source
