@@ -1,5 +1,8 @@
 """Bad-word density on the LDNOOBW lists it ships, per script, and on real text."""
 import csv
+import gzip
+import json
+import os
 import random
 
 import pytest
@@ -9,6 +12,7 @@ from stages.harmful.badwords import (
     KIND_FILES,
     KINDS,
     LISTS,
+    UNSORTED,
     BadWordsConfig,
     BadWordsFilter,
     find_bad_words,
@@ -18,7 +22,7 @@ from stages.harmful.badwords import (
     split_entries,
     word_list,
 )
-from tests.conftest import DAVIDSON_SAMPLE, SENTENCES_DIR
+from tests.conftest import DAVIDSON_SAMPLE, SENTENCES_DIR, SHARED_DATA, needs_shared
 
 DAVIDSON = DAVIDSON_SAMPLE
 
@@ -80,19 +84,30 @@ def test_density_rule_keeps_pages_with_a_stray_word_and_drops_dense_ones():
     assert BadWordsFilter(every_kind).evaluate(page, "en")[0] == "bad_words_profanity"
 
 
-def test_kind_files_sort_every_v1_entry_once_with_its_meaning():
-    for lang in list_languages("v1"):
-        entries = {e.strip() for e in read_entries(f"{LISTS}/v1/{lang}.txt")}
-        rows = [[part.strip() for part in line.split("|")] for line in read_entries(f"{KIND_FILES}/v1/{lang}.txt")]
-        assert all(len(row) == 3 and row[1] in KINDS for row in rows), lang
-        assert {row[0] for row in rows} == entries, lang        # every entry once, none the list lacks
-        assert len(rows) == len({row[0] for row in rows}), lang
-        if lang != "en":
-            assert all(row[2] for row in rows), lang             # the gloss the decision rests on
-        words = word_list("v1", lang, True)                      # every kind reaches the compiled list
-        single, phrases, substrings = split_entries(entries)
-        assert set(words.kinds) == {match_name(e) for e in entries}, lang
-        assert len(single) + len(phrases) + len(substrings) <= len(words.kinds), lang
+def kind_files():
+    """(version, language) of every kind file: all of v1, and the v2 lists sorted so far."""
+    return [(version, name.rsplit(".", 1)[0]) for version in ("v1", "v2")
+            for name in sorted(os.listdir(f"{KIND_FILES}/{version}")) if name.endswith(".txt")]
+
+
+@pytest.mark.parametrize("version, lang", kind_files())
+def test_kind_files_sort_every_entry_of_their_list_once_with_its_meaning(version, lang):
+    entries = {e.strip() for e in read_entries(f"{LISTS}/{version}/{lang}.txt")}
+    rows = [[part.strip() for part in line.split("|")] for line in read_entries(f"{KIND_FILES}/{version}/{lang}.txt")]
+    assert all(len(row) == 3 and row[1] in KINDS for row in rows)
+    assert {row[0] for row in rows} == entries          # every entry once, none the list lacks
+    assert len(rows) == len({row[0] for row in rows})
+    if lang != "en":
+        assert all(row[2] for row in rows if row[1] != UNSORTED)   # the gloss the decision rests on
+    words = word_list(version, lang, True)              # every kind reaches the compiled list
+    single, phrases, substrings = split_entries(entries)
+    assert set(words.kinds) == {match_name(e) for e in entries}
+    assert len(single) + len(phrases) + len(substrings) <= len(words.kinds)
+
+
+def test_every_v1_list_and_the_largest_web_languages_of_v2_are_sorted():
+    assert {lang for version, lang in kind_files() if version == "v1"} == set(list_languages("v1"))
+    assert {"id", "ms"} <= {lang for version, lang in kind_files() if version == "v2"}
 
 
 def test_davidson_tweets_hate_is_dropped_for_its_slurs_profane_pages_only_for_sexual_terms():
@@ -112,6 +127,27 @@ def test_davidson_tweets_hate_is_dropped_for_its_slurs_profane_pages_only_for_se
             assert set(reasons) == {want}
         else:
             assert 0.3 < reasons.count("kept") / len(pages) < 0.7 and "bad_words_profanity" not in reasons
+
+
+@needs_shared
+def test_indonesian_tweets_labelled_clean_pass_and_abuse_is_dropped_only_for_sexual_terms_and_slurs():
+    """Ibrohim & Budi's tweets (measure only: CC BY-NC-SA; never used to sort the list) as pages of 20. Before v2's
+    Indonesian list was sorted every entry counted, and 69 % of the clean pages were dropped on ordinary words
+    ("bikin" make, "buaya" crocodile, "taplak" tablecloth, "ateis" atheist)."""
+    with gzip.open(SHARED_DATA / "harmful" / "toxicity_multilingual" / "id_ibrohim.jsonl.gz", "rt") as fh:
+        rows = [json.loads(line) for line in fh]
+    stage, every_kind = BadWordsFilter(), BadWordsFilter(BadWordsConfig(kinds=KINDS))
+    for label in ("clean", "toxic"):
+        tweets = [row["text"] for row in rows if row["label"] == label]
+        random.Random(0).shuffle(tweets)
+        pages = ["\n".join(tweets[i:i + 20]) for i in range(0, len(tweets) - 19, 20)]
+        reasons = [(stage.evaluate(p, "id", 1.0) or ("kept",))[0] for p in pages]
+        if label == "clean":
+            assert reasons.count("kept") >= 0.99 * len(pages)
+            assert sum(bool(every_kind.evaluate(p, "id", 1.0)) for p in pages) > 0.5 * len(pages)
+        else:  # swearing and put-downs are the toxicity score's to judge
+            assert set(reasons) == {"kept", "bad_words_sexual", "bad_words_slur"}
+            assert 0.2 < reasons.count("bad_words_sexual") / len(pages) < 0.6
 
 
 def test_real_sentences_in_many_languages_pass():
