@@ -25,7 +25,7 @@ from stages.harmful.badwords import LID_TO_LDNOOBW, LISTS, ORDINARY, list_langua
 from stages.text import normalized_words  # noqa: E402
 
 # LDNOOBW file code -> ISO 639-3 as NTREX and FLORES name them (where ICU's mapping is not theirs).
-ISO3 = {"ar": "arb", "fa": "pes", "kh": "khm", "no": "nob", "zh": "zho", "ms": "zsm", "sq": "als", "sr": "srp",
+ISO3 = {"ar": "arb", "fa": "pes", "kh": "kan", "no": "nob", "zh": "zho", "ms": "zsm", "sq": "als", "sr": "srp",
         "et": "est", "lv": "lvs", "uz": "uzn", "mn": "khk"}
 FLORES_ALT = {"fa": "fas", "ms": "msa", "sq": "sqi", "lv": "lav", "uz": "uzb", "mn": "mon", "zh": "zho"}
 LDNOOBW_TO_LID = {v: k for k, v in LID_TO_LDNOOBW.items()}

@@ -13,7 +13,7 @@ Matching: words (lower case, punctuation stripped; ICU segments for zh/ja/th/...
 entries, and word sequences against multi-word entries; entries in scripts written without spaces (CJK,
 Thai, Lao, Khmer, Myanmar, Tibetan) are found as substrings that start and end at a boundary ICU's word
 break iterator finds (they may span several of its words: slang is often split into characters); Korean
-entries as plain substrings, since a Korean word carries its particles. Which list: the page's language (lid.176 code; `tl` is LDNOOBW's `fil`, `km` its `kh`), from
+entries as plain substrings, since a Korean word carries its particles. Which list: the page's language (lid.176 code; `tl` is LDNOOBW's `fil`, `kn` its `kh`, a Kannada list), from
 v1 where it has one (curated, 28 languages), else v2 (75 languages, noisier: `versions`).
 
 Kinds: every v1 entry has one (lists/ldnoobw/kinds/: sexual, clinical, slur, profanity, identity, other,
@@ -44,7 +44,7 @@ ORDINARY = os.path.join(LISTS, "ordinary")  # entries found in news/Wikipedia te
 KIND_FILES = os.path.join(LISTS, "kinds")  # <version>/<lang>.txt: entry | kind | gloss (kinds/README.md)
 KINDS = ("sexual", "clinical", "slur", "profanity", "identity", "other", "unsorted")
 UNSORTED = "unsorted"
-LID_TO_LDNOOBW = {"tl": "fil", "km": "kh"}
+LID_TO_LDNOOBW = {"tl": "fil", "kn": "kh"}  # LDNOOBW v2 names its Kannada list `kh`
 # Scripts written without spaces between words: their entries are matched as substrings.
 _NO_SPACE_SCRIPT = re.compile("[\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
                               "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")

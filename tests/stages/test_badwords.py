@@ -166,6 +166,9 @@ def test_languages_without_a_list_pass_and_are_counted():
     assert stage.evaluate("Habari ya asubuhi, rafiki yangu.", "sw") is None and notes == ["no_list.sw"]
     assert BadWordsFilter(BadWordsConfig(versions=("v1",))).word_list("uk") is None
     assert BadWordsFilter().word_list("uk") is word_list("v2", "uk", False)  # v1 has no Ukrainian: v2's list
+    # LDNOOBW v2's `kh` file is Kannada (its entries are in Kannada script), not Khmer
+    assert BadWordsFilter().word_list("kn") is word_list("v2", "kn", False) and "ಯೋನಿ" in word_list("v2", "kn", False).words
+    assert BadWordsFilter().word_list("km") is None
 
 
 def test_config_errors():
