@@ -154,6 +154,41 @@ def template_kinds() -> list[dict]:
     return rows
 
 
+def v2_sentences() -> list[dict]:
+    """Everyday sentences (Tatoeba, Leipzig web text) of each language judged by a v2 list: the share with a listed
+    word counted when every kind counts (every v2 entry counted, as before v2's lists were sorted) and by default."""
+    from stages.harmful.badwords import KIND_FILES, LID_TO_LDNOOBW
+    from stages.langid import model_codes
+    from stages.reference import lid_code
+
+    codes = model_codes()
+    sorted_v2 = {name[:-4] for name in os.listdir(os.path.join(KIND_FILES, "v2"))}
+    texts: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+    for path in sorted(glob.glob(shared_data.path("multilingual", "tatoeba_laser", "data", "tatoeba", "v1",
+                                                  "tatoeba.*-eng.*"))):
+        lang = lid_code(path.rsplit(".", 1)[1], codes)
+        if lang and not path.endswith(".eng"):
+            with open(path, encoding="utf-8") as fh:
+                texts[("Tatoeba", lang)] += [line.strip() for line in fh if line.strip()]
+    for path in sorted(glob.glob(shared_data.path("multilingual", "lingua_testdata", "sentences", "*.txt"))):
+        with open(path, encoding="utf-8") as fh:
+            texts[("Leipzig", os.path.basename(path)[:-4])] += [line.strip() for line in fh if line.strip()]
+    rows = []
+    for (corpus, lang), sentences in sorted(texts.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        if LID_TO_LDNOOBW.get(lang, lang) not in sorted_v2 or DEFAULT.word_list(lang) is None:
+            continue
+        every, default, words = 0, 0, collections.Counter()
+        for sentence in dict.fromkeys(sentences):
+            judged = judge(sentence, lang)
+            every += any(judged["kinds"].values())
+            default += any(judged["kinds"].get(k) for k in BadWordsConfig.kinds)
+            found, _ = find_bad_words(sentence, lang, DEFAULT.word_list(lang))
+            words.update(found)
+        rows.append({"corpus": corpus, "lang": lang, "sentences": len(dict.fromkeys(sentences)), "every kind": every,
+                     "default": default, "top": ", ".join(f"{w} {n}" for w, n in words.most_common(4))})
+    return rows
+
+
 def share(n: int, of: int, digits: int = 0) -> str:
     """A percentage that never shows a non-zero count as 0 %."""
     if not n:
@@ -217,9 +252,18 @@ def main(argv=None) -> None:
     templates = template_kinds() if os.path.isdir(shared_data.path("harmful", "identity_templates")) else []
 
     print_tables(table, templates)
+    v2 = v2_sentences() if os.path.isdir(shared_data.path("multilingual", "tatoeba_laser")) else []
+    if v2:
+        print("\nEveryday sentences judged by v2's lists (sorted by kind since 2026-12-05): share with a counted listed "
+              "word when every kind counts (as before the sort) and by default; the words most found:\n")
+        print("| lang | corpus | sentences | every kind | default | most found |")
+        print("|---|---|---|---|---|---|")
+        for row in v2:
+            print(f"| {row['lang']} | {row['corpus']} | {row['sentences']} | {share(row['every kind'], row['sentences'], 1)}"
+                  f" | {share(row['default'], row['sentences'], 1)} | {row['top']} |")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"pages": table, "templates": templates}, fh, indent=1)
+            json.dump({"pages": table, "templates": templates, "v2_sentences": v2}, fh, indent=1)
 
 
 if __name__ == "__main__":

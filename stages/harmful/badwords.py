@@ -16,10 +16,10 @@ break iterator finds (they may span several of its words: slang is often split i
 entries as plain substrings, since a Korean word carries its particles. Which list: the page's language (lid.176 code; `tl` is LDNOOBW's `fil`, `kn` its `kh`, a Kannada list), from
 v1 where it has one (curated, 28 languages), else v2 (75 languages, noisier: `versions`).
 
-Kinds: every v1 entry has one (lists/ldnoobw/kinds/: sexual, clinical, slur, profanity, identity, other,
-with the gloss it was decided from); the density counts only the `kinds` named (default: sexual terms, the
-clinical words erotica written in a literary register uses, slurs, and the entries nobody sorted, such as all of
-v2). Swearing marks forums and novels, and group names mark community pages: counting them is how C4's rule
+Kinds: every entry of v1 and of the v2 lists a page can be judged by has one (lists/ldnoobw/kinds/: sexual,
+clinical, slur, profanity, identity, other, with the gloss it was decided from); the density counts only the
+`kinds` named (default: sexual terms, the clinical words erotica written in a literary register uses, slurs, and
+the entries nobody could sort). Swearing marks forums and novels, and group names mark community pages: counting them is how C4's rule
 erased those pages. The ledger's reason names what most counted matches are: `bad_words_sexual` (sexual and
 clinical words), `bad_words_slur`, `bad_words_unsorted`, or a kind a user chose to count.
 """
@@ -73,7 +73,7 @@ class BadWordsConfig:
     min_matches: int = 3        # ... and at least this many matches (one word on a short page is no signal)
     max_density_by_language: tuple[str, ...] = ()  # LANG=DENSITY overrides of max_density, e.g. [de=15, ja=30]
     # The kinds of listed words that count (lists/ldnoobw/kinds/README.md): sexual, clinical, slur, profanity,
-    # identity, other, unsorted (entries without a kind: all of v2). Swearing and group names are left out: on
+    # identity, other, unsorted (entries without a kind). Swearing and group names are left out: on
     # pages of profane but not hateful tweets they are most of the matches (bench/bad_word_kinds.py). Clinical
     # words stay in: an erotic story in the demo's crawl says 做爱 and 阴部, not slang (11 of its 17 matches)
     kinds: tuple[str, ...] = ("sexual", "clinical", "slur", "unsorted")
@@ -318,5 +318,5 @@ SPEC = StageSpec(
                                  f"1,000 words (mode any: one word), most of them {about}; detail: the density, the "
                                  f"matches per kind and the words"
              for what, about in (("sexual", "sexual or clinical words"), ("slur", "slurs"),
-                                 ("unsorted", "of no kind (v2's lists)"), ("profanity", "profanity (when counted)"),
+                                 ("unsorted", "of no kind (entries nobody could sort)"), ("profanity", "profanity (when counted)"),
                                  ("identity", "group names (when counted)"), ("other", "other listed words (when counted)"))})
