@@ -96,7 +96,7 @@ SPEC = StageSpec(
     reasons={
         DropReason.NON_HTML: "payload type is not text/html or application/xhtml+xml (detail: the type)",
         DropReason.HTTP_STATUS: "not a 2xx response (detail: the status)",
-        DropReason.TRUNCATED_RECORD: "the file ends before the record's Content-Length",
+        DropReason.TRUNCATED_RECORD: "the file (or the record's gzip member) ends before the record's Content-Length",
         DropReason.EMPTY_PAYLOAD: "a response with no body",
         DropReason.BINARY_CONTENT: "labelled HTML, but more than `warc.max_control_char_fraction` control characters",
         DropReason.UNDECODABLE: "the HTTP content or transfer encoding cannot be undone",
@@ -106,7 +106,8 @@ SPEC = StageSpec(
                                     "`warc.max_url_chars`",
         DropReason.READ_ERROR: "a record that cannot be read (detail: file@offset and error; a damaged gzip member "
                                "or, uncompressed, a record header or Content-Length: the bytes skipped to the next "
-                               "one), or the rest of a broken file (onwards)"})
+                               "one; a Content-Length that ends inside the record's gzip member), or the rest of a "
+                               "broken file (onwards)"})
 
 
 class HeaderTooLarge(ValueError):
@@ -258,7 +259,29 @@ def guarded_records(stream: BinaryIO, config: WarcConfig, count: Callable[[str],
                 given = resumed = records.offset
                 break
             given = records.offset
+            _watch_block_end(records, record, gzipped)
             yield record, records.offset, guard.oversized
+            end = _after_short_block(stream, records, given) if gzipped else None
+            if end is not None:
+                stream.seek(end)
+                resumed = end
+                break
+
+
+def _watch_block_end(records, record, gzipped: bool | None) -> None:
+    """Let the record's reader ask whether its block ends with its gzip member (`block_length_error`)."""
+    if gzipped:
+        record.gzip_member_overrun = lambda: (records.read_to_end(), records.block_overrun)[1]
+
+
+def _after_short_block(stream: BinaryIO, records, given: int) -> int | None:
+    """Where reading resumes after the record at `given` when its gzip member goes on after its block (the reader
+    ledgered the record for it): the member's end, since the rest of the member is that record's, not a damaged
+    next one. None when the block ended with the member, or the member holds more records (a file gzipped whole)."""
+    records.read_to_end()
+    if records.block_overrun is None or _member_holds_more_records(stream, given):
+        return None
+    return _member_end(stream, given)
 
 
 _GZIP_MAGIC = b"\x1f\x8b\x08"
@@ -398,12 +421,77 @@ def _starts_a_record(stream: BinaryIO, offset: int) -> bool:
         return False
 
 
+class _Records(ArchiveIterator):
+    """warcio's iterator, but a record block followed by a line that neither is blank nor starts a record (its
+    Content-Length stops short) is remembered in `block_overrun` (the offset and that line), not printed to stderr."""
+
+    block_overrun: tuple[int, bytes] | None = None
+
+    def _next_record(self, next_line):
+        self.block_overrun = None
+        return super()._next_record(next_line)
+
+    def _consume_blanklines(self):
+        empty_size, first_line = 0, True
+        while True:
+            line = self.reader.readline()
+            if not line:
+                return None, empty_size
+            if not line.rstrip() or first_line:
+                empty_size += len(line)
+                if line.rstrip() and self.block_overrun is None:
+                    self.block_overrun = (self.fh.tell() - self.reader.rem_length() - empty_size, line[:80])
+                first_line = False
+                continue
+            if not line.startswith(b"WARC/") and self.block_overrun is None:  # blank lines, then more: it stopped short
+                self.block_overrun = (self.fh.tell() - self.reader.rem_length() - len(line), line[:80])
+            return line, empty_size
+
+
 def archive_records(stream: BinaryIO) -> ArchiveIterator:
     """warcio's records of a WARC as this reader takes them: raw blocks (`no_record_parse`), gzip members inflated
     by ISA-L in READ_BLOCK_BYTES blocks."""
-    records = ArchiveIterator(stream, no_record_parse=True, block_size=READ_BLOCK_BYTES)
+    records = _Records(stream, no_record_parse=True, block_size=READ_BLOCK_BYTES)
     _inflate_with_isal(records.reader)
     return records
+
+
+def block_length_error(record, block: bytes, declared_length: int | None) -> tuple[DropReason, str] | None:
+    """Why a record's block (read whole) is not what its Content-Length says, or None. In a gzip member the block
+    must end where the member does (after its blank lines): a Content-Length too long stops at the member's end, one
+    too short leaves the rest of the member after it, which was kept as a shortened page (and the rest read as a
+    damaged next record)."""
+    in_member = getattr(record, "gzip_member_overrun", None)
+    if declared_length is not None and len(block) < declared_length:
+        where = "its gzip member" if in_member else "the file"
+        return DropReason.TRUNCATED_RECORD, f"{where} ends after {len(block)} of {declared_length} bytes"
+    overrun = in_member() if in_member else None
+    if overrun is not None:
+        return DropReason.READ_ERROR, (f"Content-Length {declared_length} ends before its gzip member does (the member "
+                                       f"goes on with {overrun[1]!r})")[:500]
+    return None
+
+
+def _member_holds_more_records(stream: BinaryIO, start: int) -> bool:
+    """Whether the gzip member at `start` inflates to more than one WARC record (a file gzipped whole): a line that
+    starts a record after its first. Inflated 1 MB at a time; unreadable counts as no."""
+    try:
+        stream.seek(start)
+        inflater, tail, first = isal_zlib.decompressobj(16 + isal_zlib.MAX_WBITS), b"", True
+        data = b""
+        while not inflater.eof:
+            if not data:
+                data = stream.read(1 << 16)
+                if not data:
+                    return False
+            out = tail + inflater.decompress(data, 1 << 20)
+            data = inflater.unconsumed_tail
+            if out.find(b"\nWARC/1.", 1 if first else 0) != -1:
+                return True
+            first, tail = False, out[-9:]
+        return False
+    except (OSError, ValueError, isal_zlib.error):
+        return False
 
 
 # The most one inflate call gives. warcio inflates each block it reads whole: a 64 KB block of a gzip member of
@@ -503,8 +591,12 @@ def _read_response(doc: Document, record, config: WarcConfig, max_payload_bytes:
     if not isinstance(doc, Document):
         return doc
     metadata = dict(doc.metadata)
-    declared_length = _int(headers.get_header("Content-Length"))
+    declared_length = int_or_none(headers.get_header("Content-Length"))
     block = record.raw_stream.read(config.max_record_bytes + 1)
+    if len(block) <= config.max_record_bytes:
+        wrong = block_length_error(record, block, declared_length)
+        if wrong is not None:
+            return doc.drop(STAGE, *wrong)
     return _read_payload(doc, metadata, block, declared_length, headers, config, max_payload_bytes)
 
 
@@ -531,9 +623,6 @@ def _read_payload(doc: Document, metadata: dict, block: bytes, declared_length: 
     """The record's HTML page from its block (HTTP head, transfer and content encodings, charset)."""
     if len(block) > config.max_record_bytes:
         return doc.drop(STAGE, DropReason.TOO_LARGE, f"record block > {config.max_record_bytes} bytes")
-    if declared_length is not None and len(block) < declared_length:
-        return doc.drop(STAGE, DropReason.TRUNCATED_RECORD,
-                        f"file ends after {len(block)} of {declared_length} bytes")
 
     status, http_headers, body = _split_http(block)
     warc_type = headers.get_header("Content-Type")
@@ -602,7 +691,7 @@ def _split_http(block: bytes) -> tuple[int | None, dict[str, str] | None, bytes]
     head, body = block[:end].decode("iso-8859-1"), block[end + sep:]
     lines = head.splitlines()
     parts = lines[0].split(None, 2)
-    status = _int(parts[1]) if len(parts) > 1 else None
+    status = int_or_none(parts[1]) if len(parts) > 1 else None
     fields: dict[str, str] = {}
     repeated: dict[str, list[str]] = {}
     for line in lines[1:]:
@@ -706,7 +795,7 @@ def _control_fraction(text: str) -> float:
     return len(_CONTROL.findall(text)) / len(text)
 
 
-def _int(value: str | None) -> int | None:
+def int_or_none(value: str | None) -> int | None:
     try:
         return int(value) if value is not None else None
     except ValueError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from stages.extraction.warc import RestUnreadable, WarcConfig, guarded_records
+from stages.extraction.warc import RestUnreadable, WarcConfig, block_length_error, guarded_records, int_or_none
 from stages.formats import _WARC_SUFFIXES
 from stages.record import Document, DropReason, StageResult, clean_text, stable_id
 from stages.table import READ, InputFormat, StageSpec
@@ -66,6 +66,9 @@ def _document(record, source: str, filename: str, offset: int, config: WarcConfi
         return doc.drop(STAGE, DropReason.READ_ERROR, f"{filename}@{offset}: {type(exc).__name__}: {exc}"[:500])
     if len(block) > config.max_record_bytes:
         return doc.drop(STAGE, DropReason.TOO_LARGE, f"record block > {config.max_record_bytes} bytes")
+    wrong = block_length_error(record, block, int_or_none(headers.get_header("Content-Length")))
+    if wrong is not None:
+        return doc.drop(STAGE, *wrong)
     text = clean_text(block.decode("utf-8", errors="replace")).strip()
     if not text:
         return doc.drop(STAGE, DropReason.NO_TEXT, "a conversion record without text")
@@ -99,5 +102,6 @@ SPEC = StageSpec(
                                     "`warc.max_url_chars`",
         DropReason.TOO_LARGE: "a record block over `warc.max_record_bytes` (not read into memory)",
         DropReason.NO_TEXT: "a conversion record without text",
-        DropReason.READ_ERROR: "a record that cannot be read (detail: file@offset and error), or the rest of a "
-                               "broken file"})
+        DropReason.TRUNCATED_RECORD: "the file (or the record's gzip member) ends before the record's Content-Length",
+        DropReason.READ_ERROR: "a record that cannot be read (detail: file@offset and error; a Content-Length that "
+                               "ends inside the record's gzip member), or the rest of a broken file"})

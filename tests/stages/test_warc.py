@@ -319,3 +319,38 @@ def test_an_uncompressed_record_whose_content_length_lies_is_one_row(delta, tmp_
     assert len(rows) == 1 and rows[0].detail.startswith(f"{plain.name}@{offset}: bytes {offset}-")
     assert "does not end at a record boundary" in rows[0].detail
     assert [d for d in read if d not in rows] == [d for d in sound if d.id != document_id("web", plain.name, offset)]
+
+
+@pytest.mark.parametrize("delta", [200_000, 3_000, -3_000, "line-break"],
+                         ids=["far-too-long", "too-long", "too-short", "too-short-at-a-line-break"])
+def test_a_gzip_members_record_whose_content_length_lies_is_one_row(delta):
+    """A record's gzip member is where its block must end. One whose Content-Length stops short of it was kept as a
+    shortened page, the rest of the member read as a damaged next record, and the sound member after it skipped as
+    that damage (one more row, warcio's warning on stderr); stopping at the HTTP headers' blank line, it was
+    `non_html`. One that runs past it said "file ends". Now the record is one row that names the member, reading
+    goes on at the next member, and every other record is read as from the sound file (same URLs, same HTML)."""
+    import re
+
+    from stages.extraction.warc import document_id, record_spans
+
+    raw = CC_EXCERPT.read_bytes()
+    members = [raw[o:o + n] for o, n in record_spans(str(CC_EXCERPT))]
+    sound = list(read_warc(io.BytesIO(raw), source="web", filename="cc.warc.gz"))
+    index = next(i for i, m in enumerate(members) if i >= 3 and len(gzip.decompress(m)) > 20_000
+                 and b"WARC-Type: response" in gzip.decompress(m)[:300])
+    plain = bytearray(gzip.decompress(members[index]))
+    found = re.compile(rb"\r\nContent-Length: (\d+)\r\n").search(bytes(plain))
+    if delta == "line-break":  # the block ends where the HTTP headers' blank line starts
+        block = plain.find(b"\r\n\r\n") + 4
+        delta = plain.find(b"\r\n\r\n", block) - block - int(found.group(1))
+    plain[found.start(1):found.end(1)] = str(int(found.group(1)) + delta).zfill(len(found.group(1))).encode()
+    data = b"".join(members[:index]) + gzip.compress(bytes(plain), mtime=0) + b"".join(members[index + 1:])
+    read = list(read_warc(io.BytesIO(data), source="web", filename="cc.warc.gz"))
+    lied = document_id("web", "cc.warc.gz", sum(len(m) for m in members[:index]))
+    rows = [d for d in read if d.id == lied]
+    assert len(rows) == 1 and isinstance(rows[0], Drop) and "gzip member" in rows[0].detail
+    assert rows[0].reason == (DropReason.TRUNCATED_RECORD if delta > 0 else DropReason.READ_ERROR)
+    as_read = [(type(d).__name__, d.url, getattr(d, "html", None), getattr(d, "reason", None)) for d in read
+               if d is not rows[0]]
+    assert as_read == [(type(d).__name__, d.url, getattr(d, "html", None), getattr(d, "reason", None)) for d in sound
+                       if d.id != lied]
