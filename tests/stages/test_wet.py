@@ -76,3 +76,23 @@ def test_an_older_wet_file_reads_every_conversion_record(tmp_path):
     ledger = pq.read_table(tmp_path / "out" / "ledger").to_pylist()
     assert all(r["file"].endswith(".warc.wet") and r["offset"] is not None for r in ledger if r["stage"] != "read")
     assert result.conservation["read"] == 3
+
+
+def test_a_conversion_record_whose_content_length_lies_is_one_row():
+    """In its gzip member: too long, the text was kept shortened at the member's end; too short, the rest of the
+    member was read as a damaged record. Now each is one row for the record, in the wet stage's terms."""
+    import re
+
+    plain = gzip.decompress(WET.read_bytes())
+    at = plain.index(b"WARC-Type: conversion")
+    members = [gzip.compress(part, mtime=0) for part in (plain[:plain.rindex(b"WARC/1.0", 0, at)],
+                                                           plain[plain.rindex(b"WARC/1.0", 0, at):])]
+    sound = list(read_wet(io.BytesIO(b"".join(members)), source="cc", filename="x.wet.gz"))
+    assert [type(d) for d in sound] == [Document]
+    for delta, reason in ((500, "truncated_record"), (-500, "read_error")):
+        record = plain[plain.rindex(b"WARC/1.0", 0, at):]
+        found = re.compile(rb"\r\nContent-Length: (\d+)\r\n").search(record)
+        lied = record[:found.start(1)] + str(int(found.group(1)) + delta).encode() + record[found.end(1):]
+        read = list(read_wet(io.BytesIO(members[0] + gzip.compress(lied, mtime=0)), source="cc", filename="x.wet.gz"))
+        assert [(type(d), d.id, d.reason) for d in read] == [(Drop, sound[0].id, reason)]
+        assert "gzip member" in read[0].detail
