@@ -268,10 +268,26 @@ def guarded_records(stream: BinaryIO, config: WarcConfig, count: Callable[[str],
                 break
 
 
+class _Member:
+    """What the reader of a record in a gzip member may ask about that member (`block_length_error`)."""
+
+    def __init__(self, records):
+        self._records = records
+
+    def ended(self) -> bool:
+        """Whether the member inflated to its end (else the file ended inside it)."""
+        return bool(getattr(self._records.reader.decompressor, "eof", False))
+
+    def overrun(self) -> tuple[int, bytes] | None:
+        """(offset, line) where the member goes on after the record's block and its blank lines, or None."""
+        self._records.read_to_end()
+        return self._records.block_overrun
+
+
 def _watch_block_end(records, record, gzipped: bool | None) -> None:
     """Let the record's reader ask whether its block ends with its gzip member (`block_length_error`)."""
     if gzipped:
-        record.gzip_member_overrun = lambda: (records.read_to_end(), records.block_overrun)[1]
+        record.gzip_member = _Member(records)
 
 
 def _after_short_block(stream: BinaryIO, records, given: int) -> int | None:
@@ -461,11 +477,11 @@ def block_length_error(record, block: bytes, declared_length: int | None) -> tup
     must end where the member does (after its blank lines): a Content-Length too long stops at the member's end, one
     too short leaves the rest of the member after it, which was kept as a shortened page (and the rest read as a
     damaged next record)."""
-    in_member = getattr(record, "gzip_member_overrun", None)
+    member = getattr(record, "gzip_member", None)
     if declared_length is not None and len(block) < declared_length:
-        where = "its gzip member" if in_member else "the file"
+        where = "its gzip member" if member is not None and member.ended() else "file"
         return DropReason.TRUNCATED_RECORD, f"{where} ends after {len(block)} of {declared_length} bytes"
-    overrun = in_member() if in_member else None
+    overrun = member.overrun() if member is not None else None
     if overrun is not None:
         return DropReason.READ_ERROR, (f"Content-Length {declared_length} ends before its gzip member does (the member "
                                        f"goes on with {overrun[1]!r})")[:500]
