@@ -7,6 +7,8 @@ with the package to Beam workers.
 from __future__ import annotations
 
 import difflib
+import functools
+import re
 from dataclasses import dataclass
 
 from common.settings import ConfigError, check, split_commas
@@ -52,7 +54,40 @@ def load_model(path: str | None):
 
 
 def _label_to_code(label: str) -> str:
-    return label.replace("__label__", "", 1)  # lid.176: "en"; GlotLID: "eng_Latn" (kept whole)
+    return canonical_code(label.replace("__label__", "", 1))
+
+
+_GLOTLID_LABEL = re.compile(r"^([a-z]{3})_([A-Z][a-z]{3})$")
+
+
+@functools.cache
+def canonical_code(code: str) -> str:
+    """A language code as every stage keys on it, lid.176's: GlotLID's ISO 639-3 + script labels become lid.176's
+    codes ("eng_Latn" -> "en", "zho_Hans" and "cmn_Hani" -> "zh", "bar_Latn" -> "bar"), and a language written in
+    Latin letters where its own script is another keeps that subtag ("hin_Latn" -> "hi-Latn": romanized Hindi, as
+    the toxicity frames name it). Any other code is returned as it is. Word segmentation, thresholds, word lists and
+    CLD2's second opinion all key on these codes: under GlotLID's own labels a Chinese page was split at spaces and
+    dropped for too few words."""
+    found = _GLOTLID_LABEL.match(code)
+    if not found:
+        return code
+    iso3, script = found.groups()
+    from stages.reference import MACRO, iso3_to_iso1
+
+    lang = MACRO.get(iso3) or iso3_to_iso1().get(iso3) or iso3
+    romanized = script == "Latn" and lang not in LATIN_AS_WELL and _likely_script(lang) not in (None, "Latn")
+    return f"{lang}-Latn" if romanized else lang
+
+
+# Languages officially written in Latin letters as well as in their likely script: Latin is not a romanization
+LATIN_AS_WELL = frozenset({"sr", "bs", "kk", "ky", "tt", "ba", "tk", "uz", "az", "mn", "ku", "ug", "crh", "ms"})
+
+
+def _likely_script(lang: str) -> str | None:
+    import icu
+
+    script = icu.Locale.addLikelySubtags(icu.Locale(lang)).getScript()
+    return script or None
 
 
 def model_codes(path: str | None = None) -> frozenset[str]:
@@ -71,8 +106,8 @@ class LanguageIdentifier(Stage):
 
     def __init__(self, config: LangIdConfig = LangIdConfig()):
         self.config = config
-        # lid.176 writes en, GlotLID eng_Latn: codes match whatever their case
-        self._languages: frozenset[str] | None = (frozenset(c.lower() for c in config.languages)
+        # codes match whatever their case, and in GlotLID's form too (eng_Latn is en: canonical_code)
+        self._languages: frozenset[str] | None = (frozenset(canonical_code(c).lower() for c in config.languages)
                                                      if config.languages else None)
         self._model = None
         self._labels: frozenset[str] | None = None
@@ -84,7 +119,7 @@ class LanguageIdentifier(Stage):
             return
         labels = sorted(_label_to_code(label) for label in model.get_labels())
         by_lower = {label.lower(): label for label in labels}
-        unknown = [code for code in self.config.languages if code.lower() not in by_lower]
+        unknown = [code for code in self.config.languages if canonical_code(code).lower() not in by_lower]
         if unknown:
             hints = []
             for code in unknown:

@@ -25,7 +25,7 @@ MACRO = {"arb": "ar", "pes": "fa", "prs": "fa", "zsm": "ms", "msa": "ms", "cmn":
 
 
 @functools.cache
-def _iso3_to_iso1() -> dict[str, str]:
+def iso3_to_iso1() -> dict[str, str]:
     import icu
 
     return {icu.Locale(c).getISO3Language(): c for c in icu.Locale.getISOLanguages()}
@@ -34,7 +34,7 @@ def _iso3_to_iso1() -> dict[str, str]:
 def lid_code(code: str, labels: set[str] | frozenset[str]) -> str | None:
     """The lid.176 label of an NTREX/FLORES code ("deu", "eng-GB", "zho_Hans"), or None if lid.176 has none."""
     three = code.replace("_", "-").split("-")[0]
-    label = MACRO.get(three) or _iso3_to_iso1().get(three) or three
+    label = MACRO.get(three) or iso3_to_iso1().get(three) or three
     return label if label in labels else None
 
 

@@ -183,3 +183,38 @@ def test_two_identifiers_agreeing_keep_malagasy_news_under_its_threshold():
     assert all(isinstance(r, Document) and r.lang == "mg" for r in results)
     assert "confirmed.mg" in notes  # at least one was kept by the agreement, under lid.176's threshold
     assert min(r.lang_score for r in results) < stage.config_for("mg").threshold
+
+
+def test_a_model_with_glotlid_labels_gives_the_codes_every_stage_keys_on(tmp_path):
+    """GlotLID (`--lid-model`) labels pages eng_Latn, zho_Hans, hin_Latn. Word segmentation, thresholds, word lists and
+    CLD2's opinion key on lid.176's codes, so under those labels a Chinese page was split at spaces and dropped by
+    Gopher for too few words. A real fastText model trained here with GlotLID's label scheme (Leipzig sentences; the
+    GlotLID model itself is on the Hugging Face hub only) now gives en, zh, de, and --languages takes either form."""
+    import fasttext
+
+    from stages.gopher import GopherQuality
+    from stages.langid import canonical_code
+
+    train = tmp_path / "train.txt"
+    texts = {}
+    with open(train, "w", encoding="utf-8") as fh:
+        for lang, label in (("en", "eng_Latn"), ("de", "deu_Latn"), ("zh", "zho_Hans")):
+            lines = (SENTENCES_DIR / f"{lang}.txt").read_text(encoding="utf-8").splitlines()
+            texts[lang] = "\n".join(lines[-30:])             # held out of the training lines
+            fh.writelines(f"__label__{label} {' '.join(line.split())}\n" for line in lines[:-30])
+    model = tmp_path / "glotlid_style.bin"
+    fasttext.train_supervised(input=str(train), epoch=25, dim=16, minn=1, maxn=3, thread=1, seed=1,
+                              verbose=0).save_model(str(model))
+
+    stage = LanguageIdentifier(LangIdConfig(model=str(model), threshold=0.5, second_opinion=None))
+    assert stage.labels() == {"en", "de", "zh"}
+    chinese = stage(Document(id="z", url="u", source="web", text=texts["zh"]))
+    assert isinstance(chinese, Document) and chinese.lang == "zh"
+    assert isinstance(GopherQuality()(chinese), Document)                       # segmented as Chinese
+    assert isinstance(GopherQuality()(chinese.replace(lang="zho_Hans")), Drop)  # what the raw label did
+    only = LanguageIdentifier(LangIdConfig(model=str(model), threshold=0.5, second_opinion=None, languages=("zho_Hans",)))
+    only.check()
+    assert isinstance(only(Document(id="z", url="u", source="web", text=texts["zh"])), Document)
+    assert isinstance(only(Document(id="e", url="u", source="web", text=texts["en"])), Drop)
+    assert [canonical_code(c) for c in ("hin_Latn", "hin_Deva", "srp_Latn", "cmn_Hani", "bar_Latn", "en")] == [
+        "hi-Latn", "hi", "sr", "zh", "bar", "en"]
