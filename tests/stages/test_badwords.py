@@ -177,6 +177,7 @@ def test_languages_without_a_list_pass_and_are_counted():
     # LDNOOBW v2's `kh` file is Kannada (its entries are in Kannada script), not Khmer
     assert BadWordsFilter().word_list("kn") is word_list("v2", "kn", False) and "ಯೋನಿ" in word_list("v2", "kn", False).words
     assert BadWordsFilter().word_list("km") is None
+    assert BadWordsFilter().word_list("hi-Latn") == word_list("v1", "hi", False)  # GlotLID's hin_Latn; the list is romanized
 
 
 def test_config_errors():
