@@ -613,7 +613,7 @@ def _read_response(doc: Document, record, config: WarcConfig, max_payload_bytes:
         wrong = block_length_error(record, block, declared_length)
         if wrong is not None:
             return doc.drop(STAGE, *wrong)
-    return _read_payload(doc, metadata, block, declared_length, headers, config, max_payload_bytes)
+    return _read_payload(doc, metadata, block, headers, config, max_payload_bytes)
 
 
 def _with_warc_headers(doc: Document, headers, config: WarcConfig, oversized: int | None) -> StageResult:
@@ -634,8 +634,8 @@ def _with_warc_headers(doc: Document, headers, config: WarcConfig, oversized: in
     return doc.replace(record_id=metadata["warc_record_id"], metadata=metadata)
 
 
-def _read_payload(doc: Document, metadata: dict, block: bytes, declared_length: int | None,
-                  headers, config: WarcConfig, max_payload_bytes: int) -> StageResult:
+def _read_payload(doc: Document, metadata: dict, block: bytes, headers, config: WarcConfig,
+                  max_payload_bytes: int) -> StageResult:
     """The record's HTML page from its block (HTTP head, transfer and content encodings, charset)."""
     if len(block) > config.max_record_bytes:
         return doc.drop(STAGE, DropReason.TOO_LARGE, f"record block > {config.max_record_bytes} bytes")
