@@ -13,7 +13,9 @@ clinical, slur, unsorted):
   * labelled toxic and clean text in 12 more languages (toxicity_multilingual: offensive, abusive or hateful,
     not split by kind), as pages of 20;
   * sentences of the identity templates that name a group, non-toxic and toxic: the share with a listed word
-    of each kind (a sentence is too short to be dropped; a listed group name is what would drop a group's pages).
+    of each kind (a sentence is too short to be dropped; a listed group name is what would drop a group's pages);
+  * everyday sentences (Tatoeba, Leipzig) of each language judged by a v2 list: the share with a counted word when
+    every kind counts (as before v2's lists were sorted, 2026-12-05) and by default.
 The kinds were decided from the words' meanings (stages/harmful/lists/ldnoobw/kinds), not fitted on any of
 these sets; the default (which kinds count) was chosen with Davidson's classes and the demo's erotic story in
 view, so those rows are not independent evidence; the other rows are.
