@@ -45,7 +45,10 @@ KIND_FILES = os.path.join(LISTS, "kinds")  # <version>/<lang>.txt: entry | kind 
 KINDS = ("sexual", "clinical", "slur", "profanity", "identity", "other", "unsorted")
 UNSORTED = "unsorted"
 LID_TO_LDNOOBW = {"tl": "fil", "kn": "kh",  # LDNOOBW v2 names its Kannada list `kh`
-                  "hi-Latn": "hi"}  # romanized Hindi (GlotLID's hin_Latn): LDNOOBW's Hindi list is romanized
+                  "hi-Latn": "hi",  # romanized Hindi (GlotLID's hin_Latn): LDNOOBW's Hindi list is romanized
+                  # lid.176 labels Bosnian text hr (70 % of Leipzig's Bosnian sentences), sh (22 %) or bs: LDNOOBW
+                  # has neither sh nor bs, and its Croatian list holds the swearing the three share
+                  "sh": "hr", "bs": "hr"}
 # Scripts written without spaces between words: their entries are matched as substrings.
 _NO_SPACE_SCRIPT = re.compile("[\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
                               "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")

@@ -178,6 +178,7 @@ def test_languages_without_a_list_pass_and_are_counted():
     assert BadWordsFilter().word_list("kn") is word_list("v2", "kn", False) and "ಯೋನಿ" in word_list("v2", "kn", False).words
     assert BadWordsFilter().word_list("km") is None
     assert BadWordsFilter().word_list("hi-Latn") == word_list("v1", "hi", False)  # GlotLID's hin_Latn; the list is romanized
+    assert BadWordsFilter().word_list("sh") == BadWordsFilter().word_list("bs") == word_list("v2", "hr", False)
 
 
 def test_config_errors():
