@@ -48,7 +48,10 @@ LID_TO_LDNOOBW = {"tl": "fil", "kn": "kh",  # LDNOOBW v2 names its Kannada list 
                   "hi-Latn": "hi",  # romanized Hindi (GlotLID's hin_Latn): LDNOOBW's Hindi list is romanized
                   # lid.176 labels Bosnian text hr (70 % of Leipzig's Bosnian sentences), sh (22 %) or bs: LDNOOBW
                   # has neither sh nor bs, and its Croatian list holds the swearing the three share
-                  "sh": "hr", "bs": "hr"}
+                  "sh": "hr", "bs": "hr",
+                  # pages langid relabels as written Cantonese or Egyptian Arabic (stages/dialects.py), or lid.176
+                  # calls Wu or Nynorsk: the Chinese list holds the Cantonese words (閪, 屌), the Arabic one dialect
+                  "yue": "zh", "wuu": "zh", "arz": "ar", "nn": "no"}
 # Scripts written without spaces between words: their entries are matched as substrings.
 _NO_SPACE_SCRIPT = re.compile("[\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
                               "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")

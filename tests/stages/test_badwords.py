@@ -179,6 +179,8 @@ def test_languages_without_a_list_pass_and_are_counted():
     assert BadWordsFilter().word_list("km") is None
     assert BadWordsFilter().word_list("hi-Latn") == word_list("v1", "hi", False)  # GlotLID's hin_Latn; the list is romanized
     assert BadWordsFilter().word_list("sh") == BadWordsFilter().word_list("bs") == word_list("v2", "hr", False)
+    # a page langid relabels as written Cantonese (stages/dialects.py) keeps the Chinese list, which holds its words
+    assert BadWordsFilter().word_list("yue") == word_list("v1", "zh", False) and "閪" in found("你個閪", "yue")
 
 
 def test_config_errors():
