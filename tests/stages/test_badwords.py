@@ -181,6 +181,7 @@ def test_languages_without_a_list_pass_and_are_counted():
     assert BadWordsFilter().word_list("sh") == BadWordsFilter().word_list("bs") == word_list("v2", "hr", False)
     # a page langid relabels as written Cantonese (stages/dialects.py) keeps the Chinese list, which holds its words
     assert BadWordsFilter().word_list("yue") == word_list("v1", "zh", False) and "閪" in found("你個閪", "yue")
+    assert BadWordsFilter().word_list("jv") == BadWordsFilter().word_list("su") == word_list("v2", "id", False)
 
 
 def test_config_errors():
