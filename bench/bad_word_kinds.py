@@ -179,12 +179,12 @@ def v2_sentences() -> list[dict]:
     for (corpus, lang), sentences in sorted(texts.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         if LID_TO_LDNOOBW.get(lang, lang) not in sorted_v2 or DEFAULT.word_list(lang) is None:
             continue
-        every, default, words = 0, 0, collections.Counter()
+        every, default, words, listed = 0, 0, collections.Counter(), DEFAULT.word_list(lang)
         for sentence in dict.fromkeys(sentences):
-            judged = judge(sentence, lang)
-            every += any(judged["kinds"].values())
-            default += any(judged["kinds"].get(k) for k in BadWordsConfig.kinds)
-            found, _ = find_bad_words(sentence, lang, DEFAULT.word_list(lang))
+            found, _ = find_bad_words(sentence, lang, listed)
+            kinds = listed.by_kind(found)
+            every += any(kinds.values())
+            default += any(kinds.get(k) for k in BadWordsConfig.kinds)
             words.update(found)
         rows.append({"corpus": corpus, "lang": lang, "sentences": len(dict.fromkeys(sentences)), "every kind": every,
                      "default": default, "top": ", ".join(f"{w} {n}" for w, n in words.most_common(4))})

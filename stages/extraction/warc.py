@@ -295,9 +295,10 @@ def _after_short_block(stream: BinaryIO, records, given: int) -> int | None:
     ledgered the record for it): the member's end, since the rest of the member is that record's, not a damaged
     next one. None when the block ended with the member, or the member holds more records (a file gzipped whole)."""
     records.read_to_end()
-    if records.block_overrun is None or _member_holds_more_records(stream, given):
+    if records.block_overrun is None:
         return None
-    return _member_end(stream, given)
+    end, more_records = _scan_member(stream, given)
+    return None if more_records else end
 
 
 _GZIP_MAGIC = b"\x1f\x8b\x08"
@@ -411,22 +412,31 @@ def _next_plain_record(stream: BinaryIO, after: int) -> int | None:
 
 
 def _member_end(stream: BinaryIO, start: int) -> int | None:
-    """Where the gzip member at `start` ends, or None when it does not inflate to its end (inflated 1 MB at a
-    time, so a bomb costs time, not memory)."""
+    """Where the gzip member at `start` ends, or None when it does not inflate to its end."""
+    return _scan_member(stream, start)[0]
+
+
+def _scan_member(stream: BinaryIO, start: int) -> tuple[int | None, bool]:
+    """(where the gzip member at `start` ends, or None when it does not inflate to its end; whether it inflates to
+    more than one WARC record, a file gzipped whole: a line that starts a record after its first). Inflated 1 MB at a
+    time, so a bomb costs time, not memory."""
+    more = False
     try:
         stream.seek(start)
-        inflater, fed, data = isal_zlib.decompressobj(16 + isal_zlib.MAX_WBITS), 0, b""
+        inflater, fed, data, tail = isal_zlib.decompressobj(16 + isal_zlib.MAX_WBITS), 0, b"", b"\n"
         while not inflater.eof:
             if not data:
                 data = stream.read(1 << 16)
                 if not data:
-                    return None
+                    return None, more
                 fed += len(data)
-            inflater.decompress(data, 1 << 20)
+            out = inflater.decompress(data, 1 << 20)
             data = inflater.unconsumed_tail
-        return start + fed - len(inflater.unused_data) - len(data)
+            more = more or (tail + out).find(b"\nWARC/1.", 1) != -1  # `tail` starts with the line break before
+            tail = (tail + out)[-9:]                                   # the member's own first line: not counted
+        return start + fed - len(inflater.unused_data) - len(data), more
     except (OSError, ValueError, isal_zlib.error):
-        return None
+        return None, more
 
 
 def _starts_a_record(stream: BinaryIO, offset: int) -> bool:
@@ -486,28 +496,6 @@ def block_length_error(record, block: bytes, declared_length: int | None) -> tup
         return DropReason.READ_ERROR, (f"Content-Length {declared_length} ends before its gzip member does (the member "
                                        f"goes on with {overrun[1]!r})")[:500]
     return None
-
-
-def _member_holds_more_records(stream: BinaryIO, start: int) -> bool:
-    """Whether the gzip member at `start` inflates to more than one WARC record (a file gzipped whole): a line that
-    starts a record after its first. Inflated 1 MB at a time; unreadable counts as no."""
-    try:
-        stream.seek(start)
-        inflater, tail, first = isal_zlib.decompressobj(16 + isal_zlib.MAX_WBITS), b"", True
-        data = b""
-        while not inflater.eof:
-            if not data:
-                data = stream.read(1 << 16)
-                if not data:
-                    return False
-            out = tail + inflater.decompress(data, 1 << 20)
-            data = inflater.unconsumed_tail
-            if out.find(b"\nWARC/1.", 1 if first else 0) != -1:
-                return True
-            first, tail = False, out[-9:]
-        return False
-    except (OSError, ValueError, isal_zlib.error):
-        return False
 
 
 # The most one inflate call gives. warcio inflates each block it reads whole: a 64 KB block of a gzip member of
