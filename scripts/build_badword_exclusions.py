@@ -4,7 +4,8 @@ LDNOOBW v2 joins many profanity lists; its English file alone holds "a", "i", "a
 "food" and "crash" (each a bad word in some phrase or slang), so a density of its matches measures how
 much English a page has, not how obscene it is. An entry that occurs in NTREX-128 (news, 1,997
 sentences) or FLORES-200 (Wikipedia, 1,004 sentences) of its language is ordinary vocabulary there and
-is left out of the default list (`stages/harmful/badwords.py`); what was left out is written to
+is left out of the default list (`stages/harmful/badwords.py`), and so is a spelling of an entry in another script
+(lists/ldnoobw/spellings); what was left out is written to
 `stages/harmful/lists/ldnoobw/ordinary/<version>/<lang>.txt`, for review.
 
     python scripts/build_badword_exclusions.py [--data ../shared/data/multilingual]
@@ -21,7 +22,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import shared_data  # noqa: E402
 
-from stages.harmful.badwords import LID_TO_LDNOOBW, LISTS, ORDINARY, list_languages, split_entries  # noqa: E402
+from stages.harmful.badwords import (  # noqa: E402
+    LID_TO_LDNOOBW,
+    LISTS,
+    ORDINARY,
+    list_languages,
+    spellings,
+    split_entries,
+)
 from stages.text import normalized_words  # noqa: E402
 
 # LDNOOBW file code -> ISO 639-3 as NTREX and FLORES name them (where ICU's mapping is not theirs).
@@ -76,7 +84,7 @@ def main(argv=None) -> int:
             vocabulary = set(tokens)
             joined = " " + " ".join(tokens) + " "
             with open(os.path.join(LISTS, version, f"{code}.txt"), encoding="utf-8") as fh:
-                entries = sorted({line.strip().lower() for line in fh if line.strip()})
+                entries = sorted({line.strip().lower() for line in fh if line.strip()} | set(spellings(version, code)))
             words, phrases, substrings = split_entries(entries)
             found = sorted([w for w in words if w in vocabulary]
                            + [" ".join(p) for p in phrases if f" {' '.join(p)} " in joined]

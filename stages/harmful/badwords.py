@@ -29,6 +29,7 @@ import collections
 import csv
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import cache
 
@@ -42,6 +43,9 @@ LISTS = os.path.join(os.path.dirname(__file__), "lists", "ldnoobw")
 QUESTIONABLE = os.path.join(LISTS, "v2", "questionable_international_words.csv")
 ORDINARY = os.path.join(LISTS, "ordinary")  # entries found in news/Wikipedia text (scripts/build_badword_exclusions.py)
 KIND_FILES = os.path.join(LISTS, "kinds")  # <version>/<lang>.txt: entry | kind | gloss (kinds/README.md)
+# <version>/<lang>.txt: spelling | entry: an entry in the script the language's pages are written in, where the list
+# has it in another (LDNOOBW v1's Hindi list is romanized; lid.176 labels Devanagari Hindi `hi`)
+SPELLINGS = os.path.join(LISTS, "spellings")
 KINDS = ("sexual", "clinical", "slur", "profanity", "identity", "other", "unsorted")
 UNSORTED = "unsorted"
 LID_TO_LDNOOBW = {"tl": "fil", "kn": "kh",  # LDNOOBW v2 names its Kannada list `kh`
@@ -176,6 +180,28 @@ def entry_kinds(version: str, code: str) -> dict[str, str]:
     return kinds
 
 
+# Devanagari letters with a nukta: web text writes them as the letter and U+093C or as one precomposed code point
+# (U+0958-U+095F, which Unicode normalization never composes), so a spelling is listed both ways
+_NUKTA_LETTERS = {"\u0915\u093c": "\u0958", "\u0916\u093c": "\u0959", "\u0917\u093c": "\u095a",
+                  "\u091c\u093c": "\u095b", "\u0921\u093c": "\u095c", "\u0922\u093c": "\u095d",
+                  "\u092b\u093c": "\u095e", "\u092f\u093c": "\u095f"}
+
+
+@cache
+def spellings(version: str, code: str) -> dict[str, str]:
+    """{spelling: the list entry it spells} of one list (LDNOOBW code), empty where no spelling file exists; each
+    spelling with its nukta letters decomposed and precomposed."""
+    out = {}
+    for line in read_entries(os.path.join(SPELLINGS, version, f"{code}.txt")):
+        spelling, _, entry = (part.strip() for part in line.partition("|"))
+        decomposed = unicodedata.normalize("NFC", spelling)
+        precomposed = decomposed
+        for pair, letter in _NUKTA_LETTERS.items():
+            precomposed = precomposed.replace(pair, letter)
+        out[decomposed] = out[precomposed] = entry
+    return out
+
+
 def read_entries(path: str) -> list[str]:
     if not os.path.exists(path):
         return []
@@ -197,7 +223,8 @@ def word_list(version: str, lang: str, full_list: bool = False) -> WordList | No
     path = os.path.join(LISTS, version, f"{code}.txt")
     if not os.path.exists(path):
         return None
-    words, phrases, substrings = split_entries(read_entries(path))
+    spelled = spellings(version, code)
+    words, phrases, substrings = split_entries(read_entries(path) + list(spelled))
     if not full_list:
         ordinary = read_entries(os.path.join(ORDINARY, version, f"{code}.txt"))
         skip_words, skip_phrases, skip_substrings = split_entries(questionable_words() | set(ordinary))
@@ -206,7 +233,9 @@ def word_list(version: str, lang: str, full_list: bool = False) -> WordList | No
     for phrase in phrases:
         first[phrase[0]].add(phrase)
     pattern = re.compile("|".join(map(re.escape, sorted(substrings, key=len, reverse=True)))) if substrings else None
-    return WordList(frozenset(words), {k: tuple(v) for k, v in first.items()}, pattern, entry_kinds(version, code))
+    kinds = entry_kinds(version, code)
+    kinds = {**kinds, **{match_name(s): kinds.get(match_name(e), UNSORTED) for s, e in spelled.items()}}
+    return WordList(frozenset(words), {k: tuple(v) for k, v in first.items()}, pattern, kinds)
 
 
 def find_bad_words(text: str, lang: str | None, words: WordList) -> tuple[collections.Counter, int]:
