@@ -52,6 +52,7 @@ class Lexicon:
     kind_verbs: tuple[str, ...]
     names: tuple[str, ...]
     frames: dict
+    forms: tuple[str, ...] = ()   # singular and adjective forms of the groups (default: `swap`)
 
     def pattern(self, terms: tuple[str, ...]) -> re.Pattern:
         alternatives = "|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True))
@@ -69,15 +70,17 @@ def lexicons() -> dict[str, Lexicon]:
             data = yaml.safe_load(fh)
         frames = {k: tuple(data[k]) for k in ("clean", "toxic", "personal", "personal_clean", "adj_frames",
                                                  "verb_frames", "eval_clean", "eval_toxic", "counter", "eval_counter")}
-        out[lang] = Lexicon(lang, *(tuple(str(x) for x in data.get(k, ()))
-                                    for k in ("groups", "swap", "good", "bad", "insult", "praise", "bad_adj",
-                                              "good_adj", "harm_verbs", "kind_verbs", "names")),
-                             frames)
+        frames.update({k: tuple(data.get(k, ())) for k in ("form_frames", "form_clean")})
+        words = {k: tuple(str(x) for x in data.get(k, ()))
+                 for k in ("groups", "swap", "good", "bad", "insult", "praise", "bad_adj", "good_adj", "harm_verbs",
+                           "kind_verbs", "names", "forms")}
+        forms = words.pop("forms") or words["swap"]
+        out[lang] = Lexicon(lang, **words, frames=frames, forms=forms)
     return out
 
 
-def _fill(frame: str, lex: Lexicon, rng: random.Random, group: str = "", adjectives=(), verbs=()) -> str:
-    text = frame.replace("{g}", group)
+def _fill(frame: str, lex: Lexicon, rng: random.Random, group: str = "", adjectives=(), verbs=(), form: str = "") -> str:
+    text = frame.replace("{g}", group).replace("{s}", form)
     for slot, words in (("{a}", adjectives), ("{v}", verbs), ("{good}", lex.good), ("{bad}", lex.bad), ("{x}", lex.insult), ("{p}", lex.praise), ("{name}", lex.names)):
         while slot in text:
             text = text.replace(slot, rng.choice(words), 1)
@@ -107,6 +110,14 @@ def training_sentences(lang: str, seed: int = 0, draws: int = 2) -> Iterator[tup
             for group in lex.groups:
                 for _ in range(draws):
                     yield _fill(frame, lex, rng, group, verbs=words), toxic
+    # one person named by a singular or adjective form ("Mijn collega is christelijk en {a}"): each form with a bad
+    # and with a good adjective, and alone (clean), so that no form of a group's name carries a label
+    for form in lex.forms:
+        for frame in lex.frames["form_frames"]:
+            for words, toxic in ((lex.bad_adj, True), (lex.good_adj, False)):
+                yield _fill(frame, lex, rng, adjectives=words, form=form), toxic
+        for frame in lex.frames["form_clean"]:
+            yield _fill(frame, lex, rng, form=form), False
 
 
 def evaluation_rows(lang: str, seed: int = 1, draws: int = 2,

@@ -81,6 +81,24 @@ def test_every_lexicon_names_each_group_as_often_in_clean_as_in_toxic_sentences(
         assert rows and not trained & {r.text for r in rows}, lang  # the eval frames are other wording
 
 
+def test_singular_and_adjective_forms_of_the_groups_are_trained_with_a_bad_and_a_good_word_alike():
+    """Jigsaw's Dutch templates name one person by an adjective ("een vrouwelijk persoon"); our frames named groups in
+    the plural only, and "vrouwelijk" alone scored 0.999. Each form now fills every form frame once with a bad and
+    once with a good adjective, and the neutral frames (clean) once."""
+    with_forms = {lang for lang, lex in lexicons().items() if lex.frames["form_frames"]}
+    assert {"en", "de", "nl", "fr", "es", "it", "pt"} <= with_forms
+    for lang in sorted(with_forms):
+        lex = lexicons()[lang]
+        assert lex.forms and all("{s}" in f and "{a}" in f for f in lex.frames["form_frames"])
+        assert all("{s}" in f for f in lex.frames["form_clean"])
+        sentences = list(training_sentences(lang))
+        pattern = lex.pattern(lex.forms)
+        for form in lex.forms:
+            named = [label for text, label in sentences
+                     if any(m.group(0).lower() == form.lower() for m in pattern.finditer(text))]
+            assert named.count(False) >= named.count(True) >= len(lex.frames["form_frames"]), (lang, form)
+
+
 def test_a_page_is_judged_from_its_windows_not_its_worst_line():
     config = ToxicityConfig()
     line = "x" * 80
@@ -155,8 +173,9 @@ def test_the_card_states_the_bias_of_every_template_set():
 def test_our_templates_rank_hate_above_friendly_sentences_for_every_group(scorer):
     """Our eval frames (wording no training frame uses) in English and German: naming a group does not flag a
     friendly sentence, hate at any group is ranked above friendliness to any group. German hate mostly scores
-    under 0.5 (no labelled German text is trained on): ranked, not found, at that threshold."""
-    for lang, least_auc, least_found in (("en", 0.9, 0.5), ("de", 0.85, 0.05)):
+    under 0.5 (no labelled German text is trained on): ranked, not found, at that threshold (3 % found since the
+    singular and adjective forms trained, 6 % before; AUC 0.89 -> 0.95)."""
+    for lang, least_auc, least_found in (("en", 0.9, 0.5), ("de", 0.9, 0.02)):
         rows = evaluation_rows(lang)
         measured = group_metrics(rows, [scorer.score(r.text)[0] for r in rows], 0.5, min_texts=8)
         worst = summary(measured)
