@@ -269,12 +269,16 @@ def find_bad_words(text: str, lang: str | None, words: WordList) -> tuple[collec
 @cache
 def script_languages(version: str, script: str) -> tuple[str, ...]:
     """The languages of `version` whose list is written in `script` (a script family: Latin, Cyrillic, ...),
-    judged by the letters of their entries (LDNOOBW's Hindi list is romanized: Latin)."""
+    judged by the letters of their entries or of their spellings in another script (LDNOOBW's Hindi list is
+    romanized, its spellings Devanagari: both)."""
     from stages.thresholds import dominant_script_family
 
+    def written_in(texts) -> bool:
+        return bool(texts) and dominant_script_family(" ".join(texts), sample=5000) == script
+
     return tuple(lang for lang in list_languages(version)
-                 if dominant_script_family(" ".join(read_entries(os.path.join(LISTS, version, f"{lang}.txt"))),
-                                           sample=5000) == script)
+                 if written_in(read_entries(os.path.join(LISTS, version, f"{lang}.txt")))
+                 or written_in(list(spellings(version, lang))))
 
 
 class BadWordsFilter(RuleStage):

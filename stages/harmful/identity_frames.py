@@ -12,7 +12,10 @@ score keyed on what makes text harmful, not on which group it names (issue 56).
   `counter` frames (clean, drawn half as often as the others: at full weight the insults lost more of their
   weight in the languages without labelled text, bench/RESULTS.md): counter-speech and negated hate, the same
   insults quoted, reported or denied in order to reject them ("Saying that {g} are {bad} is hateful", "I do not
-  hate {g}"), so that the words around an insult count, not the insult alone.
+  hate {g}"), so that the words around an insult count, not the insult alone; and the `form_frames`/`form_clean`
+  frames, which name one person by a singular or adjective form of a group (`forms`: "christelijk", "Türkin"),
+  each with a bad and a good adjective and alone: with the plural only, such a form reached the model as character
+  n-grams of the insults it resembles (Dutch "vrouwelijk" scored 0.999 alone).
 * `evaluation_rows`: the `eval_clean`/`eval_toxic` frames, other wording than any frame trained on, with the group
   each names: our own identity templates for the bias measures (stages/harmful/bias.py) in the languages Jigsaw's
   templates lack. Written by us; they measure wording the model has not seen, not real text.
@@ -110,8 +113,12 @@ def training_sentences(lang: str, seed: int = 0, draws: int = 2) -> Iterator[tup
             for group in lex.groups:
                 for _ in range(draws):
                     yield _fill(frame, lex, rng, group, verbs=words), toxic
-    # one person named by a singular or adjective form ("Mijn collega is christelijk en {a}"): each form with a bad
-    # and with a good adjective, and alone (clean), so that no form of a group's name carries a label
+    yield from _form_sentences(lex, rng)
+
+
+def _form_sentences(lex: Lexicon, rng: random.Random) -> Iterator[tuple[str, bool]]:
+    """One person named by a singular or adjective form ("Mijn collega is christelijk en {a}"): each form with a bad
+    and with a good adjective, and alone (clean), so that no form of a group's name carries a label."""
     for form in lex.forms:
         for frame in lex.frames["form_frames"]:
             for words, toxic in ((lex.bad_adj, True), (lex.good_adj, False)):
