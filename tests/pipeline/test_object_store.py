@@ -160,3 +160,16 @@ def test_a_run_on_dask_workers_reads_and_writes_the_object_store(s3, local):
                       f"--dask_client_address={cluster.scheduler_address}"])
     assert report["status"] == "ok" and report["conservation"]["holds"] and report["funnel"] == local[1]["funnel"]
     assert compare_outputs(str(out), str(_download(s3, "dask", out.parent / "dask"))) == []
+
+
+def test_overwrite_replaces_a_complete_output_in_an_object_store(s3, local, resumed, tmp_path):
+    """--overwrite over a complete run in S3 (no folder to set the old output aside in: its manifest goes first, so
+    the prefix never claims to be complete while the new run goes on) ends with what a local run writes, and nothing
+    of the old run is left."""
+    out, whole = local
+    report = run(["--input", INPUTS, "--output", OUTPUT, "--overwrite", "--quiet"])
+    assert report["status"] == "ok" and report["funnel"] == whole["funnel"]
+    assert report["prepared"]["files_prepared"] == len(FILES)  # the old prepared parts went too
+    assert compare_outputs(str(out), str(_download(s3, "out", tmp_path / "s3"))) == []
+    local_files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != ".refinery.lock")
+    assert _keys(s3, "out") == local_files
