@@ -187,6 +187,15 @@ _NUKTA_LETTERS = {"\u0915\u093c": "\u0958", "\u0916\u093c": "\u0959", "\u0917\u0
                   "\u092b\u093c": "\u095e", "\u092f\u093c": "\u095f"}
 
 
+def nukta_forms(text: str) -> set[str]:
+    """`text` as written, and with its nukta letters decomposed and precomposed (one form if it has none)."""
+    decomposed = unicodedata.normalize("NFC", text)
+    precomposed = decomposed
+    for pair, letter in _NUKTA_LETTERS.items():
+        precomposed = precomposed.replace(pair, letter)
+    return {text, decomposed, precomposed}
+
+
 @cache
 def spellings(version: str, code: str) -> dict[str, str]:
     """{spelling: the list entry it spells} of one list (LDNOOBW code), empty where no spelling file exists; each
@@ -194,11 +203,7 @@ def spellings(version: str, code: str) -> dict[str, str]:
     out = {}
     for line in read_entries(os.path.join(SPELLINGS, version, f"{code}.txt")):
         spelling, _, entry = (part.strip() for part in line.partition("|"))
-        decomposed = unicodedata.normalize("NFC", spelling)
-        precomposed = decomposed
-        for pair, letter in _NUKTA_LETTERS.items():
-            precomposed = precomposed.replace(pair, letter)
-        out[decomposed] = out[precomposed] = entry
+        out.update(dict.fromkeys(nukta_forms(spelling), entry))
     return out
 
 
@@ -226,7 +231,7 @@ def word_list(version: str, lang: str, full_list: bool = False) -> WordList | No
     spelled = spellings(version, code)
     words, phrases, substrings = split_entries(read_entries(path) + list(spelled))
     if not full_list:
-        ordinary = read_entries(os.path.join(ORDINARY, version, f"{code}.txt"))
+        ordinary = {form for e in read_entries(os.path.join(ORDINARY, version, f"{code}.txt")) for form in nukta_forms(e)}
         skip_words, skip_phrases, skip_substrings = split_entries(questionable_words() | set(ordinary))
         words, phrases, substrings = words - skip_words, phrases - skip_phrases, substrings - skip_substrings
     first: dict[str, set] = collections.defaultdict(set)
