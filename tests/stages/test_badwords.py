@@ -138,18 +138,25 @@ def test_davidson_tweets_hate_is_dropped_for_its_slurs_profane_pages_only_for_se
             assert 0.3 < reasons.count("kept") / len(pages) < 0.7 and "bad_words_profanity" not in reasons
 
 
+def labelled_pages(name: str) -> dict[str, list[str]]:
+    """A labelled set of shared/data/harmful/toxicity_multilingual as pages of 20 texts per label (shuffled, seed 0)."""
+    with gzip.open(SHARED_DATA / "harmful" / "toxicity_multilingual" / f"{name}.jsonl.gz", "rt") as fh:
+        rows = [json.loads(line) for line in fh]
+    pages = {}
+    for label in ("clean", "toxic"):
+        texts = [row["text"] for row in rows if row["label"] == label]
+        random.Random(0).shuffle(texts)
+        pages[label] = ["\n".join(texts[i:i + 20]) for i in range(0, len(texts) - 19, 20)]
+    return pages
+
+
 @needs_shared
 def test_indonesian_tweets_labelled_clean_pass_and_abuse_is_dropped_only_for_sexual_terms_and_slurs():
     """Ibrohim & Budi's tweets (measure only: CC BY-NC-SA; never used to sort the list) as pages of 20. Before v2's
     Indonesian list was sorted every entry counted, and 69 % of the clean pages were dropped on ordinary words
     ("bikin" make, "buaya" crocodile, "taplak" tablecloth, "ateis" atheist)."""
-    with gzip.open(SHARED_DATA / "harmful" / "toxicity_multilingual" / "id_ibrohim.jsonl.gz", "rt") as fh:
-        rows = [json.loads(line) for line in fh]
     stage, every_kind = BadWordsFilter(), BadWordsFilter(BadWordsConfig(kinds=KINDS))
-    for label in ("clean", "toxic"):
-        tweets = [row["text"] for row in rows if row["label"] == label]
-        random.Random(0).shuffle(tweets)
-        pages = ["\n".join(tweets[i:i + 20]) for i in range(0, len(tweets) - 19, 20)]
+    for label, pages in labelled_pages("id_ibrohim").items():
         reasons = [(stage.evaluate(p, "id", 1.0) or ("kept",))[0] for p in pages]
         if label == "clean":
             assert reasons.count("kept") >= 0.99 * len(pages)
@@ -261,13 +268,8 @@ def test_hindi_abusive_comments_in_devanagari_are_found_and_clean_ones_pass():
     """MACD's ShareChat comments (measure only: research use; never used to write the spellings) as pages of 20:
     before the spellings no abusive page was dropped and 0.6 % of its comments had a listed word; Leipzig's and
     Tatoeba's Hindi sentences as pages pass."""
-    with gzip.open(SHARED_DATA / "harmful" / "toxicity_multilingual" / "hi_macd.jsonl.gz", "rt") as fh:
-        rows = [json.loads(line) for line in fh]
     stage, every_kind = BadWordsFilter(), BadWordsFilter(BadWordsConfig(kinds=KINDS))
-    for label in ("clean", "toxic"):
-        comments = [row["text"] for row in rows if row["label"] == label]
-        random.Random(0).shuffle(comments)
-        pages = ["\n".join(comments[i:i + 20]) for i in range(0, len(comments) - 19, 20)]
+    for label, pages in labelled_pages("hi_macd").items():
         dropped = sum(bool(stage.evaluate(p, "hi", 1.0)) for p in pages)
         if label == "clean":
             assert dropped == 0 and not any(every_kind.evaluate(p, "hi", 1.0) for p in pages)
