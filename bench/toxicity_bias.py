@@ -103,7 +103,7 @@ def markdown(result: dict, threshold: float) -> str:
 
 def users_table(card: dict) -> str:
     """Per language, from the bundled card: what the toxicity score flags at 0.5 and at 0.9 (the recommended page
-    threshold) of ordinary pages, of news naming a group, of benign template sentences naming a group, and of
+    threshold) of ordinary pages (the bench WARC's held-out ones; Leipzig web sentences as pages), of news naming a group, of benign template sentences naming a group, and of
     toxic text; and how often the bad-word lists match a benign template sentence (one match never drops a page)."""
     pages = card["page_test"]["false_positives_by_language"]
     news = card["cross_data_set"]["identity"]
@@ -114,9 +114,11 @@ def users_table(card: dict) -> str:
         for name, m in sets.items():
             toxic_sets.setdefault(m["lang"], []).append((name, m, how))
     langs = ["en", "de", "fr", "es", "it", "nl", "pl", "pt", "ru", "tr", "ar", "zh", "ko", "hi", "hi-Latn"]
-    lines = ["| lang | ordinary pages flagged at 0.5 / 0.9 | news naming a group, 0.5 / 0.9 | benign template "
-             "sentences naming a group, 0.5 / 0.9 (set) | toxic text found at 0.5 / 0.9 (set) | bad words: benign template "
-             "sentences with a listed word of a counted kind |", "|---|---|---|---|---|---|"]
+    web = card["cross_data_set"].get("web_pages", {})
+    lines = ["| lang | ordinary pages flagged at 0.5 / 0.9 | web sentences as pages of 20, flagged at 0.5 / 0.9 | news "
+             "naming a group, 0.5 / 0.9 | benign template sentences naming a group, 0.5 / 0.9 (set) | toxic text found at "
+             "0.5 / 0.9 (set) | bad words: benign template sentences with a listed word of a counted kind |",
+             "|---|---|---|---|---|---|---|"]
 
     def share(text: str) -> str:
         found, n = (int(x) for x in text.split("/"))
@@ -132,7 +134,8 @@ def users_table(card: dict) -> str:
                           for name, m, how in toxic_sets.get(lang, [])) or "no labelled set here"
         words = "; ".join(f"{v['bad_words']['benign_with_listed_word']:.1%} ({k.split('_')[0]})"
                           for k, v in templates.items() if v["lang"] == lang and "bad_words" in v) or "–"
-        lines.append(f"| {lang} | {page} | {named} | {benign} | {found} | {words} |")
+        sentences = (f"{web[lang]['0.5']:.0%} / {web[lang]['0.9']:.0%} (n={web[lang]['n']})" if lang in web else "–")
+        lines.append(f"| {lang} | {page} | {sentences} | {named} | {benign} | {found} | {words} |")
     return "\n".join(lines)
 
 

@@ -13,7 +13,9 @@ Without --lodo: the model (default: the bundled one) on
     language), all of them and those whose English original names a group, religion, nation or party:
     the share scoring >= 0.5/0.7/0.9 (false positives) per language;
   * the held-out half of the bench WARC's pages (extracted, lid.176), scored as the stage scores pages
-    (highest paragraph): the share of ordinary pages at >= 0.5/0.7/0.9 per language.
+    (highest paragraph): the share of ordinary pages at >= 0.5/0.7/0.9 per language;
+  * Leipzig web sentences (lingua's test data, 75 languages, never trained on) as pages of 20: the same shares,
+    for every language (the bench WARC has 1 to 7 held-out pages outside English and German).
 With --lodo D...: for each D, a model of the recipe (scripts/build_toxicity_model.py: its data and settings,
 without its sanity split) trained without D, then measured on D: leave-one-data-set-out; for a language with
 one set, the model has seen no labeled text of that language. --card writes the figures into the bundled
@@ -32,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
 
 from scripts.build_toxicity_model import (  # noqa: E402
+    LEIPZIG,
     MULTILINGUAL,
     OUTPUT,
     SETTINGS,
@@ -43,7 +46,7 @@ from scripts.build_toxicity_model import (  # noqa: E402
 )
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer  # noqa: E402
 from stages.harmful.toxicity_eval import THRESHOLDS, language_table, markdown, measure  # noqa: E402
-from stages.harmful.toxicity_train import TOXICITY, read_parallel  # noqa: E402
+from stages.harmful.toxicity_train import TOXICITY, read_parallel, web_sentence_pages  # noqa: E402
 from stages.quality_train import train  # noqa: E402
 
 
@@ -115,7 +118,8 @@ def main(argv=None) -> int:
                 trained_on = set(json.load(fh).get("training_datasets", []))
         independent = {name: items for name, items in sets.items() if name not in trained_on}
         reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
-        result = measure(lambda text: scorer.score(text)[0], independent, reference, list(bench_pages()))
+        result = measure(lambda text: scorer.score(text)[0], independent, reference, list(bench_pages()),
+                         web_sentence_pages(LEIPZIG))
         print(markdown(result))
         if args.card and args.model is None:
             _update_card(lambda card: card["cross_data_set"].update(result))

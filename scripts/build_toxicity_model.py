@@ -55,6 +55,7 @@ from stages.harmful.toxicity_train import (  # noqa: E402
     read_tatoeba,
     read_tatoeba_identity,
     split,
+    web_sentence_pages,
 )
 from stages.langid import LanguageIdentifier  # noqa: E402
 from stages.quality_train import QualityTrainConfig, metrics, train  # noqa: E402
@@ -63,6 +64,7 @@ from stages.runner import StageRunner  # noqa: E402
 SHARED = shared_data.ROOT
 TOXICITY_DATA = os.path.join(SHARED, "harmful", "toxicity")
 MULTILINGUAL = os.path.join(SHARED, "multilingual")
+LEIPZIG = os.path.join(MULTILINGUAL, "lingua_testdata")  # web sentences: measure only (never trained on)
 BENCH = os.path.join(SHARED, "warc", "bench_trafilatura_pages.warc.gz")
 OUTPUT = "stages/models/toxicity.ftz"
 # Chosen on bench/toxicity_cross.py's figures (RESULTS.md, issue 35): character n-grams 3-5 over words only,
@@ -192,10 +194,10 @@ def main() -> int:
     independent = {name: items for name, items in labeled_sets().items() if name not in RECIPE_SETS}
     reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
     card["cross_data_set"] = dict(
-        measure(lambda text: scorer.score(text)[0], independent, reference, pages),
+        measure(lambda text: scorer.score(text)[0], independent, reference, pages, web_sentence_pages(LEIPZIG)),
         about="text of other sources than the training data: labeled sets it never trained on, held-out "
-              "NTREX-128/FLORES-200 documents per language (all; naming a group), the held-out bench pages; "
-              "stages/harmful/toxicity_eval.py")
+              "NTREX-128/FLORES-200 documents per language (all; naming a group), the held-out bench pages, Leipzig "
+              "web sentences as pages of 20 (web_pages); stages/harmful/toxicity_eval.py")
     with open(OUTPUT + ".card.json", "w", encoding="utf-8") as fh:
         json.dump(card, fh, indent=2, ensure_ascii=False)
     print(markdown(card["cross_data_set"]))

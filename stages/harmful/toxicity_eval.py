@@ -47,10 +47,11 @@ def flagged(scores: Sequence[float]) -> dict:
 
 
 def measure(score: Callable[[str], float], labeled: Mapping[str, Sequence], reference: Sequence = (),
-            pages: Sequence[tuple[str, str]] = ()) -> dict:
+            pages: Sequence[tuple[str, str]] = (), web_pages: Sequence[tuple[str, str]] = ()) -> dict:
     """`score(text)` (a page's score) on `labeled` sets ({name: examples with text, toxic, lang}), held-out
-    `reference` examples (lang, identity) and `pages` ((lang, text))."""
-    out: dict = {"labeled": {}, "reference": {}, "identity": {}, "pages": {}}
+    `reference` examples (lang, identity), `pages` ((lang, text)) and `web_pages` (lang, text: web sentences as pages,
+    `toxicity_train.web_sentence_pages`)."""
+    out: dict = {"labeled": {}, "reference": {}, "identity": {}, "pages": {}, "web_pages": {}}
     for name, items in sorted(labeled.items()):
         out["labeled"][name] = dict(lang=items[0].lang, n=len(items), toxic=sum(e.toxic for e in items),
                                     **rates([score(e.text) for e in items], [e.toxic for e in items]))
@@ -61,13 +62,14 @@ def measure(score: Callable[[str], float], labeled: Mapping[str, Sequence], refe
             out["reference"][lang] = dict(n=len(part), **flagged(scores))
             ident = [s for s, e in zip(scores, part) if e.identity]
             out["identity"][lang] = dict(n=len(ident), **flagged(ident))
-    by_lang: dict[str, list[float]] = collections.defaultdict(list)
-    for lang, text in pages:
-        by_lang[lang].append(score(text))
-    if pages:
-        out["pages"]["all"] = dict(n=len(pages), **flagged([s for v in by_lang.values() for s in v]))
-    for lang, scores in sorted(by_lang.items(), key=lambda kv: -len(kv[1])):
-        out["pages"][lang] = dict(n=len(scores), **flagged(scores))
+    for part, items in (("pages", pages), ("web_pages", web_pages)):
+        by_lang: dict[str, list[float]] = collections.defaultdict(list)
+        for lang, text in items:
+            by_lang[lang].append(score(text))
+        if items:
+            out[part]["all"] = dict(n=len(items), **flagged([s for v in by_lang.values() for s in v]))
+        for lang, scores in sorted(by_lang.items(), key=lambda kv: -len(kv[1])):
+            out[part][lang] = dict(n=len(scores), **flagged(scores))
     return out
 
 
@@ -80,20 +82,22 @@ def markdown(result: dict) -> str:
         best = m["recall_at_precision_0.8"]
         lines.append(f"| {name} | {m['lang']} | {m['n']} ({m['toxic']}) | " + " | ".join(cells)
                      + f" | {best['recall']:.2f} ({best['threshold']}) |")
-    langs = sorted(set(result["reference"]) | set(result["pages"]) - {"all"},
+    langs = sorted((set(result["reference"]) | set(result["pages"]) | set(result.get("web_pages", {}))) - {"all"},
                    key=lambda lang: (lang not in LANGS, LANGS.index(lang) if lang in LANGS else lang))
     if langs:
         lines += ["", "| lang | reference sentences >= 0.5 / 0.7 / 0.9 | naming a group >= 0.5 / 0.7 / 0.9 | "
-                      "ordinary pages >= 0.5 / 0.7 / 0.9 |", "|---|---|---|---|"]
+                      "ordinary pages >= 0.5 / 0.7 / 0.9 | web sentences as pages >= 0.5 / 0.7 / 0.9 |",
+                  "|---|---|---|---|---|"]
     for lang in langs:
         cells = []
-        for part in ("reference", "identity", "pages"):
+        for part in ("reference", "identity", "pages", "web_pages"):
             m = result[part].get(lang)
             cells.append(f"{m['0.5']:.3f} / {m['0.7']:.3f} / {m['0.9']:.3f} (n={m['n']})" if m else "")
         lines.append(f"| {lang} | " + " | ".join(cells) + " |")
-    if "all" in result["pages"]:
-        p = result["pages"]["all"]
-        lines.append(f"| all pages | | | {p['0.5']:.3f} / {p['0.7']:.3f} / {p['0.9']:.3f} (n={p['n']}) |")
+    totals = [result.get(part, {}).get("all") for part in ("pages", "web_pages")]
+    if any(totals):
+        lines.append("| all pages | | | " + " | ".join(f"{p['0.5']:.3f} / {p['0.7']:.3f} / {p['0.9']:.3f} (n={p['n']})"
+                                                     if p else "" for p in totals) + " |")
     return "\n".join(lines)
 
 

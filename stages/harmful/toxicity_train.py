@@ -188,6 +188,20 @@ def read_tatoeba_identity(folder: str, labels: frozenset[str]) -> Iterator[Examp
                     yield Example(other[i], False, "tatoeba", lang, identity=True)
 
 
+def web_sentence_pages(folder: str, per_page: int = 20) -> list[tuple[str, str]]:
+    """(lang, page): the Leipzig web sentences of lingua's test data (`folder`/sentences/<code>.txt, 1,000 a language,
+    Chinese 729, Japanese 412, in 75 languages; never trained on) as pages of `per_page` sentences, one per line:
+    ordinary web text of every language, where the bench WARC's held-out pages number 1 to 7 outside English and
+    German."""
+    pages = []
+    for path in sorted(glob.glob(os.path.join(folder, "sentences", "*.txt"))):
+        code = os.path.basename(path)[:-len(".txt")]
+        lang = {"nb": "no"}.get(code, code)  # lid.176's code
+        lines = [line for line in _lines(path) if line]
+        pages += [(lang, "\n".join(lines[i:i + per_page])) for i in range(0, len(lines) - per_page + 1, per_page)]
+    return pages
+
+
 def split(examples: Sequence[Example], test_fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
     """(train, test) by text hash (`split_by_hash`): the same text is never on both sides."""
     _, test_texts = split_by_hash([e.text for e in examples], test_fraction, seed)

@@ -171,6 +171,15 @@ def test_a_short_window_counts_by_its_text_in_letters_of_any_script():
     assert page_toxicity([(0.9, "garbage")], config).score == pytest.approx(0.9 * 7 / 30)
 
 
+def test_the_card_measures_ordinary_web_text_of_every_language():
+    """Leipzig's web sentences as pages of 20 (never trained on): 75 languages, where the bench WARC's held-out pages
+    cover 10; what the README's table states per language comes from here (Chinese 17 % at 0.9: still missed)."""
+    web = CARD["cross_data_set"]["web_pages"]
+    assert len(web) - 1 >= 70 and all(m["n"] >= 20 for lang, m in web.items() if lang != "all")  # ja 20, zh 36
+    assert web["all"]["0.9"] <= 0.01 and web["all"]["0.5"] <= 0.05
+    assert web["zh"]["0.9"] > 0.1  # the known failure (docs/harmful.md): a fix should move this line
+
+
 def test_card_and_config_errors(tmp_path):
     assert CARD["labels"] == {"__label__toxic": "toxic: hate, offensive or insulting", "__label__clean": "not toxic"}
     assert CARD["page_test"]["recall"]["0.5"] >= 0.7 and CARD["page_test"]["false_positive_rate"]["0.9"] <= 0.01
