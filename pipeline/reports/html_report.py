@@ -210,7 +210,8 @@ def _output_cards(scores: Mapping[str, Sequence[float]], kept: Sequence[Mapping[
     chosen = {"quality_score": config.quality.threshold, "toxicity_score": config.toxicity.threshold}
     cards = [{"chart": Markup(svg.histogram({"documents": values}, f"{column} of kept documents", column,
                                             threshold=chosen.get(column))),
-              "toxicity": _toxicity_shares(values, chosen[column]) if column == "toxicity_score" else None}
+              "toxicity": (_toxicity_shares(values, chosen[column], config.toxicity.threshold_by_language)
+                           if column == "toxicity_score" else None)}
              for column, values in scores.items() if values]
     if kept:
         cards.append({"chart": Markup(svg.histogram({"documents": [math.log10(max(len(d["text"]), 1)) for d in kept]},
@@ -219,12 +220,14 @@ def _output_cards(scores: Mapping[str, Sequence[float]], kept: Sequence[Mapping[
     return cards
 
 
-def _toxicity_shares(values: Sequence[float], threshold: float | None) -> dict[str, str]:
+def _toxicity_shares(values: Sequence[float], threshold: float | None, by_language: Sequence[str] = ()) -> dict[str, str]:
     """Under the toxicity histogram: what a threshold would drop of this output, so one is chosen knowingly
     (the model card gives precision and recall per language at the same thresholds)."""
     shares = " · ".join(f"≥ {t}: {sum(v >= t for v in values) / len(values):.1%}" for t in (0.5, 0.7, 0.9))
     chosen = f"threshold {threshold}: pages at or over it were dropped" if threshold is not None else \
         "no threshold: scored only (toxicity.threshold drops)"
+    if by_language:
+        chosen += f"; by language: {', '.join(by_language)}"
     return {"shares": shares, "chosen": chosen}
 
 

@@ -56,6 +56,9 @@ class ToxicityConfig:
     model: str | None = None           # fastText model path; none = bundled stages/models/toxicity.ftz
     # Drop pages scoring at least this; none scores without dropping (`toxicity_score` column).
     threshold: float | None = None
+    # LANG=THRESHOLD overrides of threshold, e.g. [zh=0.99, fr=0.98]: a listed language is dropped at its own value
+    # (also when threshold is none); ordinary web text scores higher in some languages (docs/harmful.md)
+    threshold_by_language: tuple[str, ...] = ()
     # A page is scored paragraph by paragraph (line by line): lines shorter than `min_chars` are joined
     # to the next, lines longer than 2 * `window_chars` are cut into pieces of about that size.
     window_chars: int = 300
@@ -73,6 +76,21 @@ class ToxicityConfig:
               "window_chars must be >= 20, max_windows and min_chars >= 1")
         check(0.0 < self.window_threshold <= 1.0 and self.combine >= 1 and self.evidence_letters >= 1,
               "window_threshold must be in (0, 1], combine and evidence_letters >= 1")
+        self.thresholds()
+
+    def thresholds(self) -> dict[str, float]:
+        """threshold_by_language as {lang: threshold}; a malformed entry is a ConfigError."""
+        out = {}
+        for item in self.threshold_by_language:
+            lang, _, value = str(item).partition("=")
+            try:
+                threshold = float(value)
+            except ValueError:
+                threshold = -1.0
+            check(bool(lang.strip()) and 0.0 <= threshold <= 1.0,
+                  f"threshold_by_language: expected LANG=THRESHOLD (a number in [0, 1]), got {item!r}")
+            out[lang.strip()] = threshold
+        return out
 
 
 @dataclass(frozen=True)
@@ -181,6 +199,7 @@ class ToxicityScorer(ModelStage):
 
     def __init__(self, config: ToxicityConfig = ToxicityConfig()):
         super().__init__(config)
+        self._thresholds = config.thresholds()
 
     def load(self):
         return load_model(self.config.model)
@@ -209,10 +228,11 @@ class ToxicityScorer(ModelStage):
 
     def __call__(self, doc: Document) -> StageResult:
         page = self.judge(doc.text)
-        if self.config.threshold is not None and page.score >= self.config.threshold:
-            return doc.drop(self.name, REASON, f"{page.score:.3f} >= {self.config.threshold} ({page.toxic_windows} of "
+        threshold = self._thresholds.get(doc.lang or "", self.config.threshold)
+        if threshold is not None and page.score >= threshold:
+            return doc.drop(self.name, REASON, f"{page.score:.3f} >= {threshold} ({page.toxic_windows} of "
                             f"{page.windows} windows toxic, worst {page.worst:.3f}): {page.window[:300]!r}",
-                            value=page.score, threshold=self.config.threshold)
+                            value=page.score, threshold=threshold)
         share = page.toxic_windows / page.windows if page.windows else 0.0
         return doc.replace(toxicity_score=page.score).with_score("toxicity_worst", page.worst) \
             .with_score("toxic_window_share", share)

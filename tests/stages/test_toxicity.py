@@ -147,6 +147,23 @@ def test_threshold_drops_with_the_window_and_no_threshold_only_scores(scorer):
     assert calm.toxicity_score < 0.5
 
 
+def test_a_language_can_have_its_own_threshold(scorer):
+    """Ordinary web text scores higher in some languages (Chinese, French: docs/harmful.md), so a language can be
+    dropped at its own value: a listed language at its value, the others at `threshold`, also when that is none."""
+    text = "The council met on Tuesday.\nyou are a stupid fucking idiot and everyone hates you, go kill yourself"
+    doc = Document(id="1", url="https://example.org/a", source="web", text=text, lang="en")
+    score = scorer(doc).toxicity_score
+    assert 0.9 <= score < 1.0
+    strict_english = ToxicityScorer(ToxicityConfig(threshold=None, threshold_by_language=("en=0.5",)))
+    assert isinstance(strict_english(doc), Drop) and isinstance(strict_english(doc.replace(lang="de")), Document)
+    lenient_english = ToxicityScorer(ToxicityConfig(threshold=0.5, threshold_by_language=("en=1.0", "zh=0.99")))
+    assert isinstance(lenient_english(doc), Document) and isinstance(lenient_english(doc.replace(lang="fr")), Drop)
+    assert ">= 0.5 (" in lenient_english(doc.replace(lang="fr")).detail
+    for bad in (("zh",), ("zh=high",), ("=0.9",), ("zh=1.5",)):
+        with pytest.raises(ConfigError, match="threshold_by_language"):
+            ToxicityConfig(threshold_by_language=bad)
+
+
 def test_a_window_without_letters_scores_nothing(scorer):
     """Lines of asterisks, rules and figures (a nutrition table) carry no words to judge."""
     table = "Energy 230 kcal | 12 g | 45 %\n" * 3
