@@ -80,17 +80,22 @@ class ToxicityConfig:
 
     def thresholds(self) -> dict[str, float]:
         """threshold_by_language as {lang: threshold}; a malformed entry is a ConfigError."""
-        out = {}
-        for item in self.threshold_by_language:
-            lang, _, value = str(item).partition("=")
-            try:
-                threshold = float(value)
-            except ValueError:
-                threshold = -1.0
-            check(bool(lang.strip()) and 0.0 <= threshold <= 1.0,
-                  f"threshold_by_language: expected LANG=THRESHOLD (a number in [0, 1]), got {item!r}")
-            out[lang.strip()] = threshold
-        return out
+        return _thresholds(tuple(self.threshold_by_language))
+
+
+@functools.cache
+def _thresholds(threshold_by_language: tuple[str, ...]) -> dict[str, float]:
+    out = {}
+    for item in threshold_by_language:
+        lang, _, value = str(item).partition("=")
+        try:
+            threshold = float(value)
+        except ValueError:
+            threshold = -1.0
+        check(bool(lang.strip()) and 0.0 <= threshold <= 1.0,
+              f"threshold_by_language: expected LANG=THRESHOLD (a number in [0, 1]), got {item!r}")
+        out[lang.strip()] = threshold
+    return out
 
 
 @dataclass(frozen=True)
@@ -199,7 +204,6 @@ class ToxicityScorer(ModelStage):
 
     def __init__(self, config: ToxicityConfig = ToxicityConfig()):
         super().__init__(config)
-        self._thresholds = config.thresholds()
 
     def load(self):
         return load_model(self.config.model)
@@ -228,7 +232,7 @@ class ToxicityScorer(ModelStage):
 
     def __call__(self, doc: Document) -> StageResult:
         page = self.judge(doc.text)
-        threshold = self._thresholds.get(doc.lang or "", self.config.threshold)
+        threshold = self.config.thresholds().get(doc.lang or "", self.config.threshold)
         if threshold is not None and page.score >= threshold:
             return doc.drop(self.name, REASON, f"{page.score:.3f} >= {threshold} ({page.toxic_windows} of "
                             f"{page.windows} windows toxic, worst {page.worst:.3f}): {page.window[:300]!r}",

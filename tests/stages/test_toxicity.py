@@ -4,6 +4,7 @@ import collections
 import itertools
 import json
 import os
+import pickle
 import random
 
 import pytest
@@ -157,6 +158,7 @@ def test_a_language_can_have_its_own_threshold(scorer):
     strict_english = ToxicityScorer(ToxicityConfig(threshold=None, threshold_by_language=("en=0.5",)))
     assert isinstance(strict_english(doc), Drop) and isinstance(strict_english(doc.replace(lang="de")), Document)
     lenient_english = ToxicityScorer(ToxicityConfig(threshold=0.5, threshold_by_language=("en=1.0", "zh=0.99")))
+    lenient_english = pickle.loads(pickle.dumps(lenient_english))  # as Beam ships a stage to its workers
     assert isinstance(lenient_english(doc), Document) and isinstance(lenient_english(doc.replace(lang="fr")), Drop)
     assert ">= 0.5 (" in lenient_english(doc.replace(lang="fr")).detail
     for bad in (("zh",), ("zh=high",), ("=0.9",), ("zh=1.5",)):
