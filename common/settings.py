@@ -69,6 +69,25 @@ def split_commas(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(part.strip() for item in items for part in str(item).split(",") if part.strip())
 
 
+@functools.cache
+def per_language(items: tuple[str, ...], setting: str, what: str, low: float = 0.0,
+                 high: float = float("inf")) -> dict[str, float]:
+    """("de=15", "ja=30") -> {"de": 15.0, "ja": 30.0}: a setting's per-language overrides; an entry without a
+    language or with a number outside [low, high] is a ConfigError naming `setting` and `what` the number is."""
+    out = {}
+    for item in items:
+        lang, _, text = str(item).partition("=")
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        bounds = f"a number >= {low:g}" if high == float("inf") else f"a number in [{low:g}, {high:g}]"
+        check(bool(lang.strip()) and low <= value <= high,
+              f"{setting}: expected LANG={what} ({bounds}), got {item!r}")
+        out[lang.strip()] = value
+    return out
+
+
 # ---------------------------------------------------------------- help text from the source
 
 @functools.cache

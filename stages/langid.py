@@ -73,21 +73,15 @@ def canonical_code(code: str) -> str:
         return code
     iso3, script = found.groups()
     from stages.reference import MACRO, iso3_to_iso1
+    from stages.thresholds import script_family
 
     lang = MACRO.get(iso3) or iso3_to_iso1().get(iso3) or iso3
-    romanized = script == "Latn" and lang not in LATIN_AS_WELL and _likely_script(lang) not in (None, "Latn")
+    romanized = script == "Latn" and lang not in LATIN_AS_WELL and script_family(lang) not in ("", "Latin")
     return f"{lang}-Latn" if romanized else lang
 
 
 # Languages officially written in Latin letters as well as in their likely script: Latin is not a romanization
 LATIN_AS_WELL = frozenset({"sr", "bs", "kk", "ky", "tt", "ba", "tk", "uz", "az", "mn", "ku", "ug", "crh", "ms"})
-
-
-def _likely_script(lang: str) -> str | None:
-    import icu
-
-    script = icu.Locale.addLikelySubtags(icu.Locale(lang)).getScript()
-    return script or None
 
 
 def model_codes(path: str | None = None) -> frozenset[str]:

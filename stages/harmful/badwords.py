@@ -33,7 +33,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cache
 
-from common.settings import check, check_not_negative
+from common.settings import check, check_not_negative, per_language
 from stages.record import RuleStage
 from stages.table import StageSpec
 from stages.text import NO_SPACE_LANGS, normalized_words, word_boundaries
@@ -111,17 +111,7 @@ class BadWordsConfig:
 
     def density_limits(self) -> dict[str, float]:
         """max_density_by_language as {lang: density}; a malformed entry is a ConfigError."""
-        limits = {}
-        for item in self.max_density_by_language:
-            lang, _, value = str(item).partition("=")
-            try:
-                density = float(value)
-            except ValueError:
-                density = -1.0
-            check(bool(lang.strip()) and density >= 0,
-                  f"max_density_by_language: expected LANG=DENSITY (a number >= 0), got {item!r}")
-            limits[lang.strip()] = density
-        return limits
+        return per_language(tuple(self.max_density_by_language), "max_density_by_language", "DENSITY")
 
 
 @dataclass(frozen=True)

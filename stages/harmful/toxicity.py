@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from common.settings import check
+from common.settings import check, per_language
 from stages.models import bundled, load_classifier, positive_probability
 from stages.quality import normalize as normalize_words
 from stages.record import Document, ModelStage, StageResult
@@ -80,22 +80,7 @@ class ToxicityConfig:
 
     def thresholds(self) -> dict[str, float]:
         """threshold_by_language as {lang: threshold}; a malformed entry is a ConfigError."""
-        return _thresholds(tuple(self.threshold_by_language))
-
-
-@functools.cache
-def _thresholds(threshold_by_language: tuple[str, ...]) -> dict[str, float]:
-    out = {}
-    for item in threshold_by_language:
-        lang, _, value = str(item).partition("=")
-        try:
-            threshold = float(value)
-        except ValueError:
-            threshold = -1.0
-        check(bool(lang.strip()) and 0.0 <= threshold <= 1.0,
-              f"threshold_by_language: expected LANG=THRESHOLD (a number in [0, 1]), got {item!r}")
-        out[lang.strip()] = threshold
-    return out
+        return per_language(tuple(self.threshold_by_language), "threshold_by_language", "THRESHOLD", 0.0, 1.0)
 
 
 @dataclass(frozen=True)
