@@ -27,6 +27,7 @@ from stages.harmful.badwords import (  # noqa: E402
     LISTS,
     ORDINARY,
     list_languages,
+    spelling_files,
     spellings,
     split_entries,
 )
@@ -36,7 +37,13 @@ from stages.text import normalized_words  # noqa: E402
 ISO3 = {"ar": "arb", "fa": "pes", "kh": "kan", "no": "nob", "zh": "zho", "ms": "zsm", "sq": "als", "sr": "srp",
         "et": "est", "lv": "lvs", "uz": "uzn", "mn": "khk"}
 FLORES_ALT = {"fa": "fas", "ms": "msa", "sq": "sqi", "lv": "lav", "uz": "uzb", "mn": "mon", "zh": "zho"}
-LDNOOBW_TO_LID = {v: k for k, v in LID_TO_LDNOOBW.items()}
+LDNOOBW_TO_LID = {v: k for k, v in LID_TO_LDNOOBW.items() if k != "ur"}  # the code tokenizing the list's text
+
+
+def spelled_languages(version: str, code: str) -> list[str]:
+    """The lid.176 codes that have a spelling file of their own for list `code` (<code>.<lid>.txt)."""
+    return [os.path.basename(path).split(".")[1] for path in spelling_files(version, code)
+            if os.path.basename(path).count(".") == 2]
 
 
 def iso3(code: str) -> str:
@@ -74,7 +81,9 @@ def main(argv=None) -> int:
         out_dir = os.path.join(ORDINARY, version)
         os.makedirs(out_dir, exist_ok=True)
         for code in list_languages(version):
-            text = ordinary_text(args.data, code)
+            # the list's own language and those judged by it whose script its spellings write (Urdu: hi.ur.txt)
+            text = "\n".join(filter(None, [ordinary_text(args.data, code)]
+                                     + [ordinary_text(args.data, lid) for lid in spelled_languages(version, code)]))
             if not text:
                 print(f"{version} {code}: no NTREX/FLORES text, nothing left out")
                 continue

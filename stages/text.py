@@ -25,7 +25,10 @@ TERMINAL_PUNCTUATION = (".", "!", "?", '"', "'", "”", "»", "。", "！", "？
 # and Tigrinya text is traditionally written; a whitespace split made each line one "word".
 WORD_SEPARATORS = "\u1361"
 
-_PUNCT = frozenset(string.punctuation) | frozenset("«»„“”‘’‚‹›–—…·•、。，！？；：（）【】《》「」『』〈〉፡።፣፤፥፦፧፨")
+# Stripped from a word's ends: the clause and sentence marks of the scripts (a word before Urdu's ۔ or Hindi's । is
+# still that word: without them `بہنچود۔` and `चूत।` matched no listed word), never a mark written inside words
+_PUNCT = frozenset(string.punctuation) | frozenset("«»„“”‘’‚‹›–—…·•、。，！？；：（）【】《》「」『』〈〉፡።፣፤፥፦፧፨"
+                                                   "¡¿،؛؟۔٪।॥։՝՞།။၊។៕׃")
 _STRIP = "".join(sorted(_PUNCT))
 
 # Stop words: Gopher's rule needs >= 2 of {the, be, to, of, and, that, have, with} in English.

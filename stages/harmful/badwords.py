@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import collections
 import csv
+import glob
+import itertools
 import os
 import re
 import unicodedata
@@ -43,8 +45,9 @@ LISTS = os.path.join(os.path.dirname(__file__), "lists", "ldnoobw")
 QUESTIONABLE = os.path.join(LISTS, "v2", "questionable_international_words.csv")
 ORDINARY = os.path.join(LISTS, "ordinary")  # entries found in news/Wikipedia text (scripts/build_badword_exclusions.py)
 KIND_FILES = os.path.join(LISTS, "kinds")  # <version>/<lang>.txt: entry | kind | gloss (kinds/README.md)
-# <version>/<lang>.txt: spelling | entry: an entry in the script the language's pages are written in, where the list
-# has it in another (LDNOOBW v1's Hindi list is romanized; lid.176 labels Devanagari Hindi `hi`)
+# <version>/<code>.txt and <code>.<lid>.txt: spelling | entry: an entry in the script the language's pages are written
+# in, where the list has it in another (LDNOOBW v1's Hindi list is romanized; lid.176 labels Devanagari Hindi `hi`,
+# and Urdu, which shares Hindi's abuse, `ur`: hi.ur.txt)
 SPELLINGS = os.path.join(LISTS, "spellings")
 KINDS = ("sexual", "clinical", "slur", "profanity", "identity", "other", "unsorted")
 UNSORTED = "unsorted"
@@ -58,7 +61,9 @@ LID_TO_LDNOOBW = {"tl": "fil", "kn": "kh",  # LDNOOBW v2 names its Kannada list 
                   "yue": "zh", "wuu": "zh", "arz": "ar", "nn": "no",
                   # the Indonesian list holds Javanese and Sundanese swearing and sex words (tempik, heunceut, ewe);
                   # on FLORES's 1,004 Javanese and 1,004 Sundanese sentences it counts no word
-                  "jv": "id", "su": "id"}
+                  "jv": "id", "su": "id",
+                  # Urdu shares Hindi's swearing and slurs; its pages are judged by the Hindi list's Urdu spellings
+                  "ur": "hi"}
 # Scripts written without spaces between words: their entries are matched as substrings.
 _NO_SPACE_SCRIPT = re.compile("[\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
                               "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
@@ -177,6 +182,19 @@ _NUKTA_LETTERS = {"\u0915\u093c": "\u0958", "\u0916\u093c": "\u0959", "\u0917\u0
                   "\u092b\u093c": "\u095e", "\u092f\u093c": "\u095f"}
 
 
+# Urdu's yeh, keheh and heh goal: web text often types Arabic's yeh, kaf and heh for some or all of them
+_ARABIC_LOOKALIKE = {"\u06cc": "\u064a", "\u06a9": "\u0643", "\u06c1": "\u0647"}
+
+
+def letter_forms(text: str) -> set[str]:
+    """`text` as written and as web text also types it: Devanagari nukta letters decomposed and precomposed
+    (`nukta_forms`), and each of its Urdu letters also as its Arabic look-alike, in every combination (a spelling
+    has a few: at most 2 ** 8 forms are made, the rest keep the Urdu letter)."""
+    varied = [i for i, c in enumerate(text) if c in _ARABIC_LOOKALIKE][:8]
+    choices = [(c, _ARABIC_LOOKALIKE[c]) if i in varied else (c,) for i, c in enumerate(text)]
+    return {form for spelled in map("".join, itertools.product(*choices)) for form in nukta_forms(spelled)}
+
+
 def nukta_forms(text: str) -> set[str]:
     """`text` as written, and with its nukta letters decomposed and precomposed (one form if it has none)."""
     decomposed = unicodedata.normalize("NFC", text)
@@ -188,12 +206,26 @@ def nukta_forms(text: str) -> set[str]:
 
 @cache
 def spellings(version: str, code: str) -> dict[str, str]:
-    """{spelling: the list entry it spells} of one list (LDNOOBW code), empty where no spelling file exists; each
-    spelling with its nukta letters decomposed and precomposed."""
+    """{spelling: the list entry it spells} of one list (LDNOOBW code), of all its spelling files, empty where it has
+    none; each spelling in its `letter_forms`."""
     out = {}
-    for line in read_entries(os.path.join(SPELLINGS, version, f"{code}.txt")):
+    for path in spelling_files(version, code):
+        out.update(read_spellings(path))
+    return out
+
+
+def spelling_files(version: str, code: str) -> list[str]:
+    """The spelling files of one list: <code>.txt and <code>.<lid code>.txt (one a script or language)."""
+    return sorted(glob.glob(os.path.join(SPELLINGS, version, f"{glob.escape(code)}.txt"))
+                  + glob.glob(os.path.join(SPELLINGS, version, f"{glob.escape(code)}.*.txt")))
+
+
+@cache
+def read_spellings(path: str) -> dict[str, str]:
+    out = {}
+    for line in read_entries(path):
         spelling, _, entry = (part.strip() for part in line.partition("|"))
-        out.update(dict.fromkeys(nukta_forms(spelling), entry))
+        out.update(dict.fromkeys(letter_forms(spelling), entry))
     return out
 
 
@@ -211,17 +243,22 @@ def questionable_words() -> frozenset[str]:
     return frozenset(cell.strip().lower() for row in rows[1:] for cell in row[1:-1] if cell.strip())
 
 
-@cache
 def word_list(version: str, lang: str, full_list: bool = False) -> WordList | None:
-    """The compiled list of one language (lid.176 code), or None if LDNOOBW has none for it."""
-    code = LID_TO_LDNOOBW.get(lang, lang)
+    """The compiled list of one language (lid.176 code), or None if LDNOOBW has none for it; languages judged by
+    one list (Hindi, romanized Hindi and Urdu) share one compiled copy."""
+    return compiled_list(version, LID_TO_LDNOOBW.get(lang, lang), full_list)
+
+
+@cache
+def compiled_list(version: str, code: str, full_list: bool = False) -> WordList | None:
+    """The compiled list of one LDNOOBW list (its code), None if there is none."""
     path = os.path.join(LISTS, version, f"{code}.txt")
     if not os.path.exists(path):
         return None
     spelled = spellings(version, code)
     words, phrases, substrings = split_entries(read_entries(path) + list(spelled))
     if not full_list:
-        ordinary = {form for e in read_entries(os.path.join(ORDINARY, version, f"{code}.txt")) for form in nukta_forms(e)}
+        ordinary = {form for e in read_entries(os.path.join(ORDINARY, version, f"{code}.txt")) for form in letter_forms(e)}
         skip_words, skip_phrases, skip_substrings = split_entries(questionable_words() | set(ordinary))
         words, phrases, substrings = words - skip_words, phrases - skip_phrases, substrings - skip_substrings
     first: dict[str, set] = collections.defaultdict(set)
@@ -273,7 +310,7 @@ def script_languages(version: str, script: str) -> tuple[str, ...]:
 
     return tuple(lang for lang in list_languages(version)
                  if written_in(read_entries(os.path.join(LISTS, version, f"{lang}.txt")))
-                 or written_in(list(spellings(version, lang))))
+                 or any(written_in(list(read_spellings(path))) for path in spelling_files(version, lang)))
 
 
 class BadWordsFilter(RuleStage):

@@ -20,6 +20,8 @@ from stages.harmful.badwords import (
     list_languages,
     match_name,
     read_entries,
+    read_spellings,
+    script_languages,
     spellings,
     split_entries,
     word_list,
@@ -243,7 +245,7 @@ def test_a_page_whose_language_id_is_unsure_is_checked_against_its_scripts_lists
 def test_hindi_in_devanagari_is_judged_by_the_hindi_lists_devanagari_spellings():
     """LDNOOBW v1's Hindi list is romanized, and lid.176 labels Devanagari Hindi `hi`: its spellings file gives each
     entry's Devanagari forms, with the entry's kind; a nukta letter matches decomposed or precomposed."""
-    spelled = spellings("v1", "hi")
+    spelled = read_spellings(f"{LISTS}/spellings/v1/hi.txt")
     entries = set(read_entries(f"{LISTS}/v1/hi.txt"))
     assert len(spelled) > 100 and set(spelled.values()) <= entries
     assert all(all("\u0900" <= ch <= "\u097f" or ch == " " for ch in s) for s in spelled)
@@ -263,6 +265,33 @@ def test_hindi_in_devanagari_is_judged_by_the_hindi_lists_devanagari_spellings()
     assert found("बलात्कार के मामले में साला गिरफ्तार", "hi") == {}
 
 
+def test_urdu_is_judged_by_the_hindi_lists_urdu_spellings():
+    """Urdu shares Hindi's swearing and slurs, and lid.176 labels Urdu pages `ur`, for which LDNOOBW has no list: they
+    are judged by the Hindi list through its Urdu spellings (hi.ur.txt, each with its entry's kind), typed with Urdu
+    letters or their Arabic look-alikes (ی ک ہ or ي ك ه, mixed as keyboards mix them)."""
+    urdu = read_spellings(f"{LISTS}/spellings/v1/hi.ur.txt")
+    assert len(urdu) > 60 and set(urdu.values()) <= set(read_entries(f"{LISTS}/v1/hi.txt"))
+    assert all(all("\u0600" <= ch <= "\u06ff" or ch == " " for ch in s) for s in urdu)
+    words = word_list("v1", "ur")
+    assert words is word_list("v1", "hi") and words.kind("لنڈ چوس") == words.kind("lund choos")
+    assert words.kind("بہنچود") == words.kind("behen chod") == "profanity"
+    abuse = "تو حرامی ہے، کتے کی اولاد، تیری ماں کی چوت"
+    assert found(abuse, "ur") == {"حرامی": 1, "کتے کی اولاد": 1, "تیری ماں کی چوت": 1}
+    assert found(abuse.replace("ی", "\u064a").replace("ک", "\u0643"), "ur") == {  # Arabic yeh and kaf typed
+        "حرام\u064a": 1, "\u0643ت\u06d2 \u0643\u064a اولاد": 1, "ت\u064aر\u064a ماں \u0643\u064a چوت": 1}
+    assert found("وہ کمینی حرکت", "ur") == {}  # a word is matched whole
+    sexual = "اس نے اس کی چوچی دبائی اور چوت میں ڈالا، پھر لنڈ چوس کر۔"
+    assert BadWordsFilter().evaluate(sexual, "ur")[0] == "bad_words_sexual"
+    # swearing alone is the toxicity score's to judge (the default kinds); every kind counted drops it
+    assert BadWordsFilter().evaluate(abuse, "ur") is None
+    assert BadWordsFilter(BadWordsConfig(kinds=KINDS)).evaluate(abuse, "ur")[0] == "bad_words_profanity"
+    # everyday Urdu words a transliteration would have matched stay out: a wife's brother, purity, unlawful, greed
+    assert found("میرا سالا پاکی اور ناجائز تجاوزات پر ہوس اقتدار کی بات کرتا ہے", "ur") == {}
+    # found in Urdu news (NTREX): "mean" in a translated quote, the surname Lund: left out of the default list
+    assert found("کمینہ اور شرارتی، ڈیونسیو اے لنڈ", "ur") == {}
+    assert "hi" in script_languages("v1", "Arabic")  # an unsure Arabic-script page is also checked against it
+
+
 @needs_shared
 def test_hindi_abusive_comments_in_devanagari_are_found_and_clean_ones_pass():
     """MACD's ShareChat comments (measure only: research use; never used to write the spellings) as pages of 20:
@@ -280,3 +309,8 @@ def test_hindi_abusive_comments_in_devanagari_are_found_and_clean_ones_pass():
                  SHARED_DATA / "multilingual" / "tatoeba_laser" / "data" / "tatoeba" / "v1" / "tatoeba.hin-eng.hin"):
         lines = path.read_text(encoding="utf-8").splitlines()
         assert not any(stage.evaluate("\n".join(lines[i:i + 20]), "hi") for i in range(0, len(lines), 20))
+    # Urdu's web and everyday sentences (never read when writing the Urdu spellings) match no listed word of any kind
+    for path in (SHARED_DATA / "multilingual" / "lingua_testdata" / "sentences" / "ur.txt",
+                 SHARED_DATA / "multilingual" / "tatoeba_laser" / "data" / "tatoeba" / "v1" / "tatoeba.urd-eng.urd"):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        assert len(lines) >= 1000 and not any(found(line, "ur") for line in lines)

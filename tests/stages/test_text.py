@@ -14,6 +14,15 @@ def test_space_languages_split_on_whitespace():
     assert normalized_words("Hello, World! -- The 3.5 km ...", "en") == ["hello", "world", "the", "3.5", "km"]
 
 
+def test_the_sentence_marks_of_other_scripts_are_stripped_from_words():
+    """Urdu's full stop and comma, Hindi's danda, Spanish's opening marks end or start a word as "." does: a word
+    before them is still that word (the bad-word lists matched none of these)."""
+    assert normalized_words("وہ حرامی ہے۔ کتے، اولاد؟", "ur") == ["وہ", "حرامی", "ہے", "کتے", "اولاد"]
+    assert normalized_words("यह चूत। है॥", "hi") == ["यह", "चूत", "है"]
+    assert normalized_words("¡Hijo de puta! ¿Qué?", "es") == ["hijo", "de", "puta", "qué"]
+    assert normalized_words("Բարեւ։ Ինչպե՞ս", "hy") == ["բարեւ", "ինչպե՞ս"]  # a mark inside a word stays
+
+
 def test_stop_word_lists():
     assert stop_words("en") == {"the", "be", "to", "of", "and", "that", "have", "with"}  # Gopher's list
     assert stop_words("xx") is None
