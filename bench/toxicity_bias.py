@@ -66,7 +66,7 @@ def measure(model: str | None, threshold: float) -> dict:
     scorer.setup()
     out = {}
     for name, lang, rows, min_texts in template_sets():
-        scores = [scorer.score(r.text)[0] for r in rows]
+        scores = [scorer.score(r.text, lang)[0] for r in rows]
         model_metrics = group_metrics(rows, scores, threshold, min_texts)
         entry = {"lang": lang, "n": len(rows), "toxicity": summary(model_metrics), "groups": model_metrics["groups"]}
         # at the recommended page threshold too (docs/harmful.md)
@@ -116,7 +116,7 @@ def users_table(card: dict) -> str:
     langs = ["en", "de", "fr", "es", "it", "nl", "pl", "pt", "ru", "tr", "ar", "zh", "ko", "hi", "hi-Latn"]
     web = card["cross_data_set"].get("web_pages", {})
     lines = ["| lang | ordinary pages flagged at 0.5 / 0.9 | web sentences as pages of 20, flagged at 0.5 / 0.9 | news "
-             "naming a group, 0.5 / 0.9 | benign template sentences naming a group, 0.5 / 0.9 (set) | toxic text found at "
+             "naming a group, 0.5 / 0.9 (held-out news the language offsets were fitted on) | benign template sentences naming a group, 0.5 / 0.9 (set) | toxic text found at "
              "0.5 / 0.9 (set) | bad words: benign template sentences with a listed word of a counted kind |",
              "|---|---|---|---|---|---|---|"]
 

@@ -17,8 +17,8 @@ Without --lodo: the model (default: the bundled one) on
   * Leipzig web sentences (lingua's test data, 75 languages, never trained on) as pages of 20: the same shares,
     for every language (the bench WARC has 1 to 7 held-out pages outside English and German).
 With --lodo D...: for each D, a model of the recipe (scripts/build_toxicity_model.py: its data and settings,
-without its sanity split) trained without D, then measured on D: leave-one-data-set-out; for a language with
-one set, the model has seen no labeled text of that language. --card writes the figures into the bundled
+without its sanity split) trained without D, its language offsets fitted as the recipe fits them, then measured
+on D: leave-one-data-set-out; for a language with one set, the model has seen no labeled text of that language. --card writes the figures into the bundled
 model's card (`cross_data_set`, or with --lodo `leave_one_data_set_out`).
 Prints Markdown; `--json FILE` also writes the figures.
 """
@@ -43,16 +43,23 @@ from scripts.build_toxicity_model import (  # noqa: E402
     labeled_sets,
     lid_labels,
     training_examples,
+    write_card,
 )
-from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer  # noqa: E402
+from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, load_model  # noqa: E402
 from stages.harmful.toxicity_eval import THRESHOLDS, language_table, markdown, measure  # noqa: E402
-from stages.harmful.toxicity_train import TOXICITY, read_parallel, web_sentence_pages  # noqa: E402
+from stages.harmful.toxicity_train import (  # noqa: E402
+    TOXICITY,
+    fit_language_offsets,
+    read_parallel,
+    web_sentence_pages,
+)
 from stages.quality_train import train  # noqa: E402
 
 
 def leave_one_out(names: list[str], sets: dict) -> dict:
     """{set: figures of the recipe trained without it, measured on it}."""
     results, every = {}, list(examples())
+    reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
     for dataset in names:
         positives, negatives = training_examples(exclude=(dataset,), every=every)
         with tempfile.TemporaryDirectory() as tmp:
@@ -60,9 +67,12 @@ def leave_one_out(names: list[str], sets: dict) -> dict:
             held = sets[dataset]
             train([e.text for e in positives], [e.text for e in negatives], path, SETTINGS, labels=TOXICITY,
                   held_out=([e.text for e in held if e.toxic], [e.text for e in held if not e.toxic]), force=True)
+            # its own offsets, fitted as the recipe fits the bundled model's
+            write_card(dict(language_offsets=fit_language_offsets(load_model(path), reference)), path)
             scorer = ToxicityScorer(ToxicityConfig(model=path))
             scorer.setup()
-            results[dataset] = measure(lambda text, s=scorer: s.score(text)[0], {dataset: held})["labeled"][dataset]
+            results[dataset] = measure(lambda text, lang, s=scorer: s.score(text, lang)[0],
+                                       {dataset: held})["labeled"][dataset]
         print(f"{dataset}: {json.dumps(results[dataset])}", flush=True)
     return results
 
@@ -118,7 +128,7 @@ def main(argv=None) -> int:
                 trained_on = set(json.load(fh).get("training_datasets", []))
         independent = {name: items for name, items in sets.items() if name not in trained_on}
         reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
-        result = measure(lambda text: scorer.score(text)[0], independent, reference, list(bench_pages()),
+        result = measure(lambda text, lang: scorer.score(text, lang)[0], independent, reference, list(bench_pages()),
                          web_sentence_pages(LEIPZIG))
         print(markdown(result))
         if args.card and args.model is None:

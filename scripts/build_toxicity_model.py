@@ -39,12 +39,18 @@ import shared_data  # noqa: E402
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
 from stages.harmful.identity_frames import counterfactuals, lexicons, training_sentences  # noqa: E402
-from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, windows  # noqa: E402
+from stages.harmful.toxicity import (  # noqa: E402
+    ToxicityConfig,
+    ToxicityScorer,
+    load_model,
+    windows,
+)
 from stages.harmful.toxicity_eval import markdown, measure  # noqa: E402
 from stages.harmful.toxicity_train import (  # noqa: E402
     PERMISSIVE_MULTILINGUAL,
     TOXICITY,
     Example,
+    fit_language_offsets,
     page_held_out,
     page_test,
     read_civil_comments,
@@ -153,6 +159,11 @@ def bench_pages():
             yield lang, text
 
 
+def write_card(card: dict, output: str = OUTPUT) -> None:
+    with open(output + ".card.json", "w", encoding="utf-8") as fh:
+        json.dump(card, fh, indent=2, ensure_ascii=False)
+
+
 def main() -> int:
     shared_data.require("make toxicity-model", {TOXICITY_DATA: "labelled toxicity sets",
                                                 MULTILINGUAL: "NTREX-128, FLORES-200 and Tatoeba text",
@@ -169,18 +180,21 @@ def main() -> int:
     card = train([e.text for e in positives], [e.text for e in negatives], OUTPUT, SETTINGS, description,
                  held_out=held_out, labels=TOXICITY)
 
+    reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
+    card["language_offsets"] = fit_language_offsets(load_model(OUTPUT), reference)
+    write_card(card)  # the scorer reads its offsets from the card
     scorer = ToxicityScorer(ToxicityConfig(model=OUTPUT))
     scorer.setup()
     by_dataset = {}
     for dataset in sorted({e.dataset for e in test_set}):
         part = [e for e in test_set if e.dataset == dataset]
-        scores = [s for s, _ in (scorer.score(e.text) for e in part)]
+        scores = [s for s, _ in (scorer.score(e.text, e.lang) for e in part)]
         by_dataset[dataset] = metrics(scores, [e.toxic for e in part])
     card["held_out_metrics_by_dataset"] = by_dataset  # a split of the training sets: a sanity check only
     pages = list(bench_pages())
     toxic_passages = [e.text for e in test_set if e.toxic and len(e.text) >= 40]
     card["page_test"] = dict(
-        page_test(lambda text: scorer.score(text)[0], pages, toxic_passages),
+        page_test(lambda text, lang: scorer.score(text, lang)[0], pages, toxic_passages),
         about="the held-out half of the bench WARC's pages (by URL hash; extracted, lid.176) as they are (false "
               "positives) and each with one held-out toxic text of the recipe's sets (>= 40 characters, any of "
               "its languages) inserted as a paragraph (recall), and with three (recall_three_passages); a page's score is ToxicityScorer.judge's (its toxic windows combined)")
@@ -192,14 +206,13 @@ def main() -> int:
               "copies naming other groups of its language (stages/harmful/identity/<lang>.yaml), same label; "
               "'frames' are the lexicons' sentences, each frame once with a bad and once with a good word")
     independent = {name: items for name, items in labeled_sets().items() if name not in RECIPE_SETS}
-    reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
     card["cross_data_set"] = dict(
-        measure(lambda text: scorer.score(text)[0], independent, reference, pages, web_sentence_pages(LEIPZIG)),
+        measure(lambda text, lang: scorer.score(text, lang)[0], independent, reference, pages,
+                web_sentence_pages(LEIPZIG)),
         about="text of other sources than the training data: labeled sets it never trained on, held-out "
               "NTREX-128/FLORES-200 documents per language (all; naming a group), the held-out bench pages, Leipzig "
               "web sentences as pages of 20 (web_pages); stages/harmful/toxicity_eval.py")
-    with open(OUTPUT + ".card.json", "w", encoding="utf-8") as fh:
-        json.dump(card, fh, indent=2, ensure_ascii=False)
+    write_card(card)
     print(markdown(card["cross_data_set"]))
     print(json.dumps({k: card[k] for k in ("held_out_metrics", "page_test", "model_bytes")}, indent=1))
     print(f"{time.time() - started:.0f} s")

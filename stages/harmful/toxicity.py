@@ -14,6 +14,11 @@ abuse approaches 1, and lines the model half-believes stay near where they are (
 noisy-OR 1 - the product of 1 - P made them a 0.91 page); a window with fewer than `evidence_letters` letters
 counts in proportion to them (a three-word menu line or a line of code is little evidence either way;
 `letters` counts a Han character as 3 and a kana as 2).
+Per language (`language_offsets`): a window's log-odds lose its language's offset from the model's card, fitted
+when the model is built on held-out news and Wikipedia text (NTREX-128, FLORES-200) so that ordinary text of each
+language scores like English's at the 95th percentile: languages whose clean training text is formal and whose toxic
+text is social media (Chinese, French, Turkish) otherwise score ordinary web text as toxic (Chinese web sentences as
+pages: 17 % at 0.9, 3 % with the offset). Only languages hotter than English get one; none raises a score.
 Columns: `toxicity_score` (the page's score, what `threshold` applies to), `toxicity_worst` (its most toxic
 window) and `toxic_window_share` (the share of its windows at or over `window_threshold`).
 """
@@ -21,7 +26,9 @@ from __future__ import annotations
 
 import functools
 import html
+import json
 import math
+import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -67,6 +74,9 @@ class ToxicityConfig:
     window_threshold: float = 0.5      # a window at or over this is a toxic window (counted; combined if over 0.5)
     combine: int = 3                   # the page score combines its this-many most toxic windows
     evidence_letters: int = 30         # a window with fewer letters than this counts in proportion to them (Han 3, kana 2)
+    # Subtract the model card's per-language log-odds offsets (fitted on held-out news/Wikipedia text when the
+    # model was built; a model without a card has none) from each window's score, by the page's language
+    language_offsets: bool = True
     sources: tuple[str, ...] = ()      # run on documents of these sources only; empty = every source
 
     def __post_init__(self):
@@ -142,8 +152,33 @@ def page_toxicity(scored: Sequence[tuple[float, str]], config: ToxicityConfig) -
 
 
 def _log_odds(p: float) -> float:
-    p = min(p, 1.0 - 1e-12)
+    p = min(max(p, 1e-12), 1.0 - 1e-12)
     return math.log(p / (1.0 - p))
+
+
+def shifted(p: float, offset: float) -> float:
+    """P with `offset` taken from its log-odds (0 stays 0: a window without letters)."""
+    return p if not offset or p <= 0.0 else 1.0 / (1.0 + math.exp(offset - _log_odds(p)))
+
+
+def card_offsets(model_path: str) -> dict[str, float]:
+    """{lang: log-odds offset} of a toxicity model, from its card (`<model>.card.json`, `language_offsets`);
+    {} when it has no card or the card none. A card that is not JSON is a ValueError naming it."""
+    card = model_path + ".card.json"
+    try:
+        return _read_offsets(card, os.stat(card).st_mtime_ns)
+    except FileNotFoundError:
+        return {}
+
+
+@functools.cache
+def _read_offsets(card: str, _mtime_ns: int) -> dict[str, float]:
+    try:
+        with open(card, encoding="utf-8") as fh:
+            offsets = json.load(fh).get("language_offsets", {}).get("offsets", {})
+        return {lang: float(value) for lang, value in offsets.items()}
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ValueError(f"{card!r}: not a toxicity model card ({exc})") from exc
 
 
 def windows(text: str, size: int, min_chars: int = 40) -> Iterator[str]:
@@ -191,7 +226,13 @@ class ToxicityScorer(ModelStage):
         super().__init__(config)
 
     def load(self):
-        return load_model(self.config.model)
+        model = load_model(self.config.model)
+        self.offsets()  # a broken card fails here, in the driver, not on every page
+        return model
+
+    def offsets(self) -> dict[str, float]:
+        """{lang: log-odds offset} this stage applies (`language_offsets`): from the model's card."""
+        return card_offsets(self.config.model or bundled(BUNDLED_MODEL)) if self.config.language_offsets else {}
 
     def window_scores(self, text: str) -> list[tuple[float, str]]:
         """(P(toxic), window) for the page's windows."""
@@ -207,16 +248,21 @@ class ToxicityScorer(ModelStage):
         scores = dict(zip(worded, predict_toxic(self._model, [normalize(p) for p in worded])))
         return [(scores.get(p, 0.0), p) for p in pieces]
 
-    def judge(self, text: str) -> PageToxicity:
-        return page_toxicity(self.window_scores(text), self.config)
+    def judge(self, text: str, lang: str | None = None) -> PageToxicity:
+        """The page's judgment; `lang` (lid.176 code) picks its language's offset."""
+        scored = self.window_scores(text)
+        offset = self.offsets().get(lang or "", 0.0)
+        if offset:
+            scored = [(shifted(p, offset), w) for p, w in scored]
+        return page_toxicity(scored, self.config)
 
-    def score(self, text: str) -> tuple[float, str]:
+    def score(self, text: str, lang: str | None = None) -> tuple[float, str]:
         """The page's score and its most toxic window."""
-        page = self.judge(text)
+        page = self.judge(text, lang)
         return page.score, page.window
 
     def __call__(self, doc: Document) -> StageResult:
-        page = self.judge(doc.text)
+        page = self.judge(doc.text, doc.lang)
         threshold = self.config.thresholds().get(doc.lang or "", self.config.threshold)
         if threshold is not None and page.score >= threshold:
             return doc.drop(self.name, REASON, f"{page.score:.3f} >= {threshold} ({page.toxic_windows} of "

@@ -46,26 +46,26 @@ def flagged(scores: Sequence[float]) -> dict:
     return {str(t): round(sum(s >= t for s in scores) / max(len(scores), 1), 4) for t in THRESHOLDS}
 
 
-def measure(score: Callable[[str], float], labeled: Mapping[str, Sequence], reference: Sequence = (),
+def measure(score: Callable[[str, str], float], labeled: Mapping[str, Sequence], reference: Sequence = (),
             pages: Sequence[tuple[str, str]] = (), web_pages: Sequence[tuple[str, str]] = ()) -> dict:
-    """`score(text)` (a page's score) on `labeled` sets ({name: examples with text, toxic, lang}), held-out
+    """`score(text, lang)` (a page's score, given its language) on `labeled` sets ({name: examples with text, toxic, lang}), held-out
     `reference` examples (lang, identity), `pages` ((lang, text)) and `web_pages` (lang, text: web sentences as pages,
     `toxicity_train.web_sentence_pages`)."""
     out: dict = {"labeled": {}, "reference": {}, "identity": {}, "pages": {}, "web_pages": {}}
     for name, items in sorted(labeled.items()):
         out["labeled"][name] = dict(lang=items[0].lang, n=len(items), toxic=sum(e.toxic for e in items),
-                                    **rates([score(e.text) for e in items], [e.toxic for e in items]))
+                                    **rates([score(e.text, e.lang) for e in items], [e.toxic for e in items]))
     for lang in LANGS:
         part = [e for e in reference if e.lang == lang]
         if part:
-            scores = [score(e.text) for e in part]
+            scores = [score(e.text, e.lang) for e in part]
             out["reference"][lang] = dict(n=len(part), **flagged(scores))
             ident = [s for s, e in zip(scores, part) if e.identity]
             out["identity"][lang] = dict(n=len(ident), **flagged(ident))
     for part, items in (("pages", pages), ("web_pages", web_pages)):
         by_lang: dict[str, list[float]] = collections.defaultdict(list)
         for lang, text in items:
-            by_lang[lang].append(score(text))
+            by_lang[lang].append(score(text, lang))
         if items:
             out[part]["all"] = dict(n=len(items), **flagged([s for v in by_lang.values() for s in v]))
         for lang, scores in sorted(by_lang.items(), key=lambda kv: -len(kv[1])):

@@ -223,17 +223,17 @@ def insert_passage(page: str, passage: str, rng: random.Random) -> str:
 
 def page_test(score, pages: Sequence[tuple[str, str]], toxic_passages: Sequence[str],
               thresholds: Sequence[float] = (0.3, 0.5, 0.7, 0.8, 0.9), seed: int = 0) -> dict:
-    """`score(text) -> float` on real pages (lang, text) as they are (false positives, per language), with one
-    toxic passage put in each (`recall`) and with three (`recall_three_passages`: a thread of abuse). Returns
-    rates per threshold."""
+    """`score(text, lang) -> float` on real pages (lang, text) as they are (false positives, per language), with one
+    toxic passage put in each (`recall`) and with three (`recall_three_passages`: a thread of abuse), judged in the
+    page's language. Returns rates per threshold."""
     rng = random.Random(seed)
-    plain = [(lang, score(text)) for lang, text in pages]
-    seeded = [score(insert_passage(text, rng.choice(toxic_passages), rng)) for _, text in pages]
+    plain = [(lang, score(text, lang)) for lang, text in pages]
+    seeded = [score(insert_passage(text, rng.choice(toxic_passages), rng), lang) for lang, text in pages]
     threads = []
-    for _, text in pages:
+    for lang, text in pages:
         for _ in range(3):
             text = insert_passage(text, rng.choice(toxic_passages), rng)
-        threads.append(score(text))
+        threads.append(score(text, lang))
     by_lang: dict[str, list[float]] = collections.defaultdict(list)
     for lang, s in plain:
         by_lang[lang].append(s)
@@ -246,3 +246,29 @@ def page_test(score, pages: Sequence[tuple[str, str]], toxic_passages: Sequence[
         out["false_positives_by_language"][str(t)] = {
             lang: f"{sum(s >= t for s in scores)}/{len(scores)}" for lang, scores in sorted(by_lang.items())}
     return out
+
+
+OFFSET_ANCHOR = "en"     # the language whose ordinary text the others are brought to: the most labelled data
+OFFSET_QUANTILE = 0.95   # of ~460 held-out windows a language, the 95th percentile rests on ~23 (the 99th on 5)
+
+
+def fit_language_offsets(model, reference, anchor: str = OFFSET_ANCHOR, quantile: float = OFFSET_QUANTILE) -> dict:
+    """The card's `language_offsets` of a (loaded) model: for each language of `reference` (held-out
+    NTREX-128/FLORES-200 examples, one or two sentences: a window each) the log-odds of its windows' `quantile` raw
+    score, less `anchor`'s, where it is higher."""
+    from stages.harmful.toxicity import _log_odds, predict_toxic
+
+    texts: dict[str, list[str]] = collections.defaultdict(list)
+    for example in reference:
+        texts[example.lang].append(example.text)
+    tails = {}
+    for lang, part in sorted(texts.items()):
+        scores = sorted(predict_toxic(model, [normalize(t) for t in part]))
+        tails[lang] = _log_odds(scores[min(len(scores) - 1, int(quantile * len(scores)))])
+    offsets = {lang: round(tail - tails[anchor], 3) for lang, tail in tails.items() if tail > tails[anchor]}
+    return dict(offsets=offsets, anchor=anchor, quantile=quantile,
+                windows={lang: len(part) for lang, part in sorted(texts.items())},
+                about=f"a window's log-odds lose its page language's offset: the log-odds of the {quantile:.0%} "
+                      f"quantile of the language's held-out NTREX-128/FLORES-200 windows (never trained on) less "
+                      f"{anchor}'s, where higher; fitted on the text of the card's cross_data_set.reference figures "
+                      f"(those are then not independent of it), measured on the others")

@@ -74,7 +74,7 @@ def test_independent_sets_are_measured_as_the_card_says(scorer, labeled):
     assert set(crossed) == set(labeled) - set(RECIPE_SETS) and "civil_comments" in crossed
     assert {"es_hateval2019", "hi_macd", "id_ibrohim", "pl_hatespeech_ipipan", "pt_hatebr"} <= set(crossed)
     for name in ("pt_hatebr", "civil_comments"):
-        measured = measure(lambda text: scorer.score(text)[0], {name: labeled[name]})["labeled"][name]
+        measured = measure(lambda text, lang: scorer.score(text, lang)[0], {name: labeled[name]})["labeled"][name]
         assert measured == crossed[name], name
 
 
@@ -89,7 +89,7 @@ def test_sentences_naming_a_group_are_not_flagged_in_any_language(scorer):
     from stages.langid import model_codes
 
     reference = [e for e in read_parallel(os.path.join(SHARED, "multilingual"), model_codes()) if e.held_out]
-    measured = measure(lambda text: scorer.score(text)[0], {}, reference)
+    measured = measure(lambda text, lang: scorer.score(text, lang)[0], {}, reference)
     assert measured["identity"] == CARD["cross_data_set"]["identity"]
     assert len(measured["identity"]) == 18 and all(m["n"] >= 90 for m in measured["identity"].values())
     over = {lang: m["0.5"] for lang, m in measured["identity"].items() if m["0.5"] > 0.022}
@@ -101,7 +101,7 @@ def test_sanity_split_of_the_training_sets_as_the_card_says(scorer, held_out):
     """A split of the training sets: the card's figures (a check that the model learnt its data, not evidence)."""
     for dataset in RECIPE_SETS:
         part = [e for e in held_out if e.dataset == dataset]
-        measured = metrics([scorer.score(e.text)[0] for e in part], [e.toxic for e in part])
+        measured = metrics([scorer.score(e.text, e.lang)[0] for e in part], [e.toxic for e in part])
         assert measured == CARD["held_out_metrics_by_dataset"][dataset], dataset
 
 
@@ -114,14 +114,14 @@ def test_page_length_text_toxic_passages_are_caught_and_ordinary_pages_are_not(s
     with open(os.path.join(SHARED, "warc", "bench_trafilatura_pages.warc.gz"), "rb") as fh, chain:
         for doc in chain.kept(read_warc(fh, source="bench")):
             if page_held_out(doc.url or doc.id):
-                pages.append(doc.text)
+                pages.append((doc.lang, doc.text))
             if len(pages) == 120:
                 break
     toxic = [e.text for e in held_out if e.toxic and len(e.text) >= 40]
     assert len({e.lang for e in held_out if e.toxic and len(e.text) >= 40}) >= 8
     rng = random.Random(1)
-    plain = [scorer.score(text)[0] for text in pages]
-    seeded = [scorer.score(insert_passage(text, rng.choice(toxic), rng)) for text in pages]
+    plain = [scorer.score(text, lang)[0] for lang, text in pages]
+    seeded = [scorer.score(insert_passage(text, rng.choice(toxic), rng), lang) for lang, text in pages]
     assert sum(s >= 0.7 for s in plain) <= 4  # the card: 1.4 % of the 496 held-out pages (English 4 of 88)
     assert sum(s >= 0.5 for s, _ in seeded) >= 0.6 * len(pages)
     assert all(len(w) < 700 for _, w in seeded)  # the window, not the page
@@ -166,6 +166,45 @@ def test_a_language_can_have_its_own_threshold(scorer):
             ToxicityConfig(threshold_by_language=bad)
 
 
+def test_languages_whose_ordinary_text_scores_high_are_brought_to_englishs_level(scorer, tmp_path):
+    """The card's per-language offsets (fitted when the model is built, on held-out NTREX/FLORES windows it never
+    trained on): a language whose ordinary windows score above English's at the 95th percentile has its windows'
+    log-odds lowered by the difference, by the page's language; English and languages under it are unchanged."""
+    import shutil
+
+    from stages.harmful.toxicity import page_toxicity, shifted
+    from stages.harmful.toxicity_train import Example, fit_language_offsets
+
+    fitted = CARD["language_offsets"]
+    offsets = fitted["offsets"]
+    assert fitted["anchor"] == "en" and fitted["quantile"] == 0.95 and "en" not in offsets
+    assert offsets["zh"] > 1.5 and min(offsets.values()) > 0 and all(n >= 200 for n in fitted["windows"].values())
+    assert scorer.offsets() == offsets
+    text = "Le bruit de la rue était horrible toute la nuit.\nOn a mal dormi."
+    windows_raw = scorer.window_scores(text)
+    assert scorer.judge(text, "fr") == page_toxicity([(shifted(p, offsets["fr"]), w) for p, w in windows_raw],
+                                                     scorer.config)
+    assert scorer.judge(text, "en") == scorer.judge(text) == page_toxicity(windows_raw, scorer.config)
+    assert shifted(0.0, 2.0) == 0.0 and shifted(0.5, 0.0) == 0.5 and shifted(0.5, 1.0) == pytest.approx(0.2689, abs=1e-4)
+    # the stage judges by the document's language, also after pickling (Beam), and can be told not to
+    doc = Document(id="1", url="https://example.org/a", source="web", text=text, lang="fr")
+    shipped = pickle.loads(pickle.dumps(ToxicityScorer()))
+    assert shipped(doc).toxicity_score == scorer.judge(text, "fr").score < scorer.judge(text).score
+    assert ToxicityScorer(ToxicityConfig(language_offsets=False))(doc).toxicity_score == scorer.judge(text).score
+    # a model of one's own: offsets only from its card; a card that is not JSON is one clear error
+    own = tmp_path / "own.ftz"
+    shutil.copy(bundled("toxicity.ftz"), own)
+    assert ToxicityScorer(ToxicityConfig(model=str(own))).offsets() == {}
+    (tmp_path / "own.ftz.card.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not a toxicity model card"):
+        ToxicityScorer(ToxicityConfig(model=str(own))).check()
+    # the fit: the 95th-percentile window's log-odds against the anchor's, only where higher
+    calm = ["The river flows north past the old mill.", "We planted tomatoes in the garden."] * 10
+    hot = [Example(t, False, "ntrex", "xx") for t in calm[:-1] + ["you are a stupid fucking idiot"]]
+    fit = fit_language_offsets(scorer._model, hot + [Example(t, False, "ntrex", "en") for t in calm])
+    assert set(fit["offsets"]) == {"xx"} and fit["offsets"]["xx"] > 5 and fit["windows"] == {"en": 20, "xx": 20}
+
+
 def test_a_window_without_letters_scores_nothing(scorer):
     """Lines of asterisks, rules and figures (a nutrition table) carry no words to judge."""
     table = "Energy 230 kcal | 12 g | 45 %\n" * 3
@@ -192,11 +231,14 @@ def test_a_short_window_counts_by_its_text_in_letters_of_any_script():
 
 def test_the_card_measures_ordinary_web_text_of_every_language():
     """Leipzig's web sentences as pages of 20 (never trained on): 75 languages, where the bench WARC's held-out pages
-    cover 10; what the README's table states per language comes from here (Chinese 17 % at 0.9: still missed)."""
+    cover 10; what the README's table states per language comes from here. Chinese was 17 % at 0.9 before the
+    language offsets (fitted on other text: NTREX/FLORES), 3 % with them; French, Russian, Afrikaans 4 % remain."""
     web = CARD["cross_data_set"]["web_pages"]
     assert len(web) - 1 >= 70 and all(m["n"] >= 20 for lang, m in web.items() if lang != "all")  # ja 20, zh 36
-    assert web["all"]["0.9"] <= 0.01 and web["all"]["0.5"] <= 0.05
-    assert web["zh"]["0.9"] > 0.1  # the known failure (docs/harmful.md): a fix should move this line
+    assert web["all"]["0.9"] <= 0.005 and web["all"]["0.5"] <= 0.03
+    assert web["zh"]["0.9"] <= 0.05
+    # the known failure (docs/harmful.md): single windows the model scores ~1.0; a fix should move this line
+    assert max(m["0.9"] for lang, m in web.items() if lang != "all") > 0.01
 
 
 def test_card_and_config_errors(tmp_path):
@@ -262,7 +304,7 @@ def test_held_out_texts_in_six_languages_of_the_repo_sample(scorer):
         by_set[row["dataset"]].append(row)
     assert {r["lang"] for r in rows} == {"zh", "ar", "de", "ko", "ru", "tr"}
     for name, part in by_set.items():
-        scores = [scorer.score(r["text"])[0] for r in part]
+        scores = [scorer.score(r["text"], r["lang"])[0] for r in part]
         truth = [r["label"] == "toxic" for r in part]
         measured = metrics(scores, truth)
         toxic = [s for s, t in zip(scores, truth) if t]
@@ -282,7 +324,7 @@ def test_held_out_texts_in_six_languages_of_the_repo_sample(scorer):
     assert len(pages) >= 8 and all(scorer.score(text)[0] < 0.7 for text in pages)
     rng = random.Random(0)
     caught = [r["text"] for r in rows if r["label"] == "toxic" and len(r["text"]) >= 40
-              and scorer.score(r["text"])[0] >= 0.6]
+              and scorer.score(r["text"], r["lang"])[0] >= 0.6]
     assert len({r["lang"] for r in rows if r["text"] in caught}) >= 5
     seeded = [scorer.score(insert_passage(rng.choice(pages), passage, rng)) for passage in caught]
     # a short line of the page may be joined to the passage (windows), so not every window is the passage alone

@@ -150,7 +150,7 @@ def test_counter_speech_is_flagged_at_the_recommended_threshold_less_often_than_
         for row in counter_rows(lang):
             if not row.toxic:
                 benign += 1
-                flagged += scorer.score(row.text)[0] >= 0.9
+                flagged += scorer.score(row.text, lang)[0] >= 0.9
     assert benign > 2000 and flagged / benign <= 0.3, (flagged, benign)
 
 
@@ -177,7 +177,7 @@ def test_our_templates_rank_hate_above_friendly_sentences_for_every_group(scorer
     singular and adjective forms trained, 6 % before; AUC 0.89 -> 0.95)."""
     for lang, least_auc, least_found in (("en", 0.9, 0.5), ("de", 0.9, 0.02)):
         rows = evaluation_rows(lang)
-        measured = group_metrics(rows, [scorer.score(r.text)[0] for r in rows], 0.5, min_texts=8)
+        measured = group_metrics(rows, [scorer.score(r.text, lang)[0] for r in rows], 0.5, min_texts=8)
         worst = summary(measured)
         assert measured["auc"] >= least_auc and worst["min_bpsn_auc"][0] >= 0.6, (lang, worst)
         assert measured["benign_flagged"] <= 0.05 and measured["toxic_found"] >= least_found, (lang, measured)
@@ -191,7 +191,7 @@ def test_jigsaw_templates_english_and_german_as_the_card_says(scorer):
         assert {"muslim", "gay", "blind"} <= set(templates.terms) or lang == "de"
         rows = random.Random(7).sample(templates.rows(), 3000)
         assert sum(bool(r.group) for r in rows) >= 0.9 * len(rows)  # nearly every sentence names its group
-        measured = group_metrics(rows, [scorer.score(r.text)[0] for r in rows], 0.5, min_texts=50)
+        measured = group_metrics(rows, [scorer.score(r.text, lang)[0] for r in rows], 0.5, min_texts=50)
         stated = CARD["identity_bias"]["templates"][f"jigsaw_{lang}"]["toxicity"]
         assert measured["auc"] == pytest.approx(stated["auc"], abs=0.03), lang
         assert measured["benign_flagged"] <= stated["benign_flagged"] + 0.02, lang
