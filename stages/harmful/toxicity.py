@@ -146,19 +146,20 @@ def page_toxicity(scored: Sequence[tuple[float, str]], config: ToxicityConfig) -
         return PageToxicity(0.0, 0.0, 0, 0, "")
     toxic = [p for p, _ in weighted if p >= config.window_threshold]
     # only windows above even odds add evidence, so the page never scores under its worst window
-    evidence = sum(_log_odds(p) for p in toxic[:config.combine] if p > 0.5)
+    evidence = sum(log_odds(p) for p in toxic[:config.combine] if p > 0.5)
     score = 1.0 / (1.0 + math.exp(-evidence)) if evidence > 0 else weighted[0][0]
     return PageToxicity(score, weighted[0][0], len(toxic), len(weighted), weighted[0][1])
 
 
-def _log_odds(p: float) -> float:
+def log_odds(p: float) -> float:
+    """log(P / (1 - P)), finite at 0 and 1."""
     p = min(max(p, 1e-12), 1.0 - 1e-12)
     return math.log(p / (1.0 - p))
 
 
 def shifted(p: float, offset: float) -> float:
     """P with `offset` taken from its log-odds (0 stays 0: a window without letters)."""
-    return p if not offset or p <= 0.0 else 1.0 / (1.0 + math.exp(offset - _log_odds(p)))
+    return p if not offset or p <= 0.0 else 1.0 / (1.0 + math.exp(offset - log_odds(p)))
 
 
 def card_offsets(model_path: str) -> dict[str, float]:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from stages.harmful.toxicity import CLEAN, TOXIC, normalize
+from stages.harmful.toxicity import CLEAN, TOXIC, log_odds, normalize, predict_toxic
 from stages.quality_train import Labels, split_by_hash
 
 TOXICITY = Labels(TOXIC, CLEAN, {TOXIC: "toxic: hate, offensive or insulting", CLEAN: "not toxic"}, normalize,
@@ -256,15 +256,13 @@ def fit_language_offsets(model, reference, anchor: str = OFFSET_ANCHOR, quantile
     """The card's `language_offsets` of a (loaded) model: for each language of `reference` (held-out
     NTREX-128/FLORES-200 examples, one or two sentences: a window each) the log-odds of its windows' `quantile` raw
     score, less `anchor`'s, where it is higher."""
-    from stages.harmful.toxicity import _log_odds, predict_toxic
-
     texts: dict[str, list[str]] = collections.defaultdict(list)
     for example in reference:
         texts[example.lang].append(example.text)
     tails = {}
     for lang, part in sorted(texts.items()):
         scores = sorted(predict_toxic(model, [normalize(t) for t in part]))
-        tails[lang] = _log_odds(scores[min(len(scores) - 1, int(quantile * len(scores)))])
+        tails[lang] = log_odds(scores[min(len(scores) - 1, int(quantile * len(scores)))])
     offsets = {lang: round(tail - tails[anchor], 3) for lang, tail in tails.items() if tail > tails[anchor]}
     return dict(offsets=offsets, anchor=anchor, quantile=quantile,
                 windows={lang: len(part) for lang, part in sorted(texts.items())},
