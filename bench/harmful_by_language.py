@@ -49,7 +49,7 @@ def main(path: str) -> None:
                     drops[(lang, name)].append(f"{page.url} — {verdict[1][:160]}")
             if page_held_out(page.url or page.id):
                 held_out[lang] += 1
-                score, window = toxicity.score(doc.text)
+                score, window = toxicity.score(doc.text, doc.lang)
                 for t in (0.5, 0.9):
                     if score >= t:
                         drops[(lang, f"toxicity >= {t}")].append(f"{page.url} — {score:.2f}: {window[:160]!r}")

@@ -63,7 +63,7 @@ def judged_pages(listed_site: ListedSite, toxicity: ToxicityScorer):
                     doc = chain(page)
                     if not isinstance(doc, Document):
                         continue
-                    doc = doc.replace(toxicity_score=toxicity.score(doc.text)[0]).with_score(LISTED_SCORE, 1.0)
+                    doc = doc.replace(toxicity_score=toxicity.score(doc.text, doc.lang)[0]).with_score(LISTED_SCORE, 1.0)
                     kind = ("listed" if listed else "dense in listed words (the bad_words stage drops it)"
                             if bad_words.evaluate(doc.text, doc.lang, doc.lang_score) else "ordinary")
                     yield kind, page.url, doc.lang, listed_site.verdict(doc)
@@ -74,7 +74,7 @@ def offensive_pages(listed_site: ListedSite, toxicity: ToxicityScorer):
     for i in range(0, len(tweets) - 19, 20):
         text = "\n".join(tweets[i:i + 20])
         doc = Document(id=f"tweets-{i}", url="", source="x", text=text, lang="en",
-                       toxicity_score=toxicity.score(text)[0])
+                       toxicity_score=toxicity.score(text, "en")[0])
         yield "offensive tweets (20 to a page)", doc.id, "en", listed_site.verdict(doc)
 
 
