@@ -103,8 +103,8 @@ def markdown(result: dict, threshold: float) -> str:
 
 def users_table(card: dict) -> str:
     """Per language, from the bundled card: what the toxicity score flags at 0.5 and at 0.9 (the recommended page
-    threshold) of ordinary pages (the bench WARC's held-out ones; Leipzig web sentences as pages), of news naming a group, of benign template sentences naming a group, and of
-    toxic text; and how often the bad-word lists match a benign template sentence (one match never drops a page)."""
+    threshold) of ordinary pages (the bench WARC's held-out ones; Leipzig web sentences as pages), of news naming a
+    group, of benign template sentences naming a group, and of toxic text; and how often the bad-word lists match a benign template sentence (one match never drops a page)."""
     pages = card["page_test"]["false_positives_by_language"]
     news = card["cross_data_set"]["identity"]
     templates = card.get("identity_bias", {}).get("templates", {})

@@ -232,8 +232,13 @@ class ToxicityScorer(ModelStage):
         return model
 
     def offsets(self) -> dict[str, float]:
-        """{lang: log-odds offset} this stage applies (`language_offsets`): from the model's card."""
-        return card_offsets(self.config.model or bundled(BUNDLED_MODEL)) if self.config.language_offsets else {}
+        """{lang: log-odds offset} this stage applies (`language_offsets`): from the model's card, read once per
+        stage (not per page: a stat and a package lookup each); after pickling it is read again where it runs."""
+        offsets = self.__dict__.get("_offsets")
+        if offsets is None:
+            offsets = card_offsets(self.config.model or bundled(BUNDLED_MODEL)) if self.config.language_offsets else {}
+            self._offsets = offsets
+        return offsets
 
     def window_scores(self, text: str) -> list[tuple[float, str]]:
         """(P(toxic), window) for the page's windows."""
