@@ -5,6 +5,7 @@ and when scoring, so the model sees the same tokens in both.
 """
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -37,15 +38,34 @@ _UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0eff\u
 _PUNCT_OR_UNSPACED = re.compile(f"([^\\w\\s]|[{_UNSPACED}])", re.UNICODE)
 
 
-def normalize(text: str, max_chars: int = MAX_CHARS, lines: bool = False, unspaced: bool = False) -> str:
+@functools.cache
+def combining_marks() -> str:
+    """The body of a regex class of every combining mark (Unicode category M: vowel signs, viramas, accents)."""
+    return "".join(re.escape(chr(c)) for c in range(0x300, 0x20000) if unicodedata.category(chr(c)).startswith("M"))
+
+
+@functools.cache
+def _punct_keeping_marks(unspaced: bool) -> re.Pattern:
+    """`_PUNCT` (or `_PUNCT_OR_UNSPACED`) without the combining marks: Python's `\\w` has no vowel sign or virama
+    (Unicode category M), so `_PUNCT` cut every Devanagari, Bengali, Tamil ... word at its vowel signs ("करते" ->
+    "करत े") and the model saw consonant stems and lone signs instead of words."""
+    return re.compile(f"([^\\w\\s{combining_marks()}]" + (f"|[{_UNSPACED}])" if unspaced else ")"), re.UNICODE)
+
+
+def normalize(text: str, max_chars: int = MAX_CHARS, lines: bool = False, unspaced: bool = False,
+              keep_marks: bool = False) -> str:
     """NFKC, lower case, digits -> 0, punctuation split off as tokens, one line (fastText reads one line);
     `lines`: each line break becomes the token ¶ first; `unspaced`: one token a character in scripts written
-    without spaces."""
+    without spaces; `keep_marks`: combining marks (vowel signs, viramas) stay in their word. The bundled quality
+    model was trained without `keep_marks` (its Indic tokens are stems and signs): it must be retrained with it."""
     text = unicodedata.normalize("NFKC", text[:max_chars]).lower()
     text = _DIGITS.sub("0", text)
     if lines:
         text = _BREAKS.sub(f" {LINE} ", _SPACE_NOT_BREAK.sub(" ", text.strip()))
-    text = (_PUNCT_OR_UNSPACED if unspaced else _PUNCT).sub(r" \1 ", text)
+    if keep_marks:
+        text = _punct_keeping_marks(unspaced).sub(r" \1 ", text)
+    else:
+        text = (_PUNCT_OR_UNSPACED if unspaced else _PUNCT).sub(r" \1 ", text)
     return _SPACE.sub(" ", text).strip()
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from common.settings import check, per_language
 from stages.models import bundled, load_classifier, positive_probability
+from stages.quality import combining_marks
 from stages.quality import normalize as normalize_words
 from stages.record import Document, ModelStage, StageResult
 from stages.table import StageSpec
@@ -50,9 +51,10 @@ _URL = re.compile(r"https?://\S+|www\.\S+")
 def normalize(text: str) -> str:
     """The one preprocessing of training and scoring: HTML entities undone, @mentions and links
     replaced by placeholders (tweets have them, pages rarely), then the quality normalization with one
-    token a character in scripts written without spaces (Chinese, Japanese, Thai: no word to split on)."""
+    token a character in scripts written without spaces (Chinese, Japanese, Thai: no word to split on), and vowel
+    signs and viramas kept in their words (Hindi, Bengali, Tamil ... insults are words, not consonant stems)."""
     text = _URL.sub(" url ", _MENTION.sub(" @user ", html.unescape(text)))
-    return normalize_words(text, max_chars=2_000, unspaced=True)
+    return normalize_words(text, max_chars=2_000, unspaced=True, keep_marks=True)
 
 
 @dataclass(frozen=True)
@@ -131,12 +133,18 @@ def _extra_letters() -> tuple[tuple[int, re.Pattern], ...]:
     return tuple((weight - 1, letter_class(ranges)) for weight, ranges in _LETTERS_PER_CHAR.items())
 
 
+@functools.cache
+def _marks() -> re.Pattern:
+    return re.compile(f"[{combining_marks()}]")
+
+
 def letters(text: str) -> int:
-    """The amount of text in `text` in Latin-letter equivalents (digits, spaces and punctuation count 0)."""
+    """The amount of text in `text` in Latin-letter equivalents (digits, spaces and punctuation count 0; a vowel sign
+    or virama counts as a letter: "के" is "ke")."""
     count = sum(c.isalpha() for c in text)
     if text.isascii():
         return count
-    return count + sum(extra * len(pattern.findall(text)) for extra, pattern in _extra_letters())
+    return count + len(_marks().findall(text)) + sum(extra * len(pattern.findall(text)) for extra, pattern in _extra_letters())
 
 
 def page_toxicity(scored: Sequence[tuple[float, str]], config: ToxicityConfig) -> PageToxicity:

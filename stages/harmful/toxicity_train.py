@@ -23,8 +23,8 @@ from stages.quality_train import Labels, split_by_hash
 
 TOXICITY = Labels(TOXIC, CLEAN, {TOXIC: "toxic: hate, offensive or insulting", CLEAN: "not toxic"}, normalize,
                   "stages.harmful.toxicity.normalize: HTML entities undone, @mentions -> @user, links -> url, then "
-                  "stages.quality.normalize (NFKC, lower case, digits -> 0, punctuation split off, one token a "
-                  "character in Han, kana, Thai, Lao, Khmer, Myanmar and Tibetan script)",
+                  "stages.quality.normalize (NFKC, lower case, digits -> 0, punctuation split off, combining marks kept "
+                  "in their words, one token a character in Han, kana, Thai, Lao, Khmer, Myanmar and Tibetan script)",
                   "P(__label__toxic) per paragraph (stages.harmful.toxicity.windows: lines under min_chars joined to the "
                   "next, lines over 2 * window_chars cut); a page scores its most toxic paragraph")
 

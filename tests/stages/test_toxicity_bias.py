@@ -174,8 +174,9 @@ def test_our_templates_rank_hate_above_friendly_sentences_for_every_group(scorer
     """Our eval frames (wording no training frame uses) in English and German: naming a group does not flag a
     friendly sentence, hate at any group is ranked above friendliness to any group. German hate mostly scores
     under 0.5 (no labelled German text is trained on): ranked, not found, at that threshold (3 % found since the
-    singular and adjective forms trained, 6 % before; AUC 0.89 -> 0.95)."""
-    for lang, least_auc, least_found in (("en", 0.9, 0.5), ("de", 0.9, 0.02)):
+    singular and adjective forms trained, 6 % before; AUC 0.89 -> 0.95). Hindi in Devanagari: 0.55 (0 % found) while
+    the model read its words cut at every vowel sign, 0.93 (31 %) since they are words (`keep_marks`)."""
+    for lang, least_auc, least_found in (("en", 0.9, 0.5), ("de", 0.9, 0.02), ("hi", 0.9, 0.2)):
         rows = evaluation_rows(lang)
         measured = group_metrics(rows, [scorer.score(r.text, lang)[0] for r in rows], 0.5, min_texts=8)
         worst = summary(measured)
