@@ -6,6 +6,7 @@ and when scoring, so the model sees the same tokens in both.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -39,17 +40,23 @@ _PUNCT_OR_UNSPACED = re.compile(f"([^\\w\\s]|[{_UNSPACED}])", re.UNICODE)
 
 
 @functools.cache
-def combining_marks() -> str:
-    """The body of a regex class of every combining mark (Unicode category M: vowel signs, viramas, accents), as
-    ranges of consecutive code points (a class of 2,000 single characters made `normalize` 3x slower)."""
+def category_class(category: str) -> str:
+    """The body of a regex class of every code point of planes 0-2 and 14 (tags, variation selectors) whose Unicode
+    category starts with `category`, as ranges of consecutive code points (a class of 2,000 single characters made
+    `normalize` 3x slower)."""
     runs: list[list[int]] = []
-    for code in range(0x300, 0x20000):
-        if unicodedata.category(chr(code)).startswith("M"):
+    for code in itertools.chain(range(0x30000), range(0xE0000, 0xE1000)):
+        if unicodedata.category(chr(code)).startswith(category):
             if runs and runs[-1][1] == code - 1:
                 runs[-1][1] = code
             else:
                 runs.append([code, code])
-    return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in runs)
+    return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in runs)
+
+
+def combining_marks() -> str:
+    """The body of a regex class of every combining mark (Unicode category M: vowel signs, viramas, accents)."""
+    return category_class("M")
 
 
 @functools.cache

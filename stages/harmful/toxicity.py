@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from common.settings import check, per_language
 from stages.models import bundled, load_classifier, positive_probability
-from stages.quality import combining_marks
+from stages.quality import category_class, combining_marks
 from stages.quality import normalize as normalize_words
 from stages.record import Document, ModelStage, StageResult
 from stages.table import StageSpec
@@ -46,14 +46,27 @@ BUNDLED_MODEL = "toxicity.ftz"
 REASON = "toxic"
 _MENTION = re.compile(r"@\w+")
 _URL = re.compile(r"https?://\S+|www\.\S+")
+# Digits and signs written for letters inside a word ("n1gg3r", "b!tch", "a$$hole"): mapped back where letters stand
+# on both sides, so years, prices, "mp3" and "4chan" keep their digits (the quality normalization makes them 0s).
+_LEET_RUN = re.compile(r"(?<=[^\W\d_])[013457@$!]+(?=[^\W\d_])")
+_LEET = str.maketrans("013457@$!", "oieastasi")
+
+
+@functools.cache
+def _format_characters() -> re.Pattern:
+    """Invisible format characters (Unicode Cf: zero-width space and joiners, soft hyphen, direction marks, BOM,
+    tags): inside a word they cut it into pieces the model does not know ("f<U+200B>uck": "f", "uck")."""
+    return re.compile(f"[{category_class('Cf')}]")
 
 
 def normalize(text: str) -> str:
-    """The one preprocessing of training and scoring: HTML entities undone, @mentions and links
-    replaced by placeholders (tweets have them, pages rarely), then the quality normalization with one
-    token a character in scripts written without spaces (Chinese, Japanese, Thai: no word to split on), and vowel
-    signs and viramas kept in their words (Hindi, Bengali, Tamil ... insults are words, not consonant stems)."""
-    text = _URL.sub(" url ", _MENTION.sub(" @user ", html.unescape(text)))
+    """The one preprocessing of training and scoring: HTML entities undone, invisible format characters dropped and
+    letters written as digits or signs inside a word mapped back (evasions), @mentions and links replaced by
+    placeholders (tweets have them, pages rarely), then the quality normalization with one token a character in
+    scripts written without spaces (Chinese, Japanese, Thai: no word to split on), and vowel signs and viramas kept in
+    their words (Hindi, Bengali, Tamil ... insults are words, not consonant stems)."""
+    text = _URL.sub(" url ", _format_characters().sub("", html.unescape(text)))
+    text = _MENTION.sub(" @user ", _LEET_RUN.sub(lambda m: m.group(0).translate(_LEET), text))
     return normalize_words(text, max_chars=2_000, unspaced=True, keep_marks=True)
 
 

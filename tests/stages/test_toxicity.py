@@ -229,6 +229,24 @@ def test_words_of_scripts_with_vowel_signs_stay_whole():
     assert letters("के") == 2 == letters("ke")  # a vowel sign is a letter's worth of evidence
 
 
+def test_evasions_by_invisible_characters_and_digits_for_letters_read_as_the_words(scorer):
+    """A zero-width space, soft hyphen or joiner inside a word cut it into pieces the model did not know, and digits
+    or signs written for letters ("n1gg3r") became 0s: held-out toxic texts found at 0.5 fell 0.63 -> 0.13 with a
+    zero-width space in each word, 0.63 -> 0.54 with 30 % of words in digits (bench/toxicity_evasion.py). Both are
+    undone before the model reads a text; digits that are not inside a word stay digits."""
+    from stages.harmful.toxicity import normalize
+
+    assert normalize("f\u200buck y\u00adou, n1gg3r b!tch a$$hole\ufeff") == normalize("fuck you, nigger bitch asshole")
+    assert normalize("mp3 4chan 2024 h2o $5 covid19 wow! @fan") == "mp0 0chan 0000 h0o $ 0 covid00 wow ! @ user"
+    assert normalize("می\u200cخواهم") == "میخواهم" and normalize("करते\u200d हैं") == "करते हैं"
+    sample = list(read_davidson(str(DAVIDSON_SAMPLE)))
+    settings = CARD["settings"]
+    toxic = [e.text for e in split(sample, settings["test_fraction"], settings["seed"])[1] if e.toxic]
+    hidden = ["".join(c + "\u200b" if c.isalpha() and i % 3 == 0 else c for i, c in enumerate(t)) for t in toxic]
+    found = [sum(scorer.score(t)[0] >= 0.5 for t in texts) for texts in (toxic, hidden)]
+    assert len(toxic) >= 150 and found[1] >= 0.95 * found[0] >= 0.5 * len(toxic), found
+
+
 def test_a_short_window_counts_by_its_text_in_letters_of_any_script():
     """A window under `evidence_letters` (30) counts in proportion to its text: a Han character stands for about a
     word (3 letters), a kana for a syllable (2), so a 10-character Chinese sentence is a whole sentence's evidence,

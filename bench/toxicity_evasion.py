@@ -1,0 +1,81 @@
+"""The toxicity score on labelled text as written and with the evasions writers use against filters (issue 56).
+
+    .venv/bin/python bench/toxicity_evasion.py [--model M] [--json FILE]
+
+Texts: the held-out part of the recipe's labelled sets (its sanity split) and every labelled set the model never
+trained on (shared/data/harmful), up to 3,000 a set (seed 0). Each is scored as written, with a zero-width space
+after the first letter of every word of 4 or more letters (what evasion tools insert; a soft hyphen or joiner
+splits words the same way), and with 30 % of those words' inner letters written as digits (a 4, e 3, i 1, o 0, s 5:
+"n1gg3r"). Clean texts get the same treatment, so the AUC says whether the score still ranks toxic above clean.
+The perturbations are synthetic; the texts are real and of other sources than the training data (but the first row).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+
+from common.ranking import auc  # noqa: E402
+from scripts.build_toxicity_model import RECIPE_SETS, SETTINGS, examples, labeled_sets, split  # noqa: E402
+from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer  # noqa: E402
+
+LEET = {"a": "4", "e": "3", "i": "1", "o": "0", "s": "5"}
+WORD = re.compile(r"\w{4,}")
+
+
+def zero_width(text: str, rng: random.Random) -> str:
+    return WORD.sub(lambda m: m.group(0)[0] + "\u200b" + m.group(0)[1:], text)
+
+
+def leet(text: str, rng: random.Random, share: float = 0.3) -> str:
+    def written(m: re.Match) -> str:
+        word = m.group(0)
+        return word if rng.random() >= share else word[0] + "".join(LEET.get(c, c) for c in word[1:-1]) + word[-1]
+    return WORD.sub(written, text)
+
+
+PERTURBATIONS = {"as written": None, "zero-width spaces": zero_width, "leet, 30 % of words": leet}
+
+
+def measure(model: str | None, per_set: int = 3000) -> dict:
+    train_and_test = split(list(examples()), SETTINGS.test_fraction, SETTINGS.seed)
+    sets = {"held-out split of the training sets": [e for e in train_and_test[1] if e.dataset in RECIPE_SETS]}
+    sets.update({name: items for name, items in labeled_sets().items() if name not in RECIPE_SETS})
+    scorer = ToxicityScorer(ToxicityConfig(model=model))
+    scorer.setup()
+    out = {}
+    for name, items in sets.items():
+        items = random.Random(0).sample(items, min(per_set, len(items)))
+        out[name] = {}
+        for label, perturb in PERTURBATIONS.items():
+            rng = random.Random(1)
+            scores = [scorer.score(perturb(e.text, rng) if perturb else e.text, e.lang)[0] for e in items]
+            toxic = [s for s, e in zip(scores, items) if e.toxic]
+            clean = [s for s, e in zip(scores, items) if not e.toxic]
+            out[name][label] = {"auc": round(auc(toxic, clean), 3),
+                                "toxic_found_0.5": round(sum(s >= 0.5 for s in toxic) / len(toxic), 3),
+                                "clean_flagged_0.5": round(sum(s >= 0.5 for s in clean) / max(1, len(clean)), 3)}
+        print(name, json.dumps(out[name]), flush=True)
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", help="a toxicity model (default: the bundled one)")
+    p.add_argument("--json", help="also write the figures here")
+    args = p.parse_args(argv)
+    result = measure(args.model)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
