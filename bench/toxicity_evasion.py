@@ -5,8 +5,9 @@
 Texts: the held-out part of the recipe's labelled sets (its sanity split) and every labelled set the model never
 trained on (shared/data/harmful), up to 3,000 a set (seed 0). Each is scored as written, with a zero-width space
 after the first letter of every word of 4 or more letters (what evasion tools insert; a soft hyphen or joiner
-splits words the same way), and with 30 % of those words' inner letters written as digits (a 4, e 3, i 1, o 0, s 5:
-"n1gg3r"). Clean texts get the same treatment, so the AUC says whether the score still ranks toxic above clean.
+splits words the same way), with 30 % of those words' inner letters written as digits (a 4, e 3, i 1, o 0, s 5:
+"n1gg3r"), and with 30 % of them in look-alike letters of the other script (Cyrillic "с" in a Latin word, Latin "y"
+in a Cyrillic one). Clean texts get the same treatment, so the AUC says whether the score still ranks toxic above clean.
 The perturbations are synthetic; the texts are real and of other sources than the training data (but the first row).
 """
 from __future__ import annotations
@@ -40,7 +41,24 @@ def leet(text: str, rng: random.Random, share: float = 0.3) -> str:
     return WORD.sub(written, text)
 
 
-PERTURBATIONS = {"as written": None, "zero-width spaces": zero_width, "leet, 30 % of words": leet}
+LATIN_LOOK_ALIKE = str.maketrans("aceopxy", "асеорху")  # Cyrillic letters that look like these Latin ones
+CYRILLIC_LOOK_ALIKE = str.maketrans("асеорху", "aceopxy")
+
+
+def look_alike(text: str, rng: random.Random, share: float = 0.3) -> str:
+    """30 % of the words written with letters of the other script that look the same (Cyrillic "с" for Latin "c",
+    Latin "y" for Cyrillic "у"), the others left as they are."""
+    def written(m: re.Match) -> str:
+        word = m.group(0)
+        if rng.random() >= share:
+            return word
+        table = CYRILLIC_LOOK_ALIKE if any("\u0400" <= c <= "\u04ff" for c in word) else LATIN_LOOK_ALIKE
+        return word[0] + word[1:].translate(table)
+    return WORD.sub(written, text)
+
+
+PERTURBATIONS = {"as written": None, "zero-width spaces": zero_width, "leet, 30 % of words": leet,
+                 "look-alike letters of the other script, 30 % of words": look_alike}
 
 
 def measure(model: str | None, per_set: int = 3000) -> dict:

@@ -50,6 +50,25 @@ _URL = re.compile(r"https?://\S+|www\.\S+")
 # on both sides, so years, prices, "mp3" and "4chan" keep their digits (the quality normalization makes them 0s).
 _LEET_RUN = re.compile(r"(?<=[^\W\d_])[013457@$!]+(?=[^\W\d_])")
 _LEET = str.maketrans("013457@$!", "oieastasi")
+# Latin letters inside a Cyrillic word or Cyrillic ones inside a Latin word ("пиzда", "cyки", "fuсk" with a Cyrillic
+# "с"): the word is read in the window's majority script, Latin letters as their Cyrillic look-alike or sound (p is
+# "р", as it looks), Cyrillic ones as their Latin look-alike. Words of one script are never changed.
+_LATIN_TO_CYRILLIC = str.maketrans("aAbBcCdDeEfFgGhHiIjJkKlLmMnNoOpPrRsStTuUvVxXyYzZ",
+                                   "аАбВсСдДеЕфФгГхНиИйЙкКлЛмМнНоОрРрРсСтТуУвВхХуУзЗ")
+_CYRILLIC_TO_LATIN = str.maketrans("аАвВеЕкКмМнНоОрРсСтТуУхХіІјЈѕЅԁһԛԝ", "aABBeEKKmMHHoOpPcCTTyYxXiIjJsSdhqw")
+_LATIN = re.compile(r"[A-Za-z]")
+_CYRILLIC = re.compile(r"[\u0400-\u04ff]")
+_MIXED_WORD = re.compile(r"[A-Za-z\u0400-\u04ff]*(?:[A-Za-z][A-Za-z\u0400-\u04ff]*[\u0400-\u04ff]"
+                         r"|[\u0400-\u04ff][A-Za-z\u0400-\u04ff]*[A-Za-z])[A-Za-z\u0400-\u04ff]*")
+
+
+def _one_script(text: str) -> str:
+    """`text` with its words of mixed Latin and Cyrillic letters written in the text's majority script of the two."""
+    if not _CYRILLIC.search(text) or not _LATIN.search(text):
+        return text
+    cyrillic = len(_CYRILLIC.findall(text)) >= len(_LATIN.findall(text))
+    table = _LATIN_TO_CYRILLIC if cyrillic else _CYRILLIC_TO_LATIN
+    return _MIXED_WORD.sub(lambda m: m.group(0).translate(table), text)
 
 
 @functools.cache
@@ -60,12 +79,13 @@ def _format_characters() -> re.Pattern:
 
 
 def normalize(text: str) -> str:
-    """The one preprocessing of training and scoring: HTML entities undone, invisible format characters dropped and
-    letters written as digits or signs inside a word mapped back (evasions), @mentions and links replaced by
+    """The one preprocessing of training and scoring: HTML entities undone, invisible format characters dropped,
+    words of mixed Latin and Cyrillic letters read in one script and letters written as digits or signs inside a
+    word mapped back (evasions), @mentions and links replaced by
     placeholders (tweets have them, pages rarely), then the quality normalization with one token a character in
     scripts written without spaces (Chinese, Japanese, Thai: no word to split on), and vowel signs and viramas kept in
     their words (Hindi, Bengali, Tamil ... insults are words, not consonant stems)."""
-    text = _URL.sub(" url ", _format_characters().sub("", html.unescape(text)))
+    text = _URL.sub(" url ", _one_script(_format_characters().sub("", html.unescape(text))))
     text = _MENTION.sub(" @user ", _LEET_RUN.sub(lambda m: m.group(0).translate(_LEET), text))
     return normalize_words(text, max_chars=2_000, unspaced=True, keep_marks=True)
 

@@ -230,14 +230,18 @@ def test_words_of_scripts_with_vowel_signs_stay_whole():
 
 
 def test_evasions_by_invisible_characters_and_digits_for_letters_read_as_the_words(scorer):
-    """A zero-width space, soft hyphen or joiner inside a word cut it into pieces the model did not know, and digits
-    or signs written for letters ("n1gg3r") became 0s: held-out toxic texts found at 0.5 fell 0.63 -> 0.13 with a
-    zero-width space in each word, 0.63 -> 0.54 with 30 % of words in digits (bench/toxicity_evasion.py). Both are
-    undone before the model reads a text; digits that are not inside a word stay digits."""
+    """A zero-width space, soft hyphen or joiner inside a word cut it into pieces the model did not know, digits or
+    signs written for letters ("n1gg3r") became 0s, and a Cyrillic "с" made "fuсk" another word: held-out toxic texts
+    found at 0.5 fell 0.63 -> 0.13 with a zero-width space in each word, 0.63 -> 0.54 with 30 % of words in digits,
+    0.65 -> 0.58 with 30 % in look-alike letters (bench/toxicity_evasion.py). All three are undone before the model
+    reads a text; digits that are not inside a word stay digits."""
     from stages.harmful.toxicity import normalize
 
     assert normalize("f\u200buck y\u00adou, n1gg3r b!tch a$$hole\ufeff") == normalize("fuck you, nigger bitch asshole")
     assert normalize("mp3 4chan 2024 h2o $5 covid19 wow! @fan") == "mp0 0chan 0000 h0o $ 0 covid00 wow ! @ user"
+    # a word of Latin and Cyrillic letters is read in the text's majority script; words of one script stay
+    assert normalize("fu\u0441k you") == "fuck you" and normalize("вот cyки, пиzда") == normalize("вот суки, пизда")
+    assert normalize("USA уезжает в Москву, Moscow") == "usa уезжает в москву , moscow"
     assert normalize("می\u200cخواهم") == "میخواهم" and normalize("करते\u200d हैं") == "करते हैं"
     sample = list(read_davidson(str(DAVIDSON_SAMPLE)))
     settings = CARD["settings"]
