@@ -49,6 +49,7 @@ from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, load_model  
 from stages.harmful.toxicity_eval import THRESHOLDS, language_table, markdown, measure  # noqa: E402
 from stages.harmful.toxicity_train import (  # noqa: E402
     TOXICITY,
+    fit_language_masks,
     fit_language_offsets,
     read_parallel,
     web_sentence_pages,
@@ -60,6 +61,7 @@ def leave_one_out(names: list[str], sets: dict) -> dict:
     """{set: figures of the recipe trained without it, measured on it}."""
     results, every = {}, list(examples())
     reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
+    trained_reference = [e for e in every if e.dataset in ("ntrex", "flores") and not e.held_out]
     for dataset in names:
         positives, negatives = training_examples(exclude=(dataset,), every=every)
         with tempfile.TemporaryDirectory() as tmp:
@@ -67,8 +69,10 @@ def leave_one_out(names: list[str], sets: dict) -> dict:
             held = sets[dataset]
             train([e.text for e in positives], [e.text for e in negatives], path, SETTINGS, labels=TOXICITY,
                   held_out=([e.text for e in held if e.toxic], [e.text for e in held if not e.toxic]), force=True)
-            # its own offsets, fitted as the recipe fits the bundled model's
-            write_card(dict(language_offsets=fit_language_offsets(load_model(path), reference)), path)
+            # its own offsets and masks, fitted as the recipe fits the bundled model's
+            offsets = fit_language_offsets(load_model(path), reference)
+            masks = fit_language_masks(load_model(path), offsets["offsets"], trained_reference, positives)
+            write_card(dict(language_offsets=offsets, language_masks=masks), path)
             scorer = ToxicityScorer(ToxicityConfig(model=path))
             scorer.setup()
             results[dataset] = measure(lambda text, lang, s=scorer: s.score(text, lang)[0],

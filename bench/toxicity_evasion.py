@@ -7,7 +7,8 @@ trained on (shared/data/harmful), up to 3,000 a set (seed 0). Each is scored as 
 after the first letter of every word of 4 or more letters (what evasion tools insert; a soft hyphen or joiner
 splits words the same way), with 30 % of those words' inner letters written as digits (a 4, e 3, i 1, o 0, s 5:
 "n1gg3r"), and with 30 % of them in look-alike letters of the other script (Cyrillic "с" in a Latin word, Latin "y"
-in a Cyrillic one). Clean texts get the same treatment, so the AUC says whether the score still ranks toxic above clean.
+in a Cyrillic one), with 30 % of them with their inner vowels hidden by asterisks ("f*ck") and with 30 % spelled
+out letter by letter ("f u c k"). Clean texts get the same treatment, so the AUC says whether the score still ranks toxic above clean.
 The perturbations are synthetic; the texts are real and of other sources than the training data (but the first row).
 """
 from __future__ import annotations
@@ -57,15 +58,29 @@ def look_alike(text: str, rng: random.Random, share: float = 0.3) -> str:
     return WORD.sub(written, text)
 
 
+VOWELS = re.compile(r"(?<=\w)[aeiouаеиоуыэюя](?=\w)")
+
+
+def masked(text: str, rng: random.Random, share: float = 0.3) -> str:
+    """30 % of the words with their inner vowels hidden by asterisks ("f*ck", "b*tch"), as self-censored text is."""
+    return WORD.sub(lambda m: m.group(0) if rng.random() >= share else VOWELS.sub("*", m.group(0)), text)
+
+
+def spelled(text: str, rng: random.Random, share: float = 0.3) -> str:
+    """30 % of the words spelled out letter by letter ("f u c k")."""
+    return WORD.sub(lambda m: m.group(0) if rng.random() >= share else " ".join(m.group(0)), text)
+
+
 PERTURBATIONS = {"as written": None, "zero-width spaces": zero_width, "leet, 30 % of words": leet,
-                 "look-alike letters of the other script, 30 % of words": look_alike}
+                 "look-alike letters of the other script, 30 % of words": look_alike,
+                 "vowels masked by asterisks, 30 % of words": masked, "spelled out, 30 % of words": spelled}
 
 
-def measure(model: str | None, per_set: int = 3000) -> dict:
+def measure(model: str | None, per_set: int = 3000, respell: bool = True) -> dict:
     train_and_test = split(list(examples()), SETTINGS.test_fraction, SETTINGS.seed)
     sets = {"held-out split of the training sets": [e for e in train_and_test[1] if e.dataset in RECIPE_SETS]}
     sets.update({name: items for name, items in labeled_sets().items() if name not in RECIPE_SETS})
-    scorer = ToxicityScorer(ToxicityConfig(model=model))
+    scorer = ToxicityScorer(ToxicityConfig(model=model, respell=respell))
     scorer.setup()
     out = {}
     for name, items in sets.items():
@@ -87,8 +102,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="a toxicity model (default: the bundled one)")
     p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--no-respell", action="store_true", help="score without undoing masked and spelled-out words "
+                                                              "(toxicity.respell: false): the before of RESULTS.md")
     args = p.parse_args(argv)
-    result = measure(args.model)
+    result = measure(args.model, respell=not args.no_respell)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=1)

@@ -50,6 +50,7 @@ from stages.harmful.toxicity_train import (  # noqa: E402
     PERMISSIVE_MULTILINGUAL,
     TOXICITY,
     Example,
+    fit_language_masks,
     fit_language_offsets,
     page_held_out,
     page_test,
@@ -182,7 +183,9 @@ def main() -> int:
 
     reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
     card["language_offsets"] = fit_language_offsets(load_model(OUTPUT), reference)
-    write_card(card)  # the scorer reads its offsets from the card
+    card["language_masks"] = fit_language_masks(load_model(OUTPUT), card["language_offsets"]["offsets"],
+                                                [e for e in train_set if e.dataset in ("ntrex", "flores")], positives)
+    write_card(card)  # the scorer reads its offsets and masks from the card
     scorer = ToxicityScorer(ToxicityConfig(model=OUTPUT))
     scorer.setup()
     by_dataset = {}

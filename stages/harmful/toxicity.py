@@ -19,6 +19,9 @@ when the model is built on held-out news and Wikipedia text (NTREX-128, FLORES-2
 language scores like English's at the 95th percentile: languages whose clean training text is formal and whose toxic
 text is social media (Chinese, French, Turkish) otherwise score ordinary web text as toxic (Chinese web sentences as
 pages: 17 % at 0.9, 3 % with the offset). Only languages hotter than English get one; none raises a score.
+And (`language_masks`) a window leaves out the words of the card's list for its page's language: words that language's
+news uses and its own toxic text does not favour but the model scores toxic alone, learnt from another language where
+they are other words ("hoe" is "how" in Afrikaans; Leipzig Afrikaans pages at 0.5: 14 % -> 0 %).
 Columns: `toxicity_score` (the page's score, what `threshold` applies to), `toxicity_worst` (its most toxic
 window) and `toxic_window_share` (the share of its windows at or over `window_threshold`).
 """
@@ -95,6 +98,83 @@ def normalize(text: str) -> str:
     return normalize_words(text, max_chars=2_000, unspaced=True, keep_marks=True)
 
 
+# Evasions only the model's vocabulary can undo (`Respeller`): letters hidden by asterisks ("f*ck", "b***h", "a**"; not
+# a footnote's "word*" nor Markdown's "**bold**") and a word spelled out in single letters ("f u c k", "f.u.c.k").
+_MASKED = re.compile(r"(?<![\w*])[^\W\d_]+(?:\*+[^\W\d_]+)*(?:\*+[^\W\d_]+|\*{2,})(?![\w*])")
+_SPELLED = re.compile(r"(?<![\w.\-*])[^\W\d_](?:[ .\-][^\W\d_](?![\w])){2,}")
+_SPELLING_SEPARATORS = str.maketrans("", "", " .-")
+
+
+class Respeller:
+    """Writes masked and spelled-out words as the words of the model's vocabulary they most likely stand for:
+    "f*ck" is "fuck" (the vocabulary's most frequent f?ck; ASCII letters fill an ASCII word), "f u c k i n g b i t c h"
+    is "fucking bitch" (the most likely split into known words, by their frequencies: unigram segmentation). A mask
+    no vocabulary word fits, or letters that make no known words, are left as written. The vocabulary is the
+    model's (words seen 10 times in training, with their counts), so this is done at scoring, not in `normalize`:
+    training text is read as written. The text itself is not changed: only what the model reads."""
+
+    MAX_MASKED = 64   # masked words looked up per page (`page`): a candidate list each
+    MAX_SPELLED = 60  # letters of one spelled-out run that are split into words (longer runs stay as written)
+    MAX_WORD = 20     # letters of the longest word a spelled-out run is split into
+
+    def __init__(self, words: Sequence[str], counts: Sequence[int] | None = None):
+        counts = list(map(int, counts)) if counts is not None else [len(words) - i for i in range(len(words))]
+        total = sum(counts) or 1
+        self._cost = {w: -math.log(c / total) for w, c in zip(words, counts) if w and c > 0}
+        self._by_start: dict[tuple[int, str], list[str]] = {}
+        for word, _ in sorted(zip(words, counts), key=lambda wc: -wc[1]):
+            if word and "*" not in word:
+                self._by_start.setdefault((len(word), word[0]), []).append(word)
+        self._fits = functools.lru_cache(maxsize=4096)(self._fit)
+
+    def _fit(self, masked: str) -> str:
+        letters = [(i, c) for i, c in enumerate(masked) if c != "*"]
+        ascii_only = masked.isascii()
+        for word in self._by_start.get((len(masked), masked[0]), ()):
+            if all(word[i] == c for i, c in letters) and (word.isascii() or not ascii_only):
+                return word
+        return masked
+
+    def __call__(self, text: str) -> str:
+        return self.page([text])[0]
+
+    def page(self, texts: Sequence[str]) -> list[str]:
+        """The texts (a page's windows) respelled; at most MAX_MASKED masked words a page are looked up (a lookup
+        scans the vocabulary's words of one length and first letter: ~0.3 ms; a page of 400 windows of new masks
+        took 9 s with a budget per window)."""
+        if not self._cost:
+            return list(texts)  # no vocabulary (toxicity.respell: false): as written
+        budget = [self.MAX_MASKED]
+
+        def fit(m: re.Match) -> str:
+            budget[0] -= 1
+            return self._fits(m.group(0).lower()) if budget[0] >= 0 else m.group(0)
+        return [_SPELLED.sub(self._spelled, _MASKED.sub(fit, text) if "*" in text else text) for text in texts]
+
+    def _spelled(self, m: re.Match) -> str:
+        """The run's letters as the most likely sequence of known words (the least sum of -log frequency: "l o o k l
+        i k e a t r a n n y" is "look like a tranny", not "look l ikea tranny"); as written where none fits."""
+        letters = m.group(0).translate(_SPELLING_SEPARATORS).lower()
+        n = len(letters)
+        if n > self.MAX_SPELLED:
+            return m.group(0)
+        best: list[tuple[float, int] | None] = [(0.0, 0)] + [None] * n  # (cost of letters[:end], last word's start)
+        for end in range(1, n + 1):
+            for start in range(max(0, end - self.MAX_WORD), end):
+                cost = self._cost.get(letters[start:end])
+                if best[start] is not None and cost is not None and \
+                        (best[end] is None or best[start][0] + cost < best[end][0]):
+                    best[end] = (best[start][0] + cost, start)
+        if best[n] is None:
+            return m.group(0)
+        words, end = [], n
+        while end:
+            start = best[end][1]
+            words.append(letters[start:end])
+            end = start
+        return " ".join(reversed(words))
+
+
 @dataclass(frozen=True)
 class ToxicityConfig:
     """Toxicity score (fastText classifier, bundled; `make toxicity-model` rebuilds it)."""
@@ -117,6 +197,13 @@ class ToxicityConfig:
     # Subtract the model card's per-language log-odds offsets (fitted on held-out news/Wikipedia text when the
     # model was built; a model without a card has none) from each window's score, by the page's language
     language_offsets: bool = True
+    # Leave out of each window the words of the card's `language_masks` for the page's language: words the model
+    # learnt as toxic from another language or from news its language's toxic text does not favour ("hoe" is "how" in
+    # Afrikaans, "sex" is "six" in Swedish); fitted when the model is built
+    language_masks: bool = True
+    # Read a word whose letters are hidden by asterisks ("f*ck", "b***h") or spelled out one by one ("f u c k") as the
+    # most frequent word of the model's vocabulary it can stand for (`Respeller`); the text itself is not changed
+    respell: bool = True
     sources: tuple[str, ...] = ()      # run on documents of these sources only; empty = every source
 
     def __post_init__(self):
@@ -211,19 +298,26 @@ def shifted(p: float, offset: float) -> float:
 def card_offsets(model_path: str) -> dict[str, float]:
     """{lang: log-odds offset} of a toxicity model, from its card (`<model>.card.json`, `language_offsets`);
     {} when it has no card or the card none. A card that is not JSON is a ValueError naming it."""
+    return _card_part(model_path)[0]
+
+
+def _card_part(model_path: str) -> tuple[dict[str, float], dict[str, frozenset[str]]]:
     card = model_path + ".card.json"
     try:
-        return _read_offsets(card, os.stat(card).st_mtime_ns)
+        return _read_card(card, os.stat(card).st_mtime_ns)
     except FileNotFoundError:
-        return {}
+        return {}, {}
 
 
 @functools.cache
-def _read_offsets(card: str, _mtime_ns: int) -> dict[str, float]:
+def _read_card(card: str, _mtime_ns: int) -> tuple[dict[str, float], dict[str, frozenset[str]]]:
     try:
         with open(card, encoding="utf-8") as fh:
-            offsets = json.load(fh).get("language_offsets", {}).get("offsets", {})
-        return {lang: float(value) for lang, value in offsets.items()}
+            content = json.load(fh)
+        offsets = content.get("language_offsets", {}).get("offsets", {})
+        masks = content.get("language_masks", {}).get("words", {})
+        return ({lang: float(value) for lang, value in offsets.items()},
+                {lang: frozenset(str(w) for w in words) for lang, words in masks.items()})
     except (ValueError, AttributeError, TypeError) as exc:
         raise ValueError(f"{card!r}: not a toxicity model card ({exc})") from exc
 
@@ -275,19 +369,28 @@ class ToxicityScorer(ModelStage):
     def load(self):
         model = load_model(self.config.model)
         self.offsets()  # a broken card fails here, in the driver, not on every page
+        self._respell = Respeller(*model.get_words(include_freq=True) if self.config.respell else ([], []))
         return model
 
     def offsets(self) -> dict[str, float]:
         """{lang: log-odds offset} this stage applies (`language_offsets`): from the model's card, read once per
         stage (not per page: a stat and a package lookup each); after pickling it is read again where it runs."""
-        offsets = self.__dict__.get("_offsets")
-        if offsets is None:
-            offsets = card_offsets(self.config.model or bundled(BUNDLED_MODEL)) if self.config.language_offsets else {}
-            self._offsets = offsets
-        return offsets
+        return self._card()[0]
 
-    def window_scores(self, text: str) -> list[tuple[float, str]]:
-        """(P(toxic), window) for the page's windows."""
+    def masks(self) -> dict[str, frozenset[str]]:
+        """{lang: words left out of its windows} this stage applies (`language_masks`), from the model's card."""
+        return self._card()[1]
+
+    def _card(self) -> tuple[dict[str, float], dict[str, frozenset[str]]]:
+        card = self.__dict__.get("_card_parts")
+        if card is None:
+            offsets, masks = _card_part(self.config.model or bundled(BUNDLED_MODEL))
+            card = self._card_parts = (offsets if self.config.language_offsets else {},
+                                       masks if self.config.language_masks else {})
+        return card
+
+    def window_scores(self, text: str, lang: str | None = None) -> list[tuple[float, str]]:
+        """(P(toxic), window) for the page's windows; `lang` picks the words left out (`language_masks`)."""
         if self._model is None:
             self.setup()
         pieces = []
@@ -297,12 +400,16 @@ class ToxicityScorer(ModelStage):
                 self.count("windows_capped")
                 break
         worded = [p for p in pieces if any(ch.isalpha() for ch in p)]  # a line of asterisks or numbers says nothing
-        scores = dict(zip(worded, predict_toxic(self._model, [normalize(p) for p in worded])))
+        normalized = [normalize(p) for p in self._respell.page(worded)]
+        masked = self.masks().get(lang or "")
+        if masked:
+            normalized = [" ".join(w for w in n.split() if w not in masked) for n in normalized]
+        scores = dict(zip(worded, predict_toxic(self._model, normalized)))
         return [(scores.get(p, 0.0), p) for p in pieces]
 
     def judge(self, text: str, lang: str | None = None) -> PageToxicity:
         """The page's judgment; `lang` (lid.176 code) picks its language's offset."""
-        scored = self.window_scores(text)
+        scored = self.window_scores(text, lang)
         offset = self.offsets().get(lang or "", 0.0)
         if offset:
             scored = [(shifted(p, offset), w) for p, w in scored]

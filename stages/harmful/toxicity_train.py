@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from stages.harmful.toxicity import CLEAN, TOXIC, log_odds, normalize, predict_toxic
+from stages.harmful.toxicity import CLEAN, TOXIC, log_odds, normalize, predict_toxic, shifted
 from stages.quality_train import Labels, split_by_hash
 
 TOXICITY = Labels(TOXIC, CLEAN, {TOXIC: "toxic: hate, offensive or insulting", CLEAN: "not toxic"}, normalize,
@@ -270,3 +270,53 @@ def fit_language_offsets(model, reference, anchor: str = OFFSET_ANCHOR, quantile
                       f"quantile of the language's held-out NTREX-128/FLORES-200 windows (never trained on) less "
                       f"{anchor}'s, where higher; fitted on the text of the card's cross_data_set.reference figures "
                       f"(those are then not independent of it), measured on the others")
+
+
+MASK_MIN_DOCUMENTS = 5       # of ~1,550 news/Wikipedia examples a language: a word its ordinary text really uses
+MASK_MIN_PROBABILITY = 0.5   # the word alone scores toxic (after its language's offset)
+# news uses the word at least this many times as often as the language's toxic text: at 1 (no more often), Hindi
+# lost "हैं" ("are": 34 % of news examples, 30 % of the toxic frames) and its own templates' hate found at 0.5 fell
+# 0.60 -> 0.21; English lost "death" and "hurt", which its toxic tweets use about as often as news
+MASK_NEWS_RATIO = 2.0
+
+
+def fit_language_masks(model, offsets: dict[str, float], reference: Sequence[Example], toxic: Sequence[Example],
+                       min_documents: int = MASK_MIN_DOCUMENTS, min_probability: float = MASK_MIN_PROBABILITY,
+                       news_ratio: float = MASK_NEWS_RATIO) -> dict:
+    """The card's `language_masks` of a (loaded) model: for each language of `reference` (the NTREX-128/FLORES-200
+    examples it trained on, never the held-out ones), the words that the model alone scores toxic, that at least
+    `min_documents` of the language's news and Wikipedia examples use, and that the language's own toxic training
+    text (`toxic`: labelled sets and frames) uses no more often than its news does: their toxic weight was learnt
+    from another language, where they are other words ("hoe" is "how" in Afrikaans and Dutch, "sex" is "six" in
+    Swedish, "rape" a path in Guarani, "jew" is "or" in Maltese) or they are news words the language's toxic text does
+    not favour. The scorer leaves them out of a window of a page of that language."""
+    def documents(texts: Sequence[str]) -> collections.Counter:
+        counts: collections.Counter = collections.Counter()
+        for text in texts:
+            counts.update(set(normalize(text).split()))
+        return counts
+
+    clean: dict[str, list[str]] = collections.defaultdict(list)
+    toxic_texts: dict[str, list[str]] = collections.defaultdict(list)
+    for example in reference:
+        clean[example.lang].append(example.text)
+    for example in toxic:
+        toxic_texts[example.lang].append(example.text)
+    words = {}
+    for lang, texts in sorted(clean.items()):
+        in_clean, in_toxic = documents(texts), documents(toxic_texts.get(lang, ()))
+        n_clean, n_toxic = len(texts), len(toxic_texts.get(lang, ()))
+        common = sorted(w for w, n in in_clean.items() if n >= min_documents)
+        scores = predict_toxic(model, common)
+        masked = [w for w, p in zip(common, scores) if shifted(p, offsets.get(lang, 0.0)) >= min_probability
+                  and in_toxic[w] * n_clean * news_ratio <= in_clean[w] * n_toxic]
+        if masked:
+            words[lang] = masked
+    return dict(words=words, min_documents=min_documents, min_probability=min_probability, news_ratio=news_ratio,
+                about="a window of a page of the language leaves these words out: the model alone scores each toxic "
+                      f"(>= {min_probability} after the language's offset), at least {min_documents} of the "
+                      "language's NTREX-128/FLORES-200 training examples use it, and the language's own toxic "
+                      f"training text (labelled sets, frames) uses it at most 1/{news_ratio:g} as often as that news "
+                      "does "
+                      "(stages.harmful.toxicity_train.fit_language_masks); held-out news, Leipzig pages and every "
+                      "labelled set measure it")

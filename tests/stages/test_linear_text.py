@@ -43,6 +43,21 @@ GENERAL = {"one letter": "a" * MB, "digits": "1" * MB, "one long line of words":
            "lines of one character": run("a\n")}
 
 
+def _respeller():
+    """The toxicity scorer's respeller over the bundled model's vocabulary (set up in the child that runs it)."""
+    stage = toxicity.ToxicityScorer()
+    stage.setup()
+    return stage._respell
+
+
+def _masks() -> str:
+    """A megabyte of different masked words (each a candidate scan of its own, past the per-text budget)."""
+    rng = random.Random(0)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return run(" ".join(rng.choice(letters) + "*" * rng.randint(1, 4) + "".join(rng.choices(letters, k=rng.randint(1, 6)))
+                        for _ in range(20_000)))
+
+
 def cases(*groups: dict[str, str]) -> list:
     return [pytest.param(text, id=name) for group in groups for name, text in group.items()]
 
@@ -92,6 +107,10 @@ FUNCTIONS = {  # each function that applies a pattern to page text, and the inpu
                                                           "digits after a letter": "a" + "1" * MB,
                                                           "format characters": run("a\u200b")})),
     "toxicity windows": (lambda t: list(toxicity.windows(t, 500)), (GENERAL, SPACES)),
+    "toxicity respelling": (lambda t: _respeller()(t), (GENERAL, SPACES, {
+        "stars": "*" * MB, "letter and star": run("a*"), "letters then stars": "a" * MB + "**",
+        "long letter runs and a star": run("a" * 5000 + "*"), "spelled out": run("a "), "spelled with dots": run("a."),
+        "spelled runs of known words": run("f u c k "), "masks of many shapes": _masks()})),
     "decontamination words": (word_spans, (GENERAL, SPACES)),
     "exact dedup key": (exact_key, (GENERAL, SPACES)),
     "near dedup shingles": (shingles, (GENERAL, SPACES)),

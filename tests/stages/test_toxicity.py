@@ -6,6 +6,7 @@ import json
 import os
 import pickle
 import random
+import re
 
 import pytest
 
@@ -181,7 +182,7 @@ def test_languages_whose_ordinary_text_scores_high_are_brought_to_englishs_level
     assert offsets["zh"] > 1.5 and min(offsets.values()) > 0 and all(n >= 200 for n in fitted["windows"].values())
     assert scorer.offsets() == offsets
     text = "Le bruit de la rue était horrible toute la nuit.\nOn a mal dormi."
-    windows_raw = scorer.window_scores(text)
+    windows_raw = scorer.window_scores(text, "fr")
     assert scorer.judge(text, "fr") == page_toxicity([(shifted(p, offsets["fr"]), w) for p, w in windows_raw],
                                                      scorer.config)
     assert scorer.judge(text, "en") == scorer.judge(text) == page_toxicity(windows_raw, scorer.config)
@@ -251,6 +252,36 @@ def test_evasions_by_invisible_characters_and_digits_for_letters_read_as_the_wor
     assert len(toxic) >= 150 and found[1] >= 0.95 * found[0] >= 0.5 * len(toxic), found
 
 
+def test_words_masked_by_asterisks_or_spelled_out_are_read_as_the_words_the_model_knows(scorer):
+    """Self-censored ("f*ck", "b***h") and spelled-out ("f u c k") words were pieces the model did not know; the
+    scorer reads each as the most frequent word of the model's vocabulary it fits (bench/toxicity_evasion.py: the
+    figures). What fits no known word, footnote stars, Markdown bold and arithmetic stay as written."""
+    from stages.harmful.toxicity import Respeller
+
+    respell = scorer._respell
+    assert respell("what a f**king idiot, sh*t, b***h") == "what a fucking idiot, shit, bitch"
+    assert respell("f u c k you, F.U.C.K off") == "fuck you, fuck off"
+    assert respell("l o o k l i k e a t r a n n y") == "look like a tranny"  # the likeliest split, not "l ikea"
+    for kept in ("**bold** text and a note*", "x y z q", "3*4 = 12", "n*"):
+        assert respell(kept) == kept
+    # fitted by the vocabulary's counts: the most frequent word, ASCII letters only from ASCII words
+    own = Respeller(["shot", "shit", "xảy", "cat", "sat", "the"], [5, 9, 3, 2, 2, 50])
+    assert own("sh*t x*y t h e c a t s a t") == "shit x*y the cat sat" and own("q*z") == "q*z"
+    sample = list(read_davidson(str(DAVIDSON_SAMPLE)))
+    settings = CARD["settings"]
+    toxic = [e.text for e in split(sample, settings["test_fraction"], settings["seed"])[1] if e.toxic]
+    starred = [re.sub(r"(?<=\w)[aeiou](?=\w)", "*", t) for t in toxic]
+    spelled_out = [re.sub(r"\w{4,}", lambda m: " ".join(m.group(0)), t) for t in toxic]
+    plain = ToxicityScorer(ToxicityConfig(respell=False))
+    plain.setup()
+    found = {name: (sum(scorer.score(t)[0] >= 0.5 for t in texts), sum(plain.score(t)[0] >= 0.5 for t in texts))
+             for name, texts in (("as written", toxic), ("starred", starred), ("spelled", spelled_out))}
+    written = found["as written"][0]
+    assert found["as written"][1] == written >= 0.5 * len(toxic), found
+    assert found["starred"][0] >= 0.8 * written > 2 * found["starred"][1], found
+    assert found["spelled"][0] >= 0.8 * written > 2 * found["spelled"][1], found
+
+
 def test_a_short_window_counts_by_its_text_in_letters_of_any_script():
     """A window under `evidence_letters` (30) counts in proportion to its text: a Han character stands for about a
     word (3 letters), a kana for a syllable (2), so a 10-character Chinese sentence is a whole sentence's evidence,
@@ -266,11 +297,48 @@ def test_a_short_window_counts_by_its_text_in_letters_of_any_script():
     assert page_toxicity([(0.9, "garbage")], config).score == pytest.approx(0.9 * 7 / 30)
 
 
+def test_words_another_language_taught_as_toxic_are_left_out_of_its_windows(scorer, tmp_path):
+    """The card's `language_masks` (fitted when the model is built, on NTREX/FLORES news it trained on; judged on
+    Leipzig pages and the labelled sets): a word that ordinary text of a language uses, whose toxic weight came from
+    another language's data ("hoe" is "how" in Afrikaans and Dutch), is left out of that language's windows; where
+    its own language's toxic text uses it (English "hoe"), it stays."""
+    import shutil
+
+    from stages.harmful.toxicity_train import Example, fit_language_masks
+
+    masks = CARD["language_masks"]
+    assert {"hoe", "maar"} <= set(masks["words"]["af"]) and "hoe" in masks["words"]["nl"]
+    assert "hoe" not in masks["words"].get("en", ()) and masks["min_documents"] >= 5
+    assert scorer.masks() == {lang: frozenset(words) for lang, words in masks["words"].items()}
+    afrikaans = "Hoe donkerder ’n plek is, hoe makliker word ’n lig, selfs ’n dowwe liggie, gesien."
+    unmasked = ToxicityScorer(ToxicityConfig(language_masks=False))
+    assert unmasked.judge(afrikaans, "af").score > 0.9 > 0.1 > scorer.judge(afrikaans, "af").score
+    english = "that hoe is a lying bitch and everybody knows it"
+    assert scorer.judge(english, "en").score == unmasked.judge(english, "en").score > 0.9
+    # the stage leaves the words out by the document's language, also after pickling (Beam)
+    doc = Document(id="1", url="https://example.org/a", source="web", text=afrikaans, lang="af")
+    assert pickle.loads(pickle.dumps(ToxicityScorer()))(doc).toxicity_score == scorer.judge(afrikaans, "af").score
+    # a model of one's own without a card has none
+    own = tmp_path / "own.ftz"
+    shutil.copy(bundled("toxicity.ftz"), own)
+    assert ToxicityScorer(ToxicityConfig(model=str(own))).masks() == {}
+    # the fit: a word the model scores toxic alone, used by >= 5 of a language's news examples, masked where that
+    # language's toxic text uses it less than half as often (never, here), kept where its toxic text uses it more
+    news = [f"Hoe {n} mense het gister die vergadering in die stad bygewoon?" for n in range(6)]
+    tweets = [f"shut up you dumb hoe number {n}" for n in range(6)]
+    reference = [Example(t, False, "ntrex", lang) for lang in ("af", "en") for t in news]
+    fit = fit_language_masks(scorer._model, {}, reference, [Example(t, True, "davidson", "en") for t in tweets])
+    assert "hoe" in fit["words"]["af"] and "hoe" not in fit["words"].get("en", ())
+    assert "hoe" not in fit_language_masks(scorer._model, {}, reference[:4], [])["words"].get("af", ())
+
+
 def test_the_card_measures_ordinary_web_text_of_every_language():
     """Leipzig's web sentences as pages of 20 (never trained on): 75 languages, where the bench WARC's held-out pages
     cover 10; what the README's table states per language comes from here. Chinese was 17 % at 0.9 before the
-    language offsets (fitted on other text: NTREX/FLORES), 3 % with them; Afrikaans 6 %, French, Korean, Russian 4 % remain."""
+    language offsets (fitted on other text: NTREX/FLORES), 3 % with them; Afrikaans 6 % ("hoe") until the language
+    masks (0 %); French and Korean 4 %, Russian 2 % remain."""
     web = CARD["cross_data_set"]["web_pages"]
+    assert web["af"]["0.5"] == 0.0  # 14 % before the masks: "hoe" is "how"
     assert len(web) - 1 >= 70 and all(m["n"] >= 20 for lang, m in web.items() if lang != "all")  # ja 20, zh 36
     assert web["all"]["0.9"] <= 0.005 and web["all"]["0.5"] <= 0.03
     assert web["zh"]["0.9"] <= 0.05
