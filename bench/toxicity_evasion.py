@@ -1,6 +1,7 @@
 """The toxicity score on labelled text as written and with the evasions writers use against filters (issue 56).
 
-    .venv/bin/python bench/toxicity_evasion.py [--model M] [--json FILE]
+    .venv/bin/python bench/toxicity_evasion.py [--model M] [--json FILE] [--no-respell]
+    .venv/bin/python bench/toxicity_evasion.py --ordinary   (what respelling changes on ordinary pages)
 
 Texts: the held-out part of the recipe's labelled sets (its sanity split) and every labelled set the model never
 trained on (shared/data/harmful), up to 3,000 a set (seed 0). Each is scored as written, with a zero-width space
@@ -24,8 +25,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
 
 from common.ranking import auc  # noqa: E402
-from scripts.build_toxicity_model import RECIPE_SETS, SETTINGS, examples, labeled_sets, split  # noqa: E402
-from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer  # noqa: E402
+from scripts.build_toxicity_model import (  # noqa: E402
+    LEIPZIG,
+    RECIPE_SETS,
+    SETTINGS,
+    bench_pages,
+    examples,
+    labeled_sets,
+    split,
+)
+from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, windows  # noqa: E402
+from stages.harmful.toxicity_train import web_sentence_pages  # noqa: E402
 
 LEET = {"a": "4", "e": "3", "i": "1", "o": "0", "s": "5"}
 WORD = re.compile(r"\w{4,}")
@@ -98,14 +108,44 @@ def measure(model: str | None, per_set: int = 3000, respell: bool = True) -> dic
     return out
 
 
+def _difference(before: str, after: str) -> str:
+    """The part of a window respelling changed, with 30 characters around it."""
+    start = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+    return f"{before[max(0, start - 30):start + 40]!r} -> {after[max(0, start - 30):start + 40]!r}"
+
+
+def ordinary(model: str | None) -> dict:
+    """What respelling does to ordinary text: Leipzig web sentences as pages and the held-out bench pages (never
+    trained on), every window respelled and compared, every page judged with and without (`toxicity.respell`)."""
+    scorer, plain = (ToxicityScorer(ToxicityConfig(model=model, respell=on)) for on in (True, False))
+    scorer.setup()
+    plain.setup()
+    config = scorer.config
+    out = {"pages": 0, "windows": 0, "windows_changed": 0, "pages_moved_over_0.05": [], "examples": []}
+    for lang, text in web_sentence_pages(LEIPZIG) + list(bench_pages()):
+        pieces = list(windows(text, config.window_chars, config.min_chars))
+        respelled = scorer._respell.page(pieces)
+        changed = [(a, b) for a, b in zip(pieces, respelled) if a != b]
+        out["pages"] += 1
+        out["windows"] += len(pieces)
+        out["windows_changed"] += len(changed)
+        out["examples"] += [_difference(a, b) for a, b in changed][:max(0, 30 - len(out["examples"]))]
+        before, after = plain.judge(text, lang).score, scorer.judge(text, lang).score
+        if abs(after - before) > 0.05:
+            out["pages_moved_over_0.05"].append([lang, round(before, 3), round(after, 3)])
+    print(json.dumps(out, indent=1, ensure_ascii=False))
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="a toxicity model (default: the bundled one)")
     p.add_argument("--json", help="also write the figures here")
     p.add_argument("--no-respell", action="store_true", help="score without undoing masked and spelled-out words "
                                                               "(toxicity.respell: false): the before of RESULTS.md")
+    p.add_argument("--ordinary", action="store_true", help="only: what respelling changes on ordinary pages")
     args = p.parse_args(argv)
-    result = measure(args.model, respell=not args.no_respell)
+    result = ordinary(args.model) if args.ordinary else measure(args.model, respell=not args.no_respell)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=1)

@@ -272,7 +272,7 @@ def fit_language_offsets(model, reference, anchor: str = OFFSET_ANCHOR, quantile
                       f"(those are then not independent of it), measured on the others")
 
 
-MASK_MIN_DOCUMENTS = 5       # of ~1,550 news/Wikipedia examples a language: a word its ordinary text really uses
+MASK_MIN_DOCUMENTS = 5       # of ~1,250 news/Wikipedia training examples a language: a word its ordinary text uses
 MASK_MIN_PROBABILITY = 0.5   # the word alone scores toxic (after its language's offset)
 # news uses the word at least this many times as often as the language's toxic text: at 1 (no more often), Hindi
 # lost "हैं" ("are": 34 % of news examples, 30 % of the toxic frames) and its own templates' hate found at 0.5 fell
@@ -286,7 +286,8 @@ def fit_language_masks(model, offsets: dict[str, float], reference: Sequence[Exa
     """The card's `language_masks` of a (loaded) model: for each language of `reference` (the NTREX-128/FLORES-200
     examples it trained on, never the held-out ones), the words that the model alone scores toxic, that at least
     `min_documents` of the language's news and Wikipedia examples use, and that the language's own toxic training
-    text (`toxic`: labelled sets and frames) uses no more often than its news does: their toxic weight was learnt
+    text (`toxic`: labelled sets and frames; none for most languages) uses at most 1 / `news_ratio` as often as its
+    news does: their toxic weight was learnt
     from another language, where they are other words ("hoe" is "how" in Afrikaans and Dutch, "sex" is "six" in
     Swedish, "rape" a path in Guarani, "jew" is "or" in Maltese) or they are news words the language's toxic text does
     not favour. The scorer leaves them out of a window of a page of that language."""
