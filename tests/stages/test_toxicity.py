@@ -254,8 +254,9 @@ def test_evasions_by_invisible_characters_and_digits_for_letters_read_as_the_wor
 
 def test_words_masked_by_asterisks_or_spelled_out_are_read_as_the_words_the_model_knows(scorer):
     """Self-censored ("f*ck", "b***h") and spelled-out ("f u c k") words were pieces the model did not know; the
-    scorer reads each as the most frequent word of the model's vocabulary it fits (bench/toxicity_evasion.py: the
-    figures). What fits no known word, footnote stars, Markdown bold and arithmetic stay as written."""
+    scorer reads a mask as the most frequent word of the model's vocabulary it fits, and spelled-out letters as their
+    likeliest split into known words (bench/toxicity_evasion.py: the figures). What fits no known word, footnote
+    stars, Markdown bold and arithmetic stay as written."""
     from stages.harmful.toxicity import Respeller
 
     respell = scorer._respell
