@@ -8,7 +8,7 @@ trained on (shared/data/harmful), up to 3,000 a set (seed 0). Each is scored as 
 after the first letter of every word of 4 or more letters (what evasion tools insert; a soft hyphen or joiner
 splits words the same way), with 30 % of those words' inner letters written as digits (a 4, e 3, i 1, o 0, s 5:
 "n1gg3r"), and with 30 % of them in look-alike letters of the other script (Cyrillic "с" in a Latin word, Latin "y"
-in a Cyrillic one), with 30 % of them with their inner vowels hidden by asterisks ("f*ck") and with 30 % spelled
+in a Cyrillic one), with 30 % of the Latin ones in Greek look-alikes ("fυck"), with 30 % of them with their inner vowels hidden by asterisks ("f*ck") and with 30 % spelled
 out letter by letter ("f u c k"). Clean texts get the same treatment, so the AUC says whether the score still ranks toxic above clean.
 The perturbations are synthetic; the texts are real and of other sources than the training data (but the first row).
 """
@@ -68,6 +68,17 @@ def look_alike(text: str, rng: random.Random, share: float = 0.3) -> str:
     return WORD.sub(written, text)
 
 
+GREEK_LOOK_ALIKE = str.maketrans("aeikoptuvx", "αεικορτυνχ")  # Greek letters that look like these Latin ones
+
+
+def greek_look_alike(text: str, rng: random.Random, share: float = 0.3) -> str:
+    """30 % of the words of Latin letters written with Greek look-alikes after their first letter ("fυck")."""
+    def written(m: re.Match) -> str:
+        word = m.group(0)
+        return word if rng.random() >= share or not word.isascii() else word[0] + word[1:].translate(GREEK_LOOK_ALIKE)
+    return WORD.sub(written, text)
+
+
 VOWELS = re.compile(r"(?<=\w)[aeiouаеиоуыэюя](?=\w)")
 
 
@@ -83,6 +94,7 @@ def spelled(text: str, rng: random.Random, share: float = 0.3) -> str:
 
 PERTURBATIONS = {"as written": None, "zero-width spaces": zero_width, "leet, 30 % of words": leet,
                  "look-alike letters of the other script, 30 % of words": look_alike,
+                 "Greek look-alike letters in Latin words, 30 % of words": greek_look_alike,
                  "vowels masked by asterisks, 30 % of words": masked, "spelled out, 30 % of words": spelled}
 
 

@@ -53,29 +53,36 @@ _URL = re.compile(r"https?://\S+|www\.\S+")
 # on both sides, so years, prices, "mp3" and "4chan" keep their digits (the quality normalization makes them 0s).
 _LEET_RUN = re.compile(r"(?<=[^\W\d_])[013457@$!]+(?=[^\W\d_])")
 _LEET = str.maketrans("013457@$!", "oieastasi")
-# Latin letters inside a Cyrillic word or Cyrillic ones inside a Latin word ("пиzда", "cyки", "fuсk" with a Cyrillic
-# "с"): the word is read in the window's majority script, Latin letters as their Cyrillic look-alike or sound (p is
-# "р", as it looks), Cyrillic ones as their Latin look-alike. Words of one script are never changed.
+# Latin letters inside a Cyrillic word or Cyrillic or Greek ones inside a Latin word ("пиzда", "cyки", "fuсk" with a
+# Cyrillic "с", "fυck" with a Greek "υ"): the word is read in the window's majority script, Latin letters as their
+# Cyrillic look-alike or sound (p is "р", as it looks), Cyrillic and Greek ones as their Latin look-alike. Words of one
+# script are never changed, nor mixed words in a mostly Greek window (Greek has no toxic training text).
 _LATIN_TO_CYRILLIC = str.maketrans("aAbBcCdDeEfFgGhHiIjJkKlLmMnNoOpPrRsStTuUvVxXyYzZ",
                                    "аАбВсСдДеЕфФгГхНиИйЙкКлЛмМнНоОрРрРсСтТуУвВхХуУзЗ")
-_CYRILLIC_TO_LATIN = str.maketrans("аАвВеЕкКмМнНоОрРсСтТуУхХіІјЈѕЅԁһԛԝ", "aABBeEKKmMHHoOpPcCTTyYxXiIjJsSdhqw")
+# (not "μ": "μg" and "μm" are units, written with the Greek letter on real pages)
+_TO_LATIN = str.maketrans("аАвВеЕкКмМнНоОрРсСтТуУхХіІјЈѕЅԁһԛԝ" "αβεηικνορτυχωΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+                          "aABBeEKKmMHHoOpPcCTTyYxXiIjJsSdhqw" "abenikvoptuxwABEZHIKMNOPTYX")
 _LATIN = re.compile(r"[A-Za-z]")
 _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
-# a run of Latin and Cyrillic letters, found in one pass; whether it mixes them is checked per run (a pattern for
-# "a run with both" backtracked over every split of a long run: 20 s on 2,000 letters)
-_LETTER_RUN = re.compile(r"[A-Za-z\u0400-\u04ff]+")
+_GREEK = re.compile(r"[\u0370-\u03ff]")
+# a run of Latin, Greek and Cyrillic letters, found in one pass; whether it mixes them is checked per run (a pattern
+# for "a run with both" backtracked over every split of a long run: 20 s on 2,000 letters)
+_LETTER_RUN = re.compile(r"[A-Za-z\u0370-\u03ff\u0400-\u04ff]+")
 
 
 def _one_script(text: str) -> str:
-    """`text` with its words of mixed Latin and Cyrillic letters written in the text's majority script of the two."""
-    if not _CYRILLIC.search(text) or not _LATIN.search(text):
+    """`text` with its words of mixed Latin, Cyrillic and Greek letters written in the text's majority script."""
+    if not _LATIN.search(text) or not (_CYRILLIC.search(text) or _GREEK.search(text)):
         return text
-    cyrillic = len(_CYRILLIC.findall(text)) >= len(_LATIN.findall(text))
-    table = _LATIN_TO_CYRILLIC if cyrillic else _CYRILLIC_TO_LATIN
+    latin, cyrillic, greek = (len(script.findall(text)) for script in (_LATIN, _CYRILLIC, _GREEK))
+    if greek > max(latin, cyrillic):
+        return text
+    table = _LATIN_TO_CYRILLIC if cyrillic >= latin else _TO_LATIN
 
     def one(m: re.Match) -> str:
         word = m.group(0)
-        return word.translate(table) if _LATIN.search(word) and _CYRILLIC.search(word) else word
+        scripts = bool(_LATIN.search(word)) + bool(_CYRILLIC.search(word)) + bool(_GREEK.search(word))
+        return word.translate(table) if scripts > 1 else word
     return _LETTER_RUN.sub(one, text)
 
 
@@ -88,7 +95,7 @@ def _format_characters() -> re.Pattern:
 
 def normalize(text: str) -> str:
     """The one preprocessing of training and scoring: HTML entities undone, invisible format characters dropped,
-    words of mixed Latin and Cyrillic letters read in one script and letters written as digits or signs inside a
+    words of mixed Latin, Cyrillic and Greek letters read in one script and letters written as digits or signs inside a
     word mapped back (evasions), @mentions and links replaced by
     placeholders (tweets have them, pages rarely), then the quality normalization with one token a character in
     scripts written without spaces (Chinese, Japanese, Thai: no word to split on), and vowel signs and viramas kept in

@@ -104,6 +104,8 @@ FUNCTIONS = {  # each function that applies a pattern to page text, and the inpu
     "toxicity normalize": (toxicity.normalize, (GENERAL, {"mentions": run("@"), "urls": run("http://"),
                                                           "latin run, one cyrillic letter": "я " + "a" * MB,
                                                           "mixed-script words": run("aя "),
+                                                          "Greek in Latin words": run("aα "),
+                                                          "latin run, one greek letter": "α " + "a" * MB,
                                                           "digits after a letter": "a" + "1" * MB,
                                                           "format characters": run("a\u200b")})),
     "toxicity windows": (lambda t: list(toxicity.windows(t, 500)), (GENERAL, SPACES)),

@@ -243,6 +243,8 @@ def test_evasions_by_invisible_characters_and_digits_for_letters_read_as_the_wor
     # a word of Latin and Cyrillic letters is read in the text's majority script; words of one script stay
     assert normalize("fu\u0441k you") == "fuck you" and normalize("вот cyки, пиzда") == normalize("вот суки, пизда")
     assert normalize("USA уезжает в Москву, Moscow") == "usa уезжает в москву , moscow"
+    # Greek look-alikes inside a Latin word too; Greek text, and units written with "μ", stay as they are
+    assert normalize("fυck yοu, ρussy") == "fuck you , pussy" and normalize("Η ΕΕ, 5 μg") == "η εε , 0 μg"
     assert normalize("می\u200cخواهم") == "میخواهم" and normalize("करते\u200d हैं") == "करते हैं"
     sample = list(read_davidson(str(DAVIDSON_SAMPLE)))
     settings = CARD["settings"]
