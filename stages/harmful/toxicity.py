@@ -65,6 +65,7 @@ _TO_LATIN = str.maketrans("аАвВеЕкКмМнНоОрРсСтТуУхХіІ�
 _LATIN = re.compile(r"[A-Za-z]")
 _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 _GREEK = re.compile(r"[\u0370-\u03ff]")
+_GREEK_OR_CYRILLIC = re.compile(r"[\u0370-\u04ff]")  # the two blocks are adjacent: one scan of a Latin window
 # a run of Latin, Greek and Cyrillic letters, found in one pass; whether it mixes them is checked per run (a pattern
 # for "a run with both" backtracked over every split of a long run: 20 s on 2,000 letters)
 _LETTER_RUN = re.compile(r"[A-Za-z\u0370-\u03ff\u0400-\u04ff]+")
@@ -72,7 +73,7 @@ _LETTER_RUN = re.compile(r"[A-Za-z\u0370-\u03ff\u0400-\u04ff]+")
 
 def _one_script(text: str) -> str:
     """`text` with its words of mixed Latin, Cyrillic and Greek letters written in the text's majority script."""
-    if not _LATIN.search(text) or not (_CYRILLIC.search(text) or _GREEK.search(text)):
+    if not _GREEK_OR_CYRILLIC.search(text) or not _LATIN.search(text):
         return text
     latin, cyrillic, greek = (len(script.findall(text)) for script in (_LATIN, _CYRILLIC, _GREEK))
     if greek > max(latin, cyrillic):
