@@ -8,7 +8,8 @@ Data (all in the workspace's shared/data, none downloaded; see stages/harmful/to
   * counterfactuals (issue 56): every labelled text naming a group again with other groups of its language
     named, same label, and sentences from the frames of stages/harmful/identity/<lang>.yaml (15 languages),
     each frame once with an insult/threat and once with a kind word: the label rides on the hostile words,
-    never on the group
+    never on the group; and the frames an insult fills, filled with the language's everyday news words (clean,
+    ORDINARY_PER_FRAME each: an unknown word in "You are a ..." is not an insult)
   * clean: NTREX-128 news and FLORES-200 Wikipedia sentences in every language lid.176 names (their held-out
     documents never: they measure false positives), Tatoeba's everyday sentences in every language (three to an
     example, and those naming a group also one to an example: "I am a Muslim" scored 0.68 without them, 0.01
@@ -38,7 +39,12 @@ import shared_data  # noqa: E402
 
 from stages.extraction.extract import ExtractConfig, Extractor  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
-from stages.harmful.identity_frames import counterfactuals, lexicons, training_sentences  # noqa: E402
+from stages.harmful.identity_frames import (  # noqa: E402
+    counterfactuals,
+    lexicons,
+    ordinary_word_sentences,
+    training_sentences,
+)
 from stages.harmful.toxicity import (  # noqa: E402
     ToxicityConfig,
     ToxicityScorer,
@@ -52,6 +58,7 @@ from stages.harmful.toxicity_train import (  # noqa: E402
     Example,
     fit_language_masks,
     fit_language_offsets,
+    ordinary_words,
     page_held_out,
     page_test,
     read_civil_comments,
@@ -82,6 +89,7 @@ OUTPUT = "stages/models/toxicity.ftz"
 SETTINGS = QualityTrainConfig(epochs=5, lr=0.5, word_ngrams=1, dim=16, min_count=10, bucket=200_000, minn=3, maxn=5,
                               quantize_cutoff=0, seed=0)
 WEB_WEIGHT = 6
+ORDINARY_PER_FRAME = 60  # sentences a frame filled with the language's everyday words (identity_frames)
 COUNTERFACTUALS = 2  # copies of each labelled text naming a group, with other groups named (issue 56)
 # German GAHD left out (issue 56): its adversarial sentences name a group in both classes and sit close to the
 # functional test suites that measure the model; with it Jigsaw's German templates ranked at AUC 0.75, without 0.86
@@ -125,6 +133,9 @@ def training_examples(exclude=(), every=None, frames=True, swaps=COUNTERFACTUALS
     if frames:
         kept += [Example(text, toxic, "frames", lang) for lang in sorted(lexicons())
                  for text, toxic in training_sentences(lang, SETTINGS.seed)]
+        news = ordinary_words([e for e in kept if e.dataset in ("ntrex", "flores")], [e for e in kept if e.toxic])
+        kept += [Example(text, False, "frames_ordinary", lang) for lang in sorted(lexicons())
+                 for text, _ in ordinary_word_sentences(lang, news.get(lang, ()), SETTINGS.seed, ORDINARY_PER_FRAME)]
     clean = [e for e in kept if not e.toxic]
     return [e for e in kept if e.toxic], clean + [e for e in clean if e.dataset == "web_pages"] * (WEB_WEIGHT - 1)
 
@@ -202,12 +213,14 @@ def main() -> int:
               "positives) and each with one held-out toxic text of the recipe's sets (>= 40 characters, any of "
               "its languages) inserted as a paragraph (recall), and with three (recall_three_passages); a page's score is ToxicityScorer.judge's (its toxic windows combined)")
     card["windows"] = {k: getattr(ToxicityConfig(), k) for k in ("window_chars", "min_chars")}
-    card["training_datasets"] = [*RECIPE_SETS, "ntrex", "flores", "tatoeba", "web_pages", "frames"]
+    card["training_datasets"] = [*RECIPE_SETS, "ntrex", "flores", "tatoeba", "web_pages", "frames", "frames_ordinary"]
     card["counterfactuals"] = dict(
         copies=COUNTERFACTUALS, lexicons=sorted(lexicons()),
         about="each labelled text of RECIPE_SETS that names a group is trained on again with COUNTERFACTUALS "
               "copies naming other groups of its language (stages/harmful/identity/<lang>.yaml), same label; "
-              "'frames' are the lexicons' sentences, each frame once with a bad and once with a good word")
+              "'frames' are the lexicons' sentences, each frame once with a bad and once with a good word; "
+              f"'frames_ordinary' the frames an insult fills, {ORDINARY_PER_FRAME} times each with an everyday word "
+              "of the language's NTREX/FLORES training text (toxicity_train.ordinary_words), clean")
     independent = {name: items for name, items in labeled_sets().items() if name not in RECIPE_SETS}
     card["cross_data_set"] = dict(
         measure(lambda text, lang: scorer.score(text, lang)[0], independent, reference, pages,

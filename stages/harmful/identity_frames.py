@@ -9,13 +9,17 @@ score keyed on what makes text harmful, not on which group it names (issue 56).
   and threats at a person that name no group (toxic) beside praise in the same words ("You are a {x}" / "You are
   a {p}": clean), and the `adj_frames`/`verb_frames` filled once with bad adjectives or harmful verbs (toxic),
   once with good ones or kind verbs (clean), so that the insult, not the name or the frame, is the signal; and the
-  `counter` frames (clean, drawn half as often as the others: at full weight the insults lost more of their
-  weight in the languages without labelled text, bench/RESULTS.md): counter-speech and negated hate, the same
+  `counter` frames (clean, as often as the others since the everyday-word fills below; drawn half as often before,
+  when at full weight the insults lost more of their weight in the languages without labelled text,
+  bench/RESULTS.md): counter-speech and negated hate, the same
   insults quoted, reported or denied in order to reject them ("Saying that {g} are {bad} is hateful", "I do not
   hate {g}"), so that the words around an insult count, not the insult alone; and the `form_frames`/`form_clean`
   frames, which name one person by a singular or adjective form of a group (`forms`: "christelijk", "Türkin"),
   each with a bad and a good adjective and alone: with the plural only, such a form reached the model as character
   n-grams of the insults it resembles (Dutch "vrouwelijk" scored 0.999 alone).
+* `ordinary_word_sentences`: the frames an insult or a bad adjective fills ("You are a {p}", "You are so {a}")
+  filled with a language's everyday news words, clean: with only its frames as a language's toxic text, an unknown
+  word was judged by the character n-grams it shares with the frames' insults.
 * `evaluation_rows`: the `eval_clean`/`eval_toxic` frames, other wording than any frame trained on, with the group
   each names: our own identity templates for the bias measures (stages/harmful/bias.py) in the languages Jigsaw's
   templates lack. Written by us; they measure wording the model has not seen, not real text.
@@ -29,7 +33,7 @@ import glob
 import os
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import yaml
@@ -94,7 +98,7 @@ def training_sentences(lang: str, seed: int = 0, draws: int = 2) -> Iterator[tup
     """(sentence, toxic) from the trained frames: each frame with each group `draws` times (slots drawn)."""
     lex = lexicons()[lang]
     rng = random.Random(f"{seed}:{lang}")
-    for kind, toxic, times in (("clean", False, draws), ("toxic", True, draws), ("counter", False, max(1, draws // 2))):
+    for kind, toxic, times in (("clean", False, draws), ("toxic", True, draws), ("counter", False, draws)):
         for frame in lex.frames[kind]:
             for group in lex.groups:
                 for _ in range(times):
@@ -114,6 +118,27 @@ def training_sentences(lang: str, seed: int = 0, draws: int = 2) -> Iterator[tup
                 for _ in range(draws):
                     yield _fill(frame, lex, rng, group, verbs=words), toxic
     yield from _form_sentences(lex, rng)
+
+
+def ordinary_word_sentences(lang: str, words: Sequence[str], seed: int = 0, per_frame: int = 60
+                            ) -> Iterator[tuple[str, bool]]:
+    """(sentence, False): the frames that an insult or a bad adjective makes toxic ("You are a {p}", "You are so
+    {a}"), filled with `words`: ordinary words of the language (its news, `toxicity_train.ordinary_words`), each
+    frame `per_frame` times. Clean: with only the frames' few insults as a language's toxic text, character n-grams
+    of a word the model never saw decided ("uitstekend", "excellent", shares "steke" with "neersteken", "stab": "U
+    bent een uitstekend persoon" scored 0.79); the language's own everyday words in the same frames teach that the
+    frame and an unknown word are not the signal. The lexicon's own hostile words (one-word entries of `bad`,
+    `insult`, `bad_adj`, `harm_verbs`: news reports "rape", "attack") are left out."""
+    lex = lexicons()[lang]
+    hostile = {w.lower() for kind in (lex.bad, lex.insult, lex.bad_adj, lex.harm_verbs) for w in kind if " " not in w}
+    words = [w for w in words if w.lower() not in hostile]
+    if not words:
+        return
+    rng = random.Random(f"ordinary:{seed}:{lang}")
+    for frame in lex.frames["personal_clean"] + lex.frames["adj_frames"]:
+        for _ in range(per_frame):
+            word = rng.choice(words)
+            yield _fill(frame.replace("{p}", word).replace("{a}", word), lex, rng), False
 
 
 def _form_sentences(lex: Lexicon, rng: random.Random) -> Iterator[tuple[str, bool]]:

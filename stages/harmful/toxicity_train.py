@@ -15,6 +15,7 @@ import json
 import os
 import random
 import re
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -272,6 +273,46 @@ def fit_language_offsets(model, reference, anchor: str = OFFSET_ANCHOR, quantile
                       f"(those are then not independent of it), measured on the others")
 
 
+ORDINARY_MIN_DOCUMENTS = 2  # a word of the language's news used in two examples: a word, not a typo or a name's part
+ORDINARY_MIN_CHARS = 3
+
+
+def ordinary_words(reference: Sequence[Example], toxic: Sequence[Example],
+                   min_documents: int = ORDINARY_MIN_DOCUMENTS) -> dict[str, list[str]]:
+    """Per language, the everyday words of its news (`reference`: the NTREX-128/FLORES-200 examples trained on) that
+    its toxic training text (`toxic`: labelled sets, frames) uses no more often than that news: words of letters (and
+    their marks), at least ORDINARY_MIN_CHARS long, in at least `min_documents` examples; sorted. For
+    `identity_frames.ordinary_word_sentences`."""
+    clean, toxic_texts = _texts_by_language(reference), _texts_by_language(toxic)
+    out = {}
+    for lang, texts in sorted(clean.items()):
+        in_clean, in_toxic = _document_counts(texts, _ordinary), _document_counts(toxic_texts.get(lang, ()), _ordinary)
+        n_clean, n_toxic = len(texts), max(len(toxic_texts.get(lang, ())), 1)
+        out[lang] = sorted(w for w, n in in_clean.items()
+                           if n >= min_documents and in_toxic[w] * n_clean <= n * n_toxic)
+    return out
+
+
+def _ordinary(word: str) -> bool:
+    """Letters (and their marks) only, at least ORDINARY_MIN_CHARS of them."""
+    return len(word) >= ORDINARY_MIN_CHARS and all(ch.isalpha() or unicodedata.category(ch)[0] == "M" for ch in word)
+
+
+def _texts_by_language(examples: Sequence[Example]) -> dict[str, list[str]]:
+    texts: dict[str, list[str]] = collections.defaultdict(list)
+    for example in examples:
+        texts[example.lang].append(example.text)
+    return texts
+
+
+def _document_counts(texts: Sequence[str], keep=lambda word: True) -> collections.Counter:
+    """How many of `texts` use each (normalized) word."""
+    counts: collections.Counter = collections.Counter()
+    for text in texts:
+        counts.update(w for w in set(normalize(text).split()) if keep(w))
+    return counts
+
+
 MASK_MIN_DOCUMENTS = 5       # of ~1,250 news/Wikipedia training examples a language: a word its ordinary text uses
 MASK_MIN_PROBABILITY = 0.5   # the word alone scores toxic (after its language's offset)
 # news uses the word at least this many times as often as the language's toxic text: at 1 (no more often), Hindi
@@ -291,21 +332,10 @@ def fit_language_masks(model, offsets: dict[str, float], reference: Sequence[Exa
     from another language, where they are other words ("hoe" is "how" in Afrikaans and Dutch, "sex" is "six" in
     Swedish, "rape" a path in Guarani, "jew" is "or" in Maltese) or they are news words the language's toxic text does
     not favour. The scorer leaves them out of a window of a page of that language."""
-    def documents(texts: Sequence[str]) -> collections.Counter:
-        counts: collections.Counter = collections.Counter()
-        for text in texts:
-            counts.update(set(normalize(text).split()))
-        return counts
-
-    clean: dict[str, list[str]] = collections.defaultdict(list)
-    toxic_texts: dict[str, list[str]] = collections.defaultdict(list)
-    for example in reference:
-        clean[example.lang].append(example.text)
-    for example in toxic:
-        toxic_texts[example.lang].append(example.text)
+    clean, toxic_texts = _texts_by_language(reference), _texts_by_language(toxic)
     words = {}
     for lang, texts in sorted(clean.items()):
-        in_clean, in_toxic = documents(texts), documents(toxic_texts.get(lang, ()))
+        in_clean, in_toxic = _document_counts(texts), _document_counts(toxic_texts.get(lang, ()))
         n_clean, n_toxic = len(texts), len(toxic_texts.get(lang, ()))
         common = sorted(w for w, n in in_clean.items() if n >= min_documents)
         scores = predict_toxic(model, common)

@@ -35,7 +35,7 @@ from tests.conftest import CC_EXCERPT, DAVIDSON_SAMPLE, SHARED_DATA, TEST_DATA, 
 SHARED = str(SHARED_DATA)
 TOXICITY = os.path.join(SHARED, "harmful", "toxicity")
 CARD = json.loads(open(bundled("toxicity.ftz.card.json"), encoding="utf-8").read())
-CLEAN_SOURCES = ("ntrex", "flores", "tatoeba", "web_pages", "frames")
+CLEAN_SOURCES = ("ntrex", "flores", "tatoeba", "web_pages", "frames", "frames_ordinary")
 RECIPE_SETS = [d for d in CARD["training_datasets"] if d not in CLEAN_SOURCES]
 
 
@@ -422,9 +422,10 @@ def test_held_out_texts_in_six_languages_of_the_repo_sample(scorer):
             # (its adversarial sentences name groups in both classes): it flags few of either
             assert name == "de_gahd" and measured["recall"] <= 0.2 and sum(s >= 0.5 for s in clean) <= 3, measured
             continue
-        # the card's sanity figures for these sets: precision 0.55-0.87, recall 0.30-0.74 (lower than before issue
-        # 56's counterfactuals: a group's name no longer gives the label away, and in COLD it often did)
-        assert measured["precision"] >= 0.7 and measured["recall"] >= 0.2, (name, measured)
+        # the card's sanity figures for these sets: precision 0.59-0.95, recall 0.28-0.54 (lower than before issue
+        # 56's counterfactuals: a group's name no longer gives the label away, and in COLD it often did; precision
+        # 0.03-0.08 lower, recall higher, since the everyday-word fills: scores at 0.5 rose; here Korean 0.69)
+        assert measured["precision"] >= 0.65 and measured["recall"] >= 0.2, (name, measured)
         assert sum(toxic) / len(toxic) >= sum(clean) / len(clean) + 0.2, name
     chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
     with open(CC_EXCERPT, "rb") as fh, chain:

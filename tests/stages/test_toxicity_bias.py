@@ -3,6 +3,7 @@ counterfactual augmentation swaps only the group, a page is judged from its wind
 not flag sentences for the group they name (Jigsaw's templates where ../shared is here; our own in every case)."""
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import random
@@ -11,8 +12,16 @@ import pytest
 
 from common.ranking import auc
 from stages.harmful.bias import JIGSAW_FILES, JigsawTemplates, Labelled, group_metrics, summary
-from stages.harmful.identity_frames import counter_rows, counterfactuals, evaluation_rows, lexicons, training_sentences
+from stages.harmful.identity_frames import (
+    counter_rows,
+    counterfactuals,
+    evaluation_rows,
+    lexicons,
+    ordinary_word_sentences,
+    training_sentences,
+)
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, page_toxicity
+from stages.harmful.toxicity_train import Example, ordinary_words
 from stages.models import bundled
 from tests.conftest import SHARED_DATA
 
@@ -71,7 +80,8 @@ def test_every_lexicon_names_each_group_as_often_in_clean_as_in_toxic_sentences(
         sentences = list(training_sentences(lang))
         toxic = [t for t, label in sentences if label]
         clean = [t for t, label in sentences if not label]
-        assert 0.7 <= len(toxic) / len(clean) <= 1.5, (lang, len(toxic), len(clean))
+        # the counter frames (clean) at full draws: 0.65 in Arabic, whose lexicon has the most counter frames a group
+        assert 0.6 <= len(toxic) / len(clean) <= 1.5, (lang, len(toxic), len(clean))
         for group in lex.groups:
             in_toxic = sum(group.lower() in t.lower() for t in toxic)
             in_clean = sum(group.lower() in t.lower() for t in clean)
@@ -140,10 +150,35 @@ def test_every_lexicon_trains_counter_speech_as_clean_and_measures_it_in_other_w
         assert {r.toxic for r in rows} == {True, False} and not set(sentences) & {r.text for r in rows}, lang
 
 
+def test_the_insult_frames_are_also_trained_clean_with_a_languages_everyday_words():
+    """A language whose only toxic text is its frames learnt an unknown word by the character n-grams it shares with
+    the frames' few insults and threats (Dutch "uitstekend", "excellent", and "neersteken", "stab"): the frames an
+    insult or a bad adjective fills are also filled with the language's everyday news words, clean, never with a
+    word of its own hostile lists, and only with words its news uses more often than its toxic text."""
+    lex = lexicons()["nl"]
+    words = ["uitstekend", "gemeente", "walgelijk", "idioot", "fiets"]
+    sentences = list(ordinary_word_sentences("nl", words, per_frame=10))
+    assert len(sentences) == 10 * (len(lex.frames["personal_clean"]) + len(lex.frames["adj_frames"]))
+    assert not any(toxic for _, toxic in sentences)
+    used = collections.Counter(w for text, _ in sentences for w in ("uitstekend", "gemeente", "fiets") if w in text)
+    assert len(used) == 3 and not any("walgelijk" in t or "idioot" in t for t, _ in sentences)
+    assert not any("{" in text for text, _ in sentences)
+    assert list(ordinary_word_sentences("nl", ["walgelijk"])) == []
+
+    news = [Example(t, False, "ntrex", "nl") for t in ("De gemeente bouwt een brug.", "De gemeente en de fiets.",
+                                                       "Een fiets is snel; 2024 was een goed jaar.", "Een rat.")]
+    toxic = [Example(t, True, "frames", "nl") for t in ("Die fiets is een rat.", "Het is een fiets, sukkel.")]
+    chosen = ordinary_words(news, toxic)["nl"]
+    assert "gemeente" in chosen            # two news examples, no toxic one
+    assert "fiets" not in chosen           # the toxic text uses it more often than the news does
+    assert "rat" not in chosen and "brug" not in chosen   # in one news example only
+    assert not any(ch.isdigit() for w in chosen for ch in w)
+
+
 def test_counter_speech_is_flagged_at_the_recommended_threshold_less_often_than_before_the_counter_frames(scorer):
     """Our counter-speech sentences in 15 languages ("Stop calling {g} {bad}.", ...) at the recommended page
-    threshold 0.9: the model before the counter frames flagged 35 % of them (and 31 % of the hate itself), now 23 %
-    (hate 24 %). A bag of character n-grams still sees the quoted insult: a floor against regressions, not a pass
+    threshold 0.9: the model before the counter frames flagged 35 % of them (and 31 % of the hate itself), 23 %
+    (hate 24 %) with them at half draws, 24 % (hate 20 %) at full draws with the everyday-word fills. A bag of character n-grams still sees the quoted insult: a floor against regressions, not a pass
     mark for telling hate from its rejection."""
     flagged = benign = 0
     for lang in lexicons():
