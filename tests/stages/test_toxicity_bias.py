@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import pathlib
 import random
 
 import pytest
@@ -231,3 +232,21 @@ def test_jigsaw_templates_english_and_german_as_the_card_says(scorer):
         stated = CARD["identity_bias"]["templates"][f"jigsaw_{lang}"]["toxicity"]
         assert measured["auc"] == pytest.approx(stated["auc"], abs=0.03), lang
         assert measured["benign_flagged"] <= stated["benign_flagged"] + 0.02, lang
+
+
+def test_the_docs_carry_the_cards_tables_as_the_bench_scripts_print_them():
+    """The per-language tables of docs/harmful.md and stages/models/README.md are the bundled card's figures, as
+    `bench/toxicity_bias.py --users-table`, `bench/toxicity_cross.py --summary` and `bench/toxicity_bias.py`
+    (its template table, without the counter rows, which the docs show before -> now) print them: a rebuilt model
+    whose tables were not pasted again fails here, not in a user's reading."""
+    from bench.toxicity_bias import markdown, users_table
+    from stages.harmful.toxicity_eval import language_table
+
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    harmful = (repo / "docs" / "harmful.md").read_text(encoding="utf-8")
+    models = (repo / "stages" / "models" / "README.md").read_text(encoding="utf-8")
+    templates = {k: v for k, v in CARD["identity_bias"]["templates"].items() if not k.startswith("counter_")}
+    for table, where in ((users_table(CARD), (harmful,)), (language_table(CARD), (harmful, models)),
+                         (markdown(templates, CARD["identity_bias"]["threshold"]), (harmful,))):
+        for text in where:
+            assert table in text, table.splitlines()[0]
