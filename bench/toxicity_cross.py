@@ -48,6 +48,7 @@ from scripts.build_toxicity_model import (  # noqa: E402
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, load_model  # noqa: E402
 from stages.harmful.toxicity_eval import THRESHOLDS, language_table, markdown, measure  # noqa: E402
 from stages.harmful.toxicity_train import (  # noqa: E402
+    MASK_SOURCES,
     TOXICITY,
     fit_language_masks,
     fit_language_offsets,
@@ -61,7 +62,7 @@ def leave_one_out(names: list[str], sets: dict) -> dict:
     """{set: figures of the recipe trained without it, measured on it}."""
     results, every = {}, list(examples())
     reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
-    trained_reference = [e for e in every if e.dataset in ("ntrex", "flores") and not e.held_out]
+    trained_reference = [e for e in every if e.dataset in MASK_SOURCES and not e.held_out]
     for dataset in names:
         positives, negatives = training_examples(exclude=(dataset,), every=every)
         with tempfile.TemporaryDirectory() as tmp:

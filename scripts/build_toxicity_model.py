@@ -53,6 +53,7 @@ from stages.harmful.toxicity import (  # noqa: E402
 )
 from stages.harmful.toxicity_eval import markdown, measure  # noqa: E402
 from stages.harmful.toxicity_train import (  # noqa: E402
+    MASK_SOURCES,
     PERMISSIVE_MULTILINGUAL,
     TOXICITY,
     Example,
@@ -195,7 +196,7 @@ def main() -> int:
     reference = [e for e in read_parallel(MULTILINGUAL, lid_labels()) if e.held_out]
     card["language_offsets"] = fit_language_offsets(load_model(OUTPUT), reference)
     card["language_masks"] = fit_language_masks(load_model(OUTPUT), card["language_offsets"]["offsets"],
-                                                [e for e in train_set if e.dataset in ("ntrex", "flores")], positives)
+                                                [e for e in train_set if e.dataset in MASK_SOURCES], positives)
     write_card(card)  # the scorer reads its offsets and masks from the card
     scorer = ToxicityScorer(ToxicityConfig(model=OUTPUT))
     scorer.setup()

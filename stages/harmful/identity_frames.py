@@ -130,7 +130,7 @@ def ordinary_word_sentences(lang: str, words: Sequence[str], seed: int = 0, per_
     frame and an unknown word are not the signal. The lexicon's own hostile words (one-word entries of `bad`,
     `insult`, `bad_adj`, `harm_verbs`: news reports "rape", "attack") are left out."""
     lex = lexicons()[lang]
-    hostile = {w.lower() for kind in (lex.bad, lex.insult, lex.bad_adj, lex.harm_verbs) for w in kind if " " not in w}
+    hostile = hostile_words(lang)
     words = [w for w in words if w.lower() not in hostile]
     if not words:
         return
@@ -139,6 +139,17 @@ def ordinary_word_sentences(lang: str, words: Sequence[str], seed: int = 0, per_
         for _ in range(per_frame):
             word = rng.choice(words)
             yield _fill(frame.replace("{p}", word).replace("{a}", word), lex, rng), False
+
+
+@functools.cache
+def hostile_words(lang: str) -> frozenset[str]:
+    """The one-word entries of the lexicon's `bad`, `insult`, `bad_adj` and `harm_verbs` lists, lower case (none for
+    a language without a lexicon): words our lexicon declares hostile in that language."""
+    lex = lexicons().get(lang)
+    if lex is None:
+        return frozenset()
+    return frozenset(w.lower() for kind in (lex.bad, lex.insult, lex.bad_adj, lex.harm_verbs) for w in kind
+                     if " " not in w)
 
 
 def _form_sentences(lex: Lexicon, rng: random.Random) -> Iterator[tuple[str, bool]]:

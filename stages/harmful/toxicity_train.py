@@ -19,6 +19,7 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from stages.harmful.identity_frames import hostile_words
 from stages.harmful.toxicity import CLEAN, TOXIC, log_odds, normalize, predict_toxic, shifted
 from stages.quality_train import Labels, split_by_hash
 
@@ -313,7 +314,11 @@ def _document_counts(texts: Sequence[str], keep=lambda word: True) -> collection
     return counts
 
 
-MASK_MIN_DOCUMENTS = 5       # of ~1,250 news/Wikipedia training examples a language: a word its ordinary text uses
+# the clean training text whose words a language's pages may hold: news and Wikipedia (~1,250 examples a language)
+# and Tatoeba's everyday sentences (~330 examples of three): French "en retard" ("late") is in 3 news examples and 3
+# of Tatoeba's, and without Tatoeba the English slur's weight flagged French pages saying it
+MASK_SOURCES = ("ntrex", "flores", "tatoeba")
+MASK_MIN_DOCUMENTS = 5       # of ~1,600 such training examples a language: a word its ordinary text uses
 MASK_MIN_PROBABILITY = 0.5   # the word alone scores toxic (after its language's offset)
 # news uses the word at least this many times as often as the language's toxic text: at 1 (no more often), Hindi
 # lost "हैं" ("are": 34 % of news examples, 30 % of the toxic frames) and its own templates' hate found at 0.5 fell
@@ -324,30 +329,42 @@ MASK_NEWS_RATIO = 2.0
 def fit_language_masks(model, offsets: dict[str, float], reference: Sequence[Example], toxic: Sequence[Example],
                        min_documents: int = MASK_MIN_DOCUMENTS, min_probability: float = MASK_MIN_PROBABILITY,
                        news_ratio: float = MASK_NEWS_RATIO) -> dict:
-    """The card's `language_masks` of a (loaded) model: for each language of `reference` (the NTREX-128/FLORES-200
-    examples it trained on, never the held-out ones), the words that the model alone scores toxic, that at least
-    `min_documents` of the language's news and Wikipedia examples use, and that the language's own toxic training
-    text (`toxic`: labelled sets and frames; none for most languages) uses at most 1 / `news_ratio` as often as its
-    news does: their toxic weight was learnt
+    """The card's `language_masks` of a (loaded) model: for each language of `reference` (the MASK_SOURCES examples it
+    trained on: NTREX-128/FLORES-200 news and Wikipedia, never the held-out ones, and Tatoeba's everyday sentences),
+    the words that the model alone scores toxic, that at least `min_documents` of those examples use, and that the
+    language's own toxic training text (`toxic`: labelled sets and frames; none for most languages) uses at most 1 /
+    `news_ratio` as often as the news or the everyday sentences do, whichever use it more (each its own rate: pooled,
+    Tatoeba's few news words would dilute "attack" out of English's mask): their toxic weight was learnt
     from another language, where they are other words ("hoe" is "how" in Afrikaans and Dutch, "sex" is "six" in
-    Swedish, "rape" a path in Guarani, "jew" is "or" in Maltese) or they are news words the language's toxic text does
-    not favour. The scorer leaves them out of a window of a page of that language."""
-    clean, toxic_texts = _texts_by_language(reference), _texts_by_language(toxic)
+    Swedish, "rape" a path in Guarani, "jew" is "or" in Maltese, "retard" is "late" in French) or they are ordinary
+    words the language's toxic text does not favour; never a word the language's own lexicon lists as hostile
+    (`identity_frames.hostile_words`: English "stab", which Tatoeba's everyday sentences use). The scorer leaves them
+    out of a window of a page of that language."""
+    by_source: dict[str, dict[str, list[str]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    for example in reference:
+        by_source[example.lang]["tatoeba" if example.dataset == "tatoeba" else "news"].append(example.text)
+    toxic_texts = _texts_by_language(toxic)
     words = {}
-    for lang, texts in sorted(clean.items()):
-        in_clean, in_toxic = _document_counts(texts), _document_counts(toxic_texts.get(lang, ()))
-        n_clean, n_toxic = len(texts), len(toxic_texts.get(lang, ()))
-        common = sorted(w for w, n in in_clean.items() if n >= min_documents)
+    for lang, sources in sorted(by_source.items()):
+        in_toxic, n_toxic = _document_counts(toxic_texts.get(lang, ())), len(toxic_texts.get(lang, ()))
+        counts = {name: (_document_counts(texts), len(texts)) for name, texts in sources.items()}
+        used = collections.Counter()
+        for source_counts, _ in counts.values():
+            used.update(source_counts)
+        common = sorted(w for w, n in used.items() if n >= min_documents)
         scores = predict_toxic(model, common)
+        hostile = hostile_words(lang)
         masked = [w for w, p in zip(common, scores) if shifted(p, offsets.get(lang, 0.0)) >= min_probability
-                  and in_toxic[w] * n_clean * news_ratio <= in_clean[w] * n_toxic]
+                  and any(in_toxic[w] * n * news_ratio <= c[w] * n_toxic for c, n in counts.values())
+                  and w not in hostile]
         if masked:
             words[lang] = masked
     return dict(words=words, min_documents=min_documents, min_probability=min_probability, news_ratio=news_ratio,
                 about="a window of a page of the language leaves these words out: the model alone scores each toxic "
                       f"(>= {min_probability} after the language's offset), at least {min_documents} of the "
-                      "language's NTREX-128/FLORES-200 training examples use it, and the language's own toxic "
-                      f"training text (labelled sets, frames) uses it at most 1/{news_ratio:g} as often as that news "
-                      "does "
+                      "language's NTREX-128/FLORES-200 and Tatoeba training examples use it, and the language's own toxic "
+                      f"training text (labelled sets, frames) uses it at most 1/{news_ratio:g} as often as the news or "
+                      "the Tatoeba sentences do, whichever use it more, and the language's lexicon does not list it as "
+                      "hostile "
                       "(stages.harmful.toxicity_train.fit_language_masks); held-out news, Leipzig pages and every "
                       "labelled set measure it")

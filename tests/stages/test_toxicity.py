@@ -301,10 +301,11 @@ def test_a_short_window_counts_by_its_text_in_letters_of_any_script():
 
 
 def test_words_another_language_taught_as_toxic_are_left_out_of_its_windows(scorer, tmp_path):
-    """The card's `language_masks` (fitted when the model is built, on NTREX/FLORES news it trained on; judged on
-    Leipzig pages and the labelled sets): a word that ordinary text of a language uses, whose toxic weight came from
-    another language's data ("hoe" is "how" in Afrikaans and Dutch), is left out of that language's windows; where
-    its own language's toxic text uses it (English "hoe"), it stays."""
+    """The card's `language_masks` (fitted when the model is built, on the NTREX/FLORES news and Tatoeba sentences it
+    trained on; judged on Leipzig pages and the labelled sets): a word that ordinary text of a language uses, whose
+    toxic weight came from another language's data ("hoe" is "how" in Afrikaans and Dutch, "retard" is "late" in
+    French), is left out of that language's windows; where its own language's toxic text uses it (English "hoe") or
+    its lexicon lists it as hostile (English "stab", "attack", which Tatoeba and news use), it stays."""
     import shutil
 
     from stages.harmful.toxicity_train import Example, fit_language_masks
@@ -313,6 +314,10 @@ def test_words_another_language_taught_as_toxic_are_left_out_of_its_windows(scor
     assert {"hoe", "maar"} <= set(masks["words"]["af"]) and "hoe" in masks["words"]["nl"]
     assert "hoe" not in masks["words"].get("en", ()) and masks["min_documents"] >= 5
     assert scorer.masks() == {lang: frozenset(words) for lang, words in masks["words"].items()}
+    assert "retard" in masks["words"]["fr"] and not {"stab", "attack", "retard"} & set(masks["words"]["en"])
+    late = "Désolé pour le retard de ma réponse, je vous écris demain."  # in 3 French news and 3 Tatoeba examples
+    assert scorer.judge(late, "fr").score < 0.1 < 0.9 < ToxicityScorer(ToxicityConfig(language_masks=False)).judge(
+        late, "fr").score
     afrikaans = "Hoe donkerder ’n plek is, hoe makliker word ’n lig, selfs ’n dowwe liggie, gesien."
     unmasked = ToxicityScorer(ToxicityConfig(language_masks=False))
     assert unmasked.judge(afrikaans, "af").score > 0.9 > 0.1 > scorer.judge(afrikaans, "af").score
@@ -333,6 +338,13 @@ def test_words_another_language_taught_as_toxic_are_left_out_of_its_windows(scor
     fit = fit_language_masks(scorer._model, {}, reference, [Example(t, True, "davidson", "en") for t in tweets])
     assert "hoe" in fit["words"]["af"] and "hoe" not in fit["words"].get("en", ())
     assert "hoe" not in fit_language_masks(scorer._model, {}, reference[:4], [])["words"].get("af", ())
+    # news and everyday sentences count each at their own rate, and together towards the 5 examples
+    everyday = [Example(t, False, "tatoeba", "af") for t in news[:2]]
+    assert "hoe" in fit_language_masks(scorer._model, {}, reference[:3] + everyday, [])["words"]["af"]
+    # a word the language's own lexicon lists as hostile is never masked in it
+    stabbing = [Example(f"The man who was stabbed {n} times survived, police said.", False, "ntrex", "en")
+                for n in range(6)] + [Example("Tom said he would stab Mary.", False, "tatoeba", "en")] * 6
+    assert "stab" not in fit_language_masks(scorer._model, {}, stabbing, [])["words"].get("en", ())
 
 
 def test_the_card_measures_ordinary_web_text_of_every_language():
