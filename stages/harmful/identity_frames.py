@@ -120,7 +120,7 @@ def training_sentences(lang: str, seed: int = 0, draws: int = 2) -> Iterator[tup
     yield from _form_sentences(lex, rng)
 
 
-def ordinary_word_sentences(lang: str, words: Sequence[str], seed: int = 0, per_frame: int = 60
+def ordinary_word_sentences(lang: str, words: Sequence[str], seed: int, per_frame: int
                             ) -> Iterator[tuple[str, bool]]:
     """(sentence, False): the frames that an insult or a bad adjective makes toxic ("You are a {p}", "You are so
     {a}"), filled with `words`: ordinary words of the language (its news, `toxicity_train.ordinary_words`), each

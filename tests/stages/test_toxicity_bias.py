@@ -158,13 +158,13 @@ def test_the_insult_frames_are_also_trained_clean_with_a_languages_everyday_word
     word of its own hostile lists, and only with words its news uses more often than its toxic text."""
     lex = lexicons()["nl"]
     words = ["uitstekend", "gemeente", "walgelijk", "idioot", "fiets"]
-    sentences = list(ordinary_word_sentences("nl", words, per_frame=10))
+    sentences = list(ordinary_word_sentences("nl", words, seed=0, per_frame=10))
     assert len(sentences) == 10 * (len(lex.frames["personal_clean"]) + len(lex.frames["adj_frames"]))
     assert not any(toxic for _, toxic in sentences)
     used = collections.Counter(w for text, _ in sentences for w in ("uitstekend", "gemeente", "fiets") if w in text)
     assert len(used) == 3 and not any("walgelijk" in t or "idioot" in t for t, _ in sentences)
     assert not any("{" in text for text, _ in sentences)
-    assert list(ordinary_word_sentences("nl", ["walgelijk"])) == []
+    assert list(ordinary_word_sentences("nl", ["walgelijk"], seed=0, per_frame=10)) == []
 
     news = [Example(t, False, "ntrex", "nl") for t in ("De gemeente bouwt een brug.", "De gemeente en de fiets.",
                                                        "Een fiets is snel; 2024 was een goed jaar.", "Een rat.")]
