@@ -20,8 +20,9 @@ language scores like English's at the 95th percentile: languages whose clean tra
 text is social media (Chinese, French, Turkish) otherwise score ordinary web text as toxic (Chinese web sentences as
 pages: 17 % at 0.9, 3 % with the offset). Only languages hotter than English get one; none raises a score.
 And (`language_masks`) a window leaves out the words of the card's list for its page's language: words that language's
-news uses and its own toxic text does not favour but the model scores toxic alone, learnt from another language where
-they are other words ("hoe" is "how" in Afrikaans; Leipzig Afrikaans pages at 0.5: 14 % -> 0 %).
+news and everyday sentences use and its own toxic text does not favour but the model scores toxic alone, learnt from
+another language where they are other words ("hoe" is "how" in Afrikaans, "retard" is "late" in French; Leipzig
+Afrikaans pages at 0.5: 14 % -> 0 %).
 Columns: `toxicity_score` (the page's score, what `threshold` applies to), `toxicity_worst` (its most toxic
 window) and `toxic_window_share` (the share of its windows at or over `window_threshold`).
 """
@@ -206,8 +207,8 @@ class ToxicityConfig:
     # model was built; a model without a card has none) from each window's score, by the page's language
     language_offsets: bool = True
     # Leave out of each window the words of the card's `language_masks` for the page's language: words the model
-    # learnt as toxic from another language or from news its language's toxic text does not favour ("hoe" is "how" in
-    # Afrikaans, "sex" is "six" in Swedish); fitted when the model is built
+    # learnt as toxic from another language, or ordinary words (news, Tatoeba) its language's toxic text does not
+    # favour ("hoe" is "how" in Afrikaans, "sex" is "six" in Swedish); fitted when the model is built
     language_masks: bool = True
     # Read a word whose letters are hidden by asterisks ("f*ck", "b***h") or spelled out one by one ("f u c k") as the
     # most frequent word of the model's vocabulary it can stand for (`Respeller`); the text itself is not changed
@@ -416,7 +417,7 @@ class ToxicityScorer(ModelStage):
         return [(scores.get(p, 0.0), p) for p in pieces]
 
     def judge(self, text: str, lang: str | None = None) -> PageToxicity:
-        """The page's judgment; `lang` (lid.176 code) picks its language's offset."""
+        """The page's judgment; `lang` (lid.176 code) picks its language's offset and masked words."""
         scored = self.window_scores(text, lang)
         offset = self.offsets().get(lang or "", 0.0)
         if offset:
