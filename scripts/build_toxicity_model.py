@@ -212,8 +212,10 @@ def main() -> int:
         page_test(lambda text, lang: scorer.score(text, lang)[0], pages, toxic_passages),
         about="the held-out half of the bench WARC's pages (by URL hash; extracted, lid.176) as they are (false "
               "positives) and each with one held-out toxic text of the recipe's sets (>= 40 characters, any of "
-              "its languages) inserted as a paragraph (recall), and with three (recall_three_passages); a page's score is ToxicityScorer.judge's (its toxic windows combined)")
-    card["windows"] = {k: getattr(ToxicityConfig(), k) for k in ("window_chars", "min_chars")}
+              "its languages) inserted as a paragraph (recall), and with three (recall_three_passages); a page's "
+              "score is ToxicityScorer.judge's at the stage's defaults (its toxic windows combined; with "
+              "min_toxic_windows 2 a page with one toxic window scores the mean of its two most toxic)")
+    card["windows"] = {k: getattr(ToxicityConfig(), k) for k in ("window_chars", "min_chars", "min_toxic_windows")}
     card["training_datasets"] = [*RECIPE_SETS, "ntrex", "flores", "tatoeba", "web_pages", "frames", "frames_ordinary"]
     card["counterfactuals"] = dict(
         copies=COUNTERFACTUALS, lexicons=sorted(lexicons()),

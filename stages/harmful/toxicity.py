@@ -9,11 +9,12 @@ is ~100 characters and a page thousands: scored whole, a toxic paragraph drowns 
 300-character windows, 31 % of pages with one toxic comment put in were caught; paragraph by paragraph,
 95 %). So the page is scored paragraph by paragraph (windows), and judged from their distribution
 (`page_toxicity`): the windows at or over `window_threshold` (the `combine` most toxic) are evidence about one
-page, and their log-odds add (naive Bayes from an even prior), so one toxic passage scores its own P, a thread of
-abuse approaches 1, and lines the model half-believes stay near where they are (three at 0.55: 0.65; the
-noisy-OR 1 - the product of 1 - P made them a 0.91 page); a window with fewer than `evidence_letters` letters
-counts in proportion to them (a three-word menu line or a line of code is little evidence either way;
-`letters` counts a Han character as 3 and a kana as 2).
+page, and their log-odds add (naive Bayes from an even prior), so a thread of abuse approaches 1, and lines the
+model half-believes stay near where they are (three at 0.55: 0.65; the noisy-OR 1 - the product of 1 - P made them
+a 0.91 page); and (`min_toxic_windows`, 2) a page needs two toxic windows to score over the mean of its two most
+toxic: one odd line is not a toxic page (Leipzig web pages flagged at 0.9: 0.38 % -> 0.05 %). A window with fewer
+than `evidence_letters` letters counts in proportion to them (a three-word menu line or a line of code is little
+evidence either way; `letters` counts a Han character as 3 and a kana as 2).
 Per language (`language_offsets`): a window's log-odds lose its language's offset from the model's card, fitted
 when the model is built on held-out news and Wikipedia text (NTREX-128, FLORES-200) so that ordinary text of each
 language scores like English's at the 95th percentile: languages whose clean training text is formal and whose toxic
@@ -202,6 +203,11 @@ class ToxicityConfig:
     max_windows: int = 400             # at most this many windows per page (the first ones): bounds the cost
     window_threshold: float = 0.5      # a window at or over this is a toxic window (counted; combined if over 0.5)
     combine: int = 3                   # the page score combines its this-many most toxic windows
+    # A page with fewer toxic windows than this scores at most the mean of its this-many most toxic windows (all
+    # of them, if it has fewer): at 2 one odd line in a listing does not make a toxic page, nor does one rude
+    # comment in an article (`toxicity_worst` keeps its score); 1 = a lone toxic window is the page's score
+    # (ordinary web pages flagged at 0.9: 0.38 % with 1, 0.05 % with 2; what each costs: docs/harmful.md)
+    min_toxic_windows: int = 2
     evidence_letters: int = 30         # a window with fewer letters than this counts in proportion to them (Han 3, kana 2)
     # Subtract the model card's per-language log-odds offsets (fitted on held-out news/Wikipedia text when the
     # model was built; a model without a card has none) from each window's score, by the page's language
@@ -220,8 +226,9 @@ class ToxicityConfig:
               f"threshold must be in [0, 1] or none, got {self.threshold}")
         check(self.window_chars >= 20 and self.max_windows >= 1 and self.min_chars >= 1,
               "window_chars must be >= 20, max_windows and min_chars >= 1")
-        check(0.0 < self.window_threshold <= 1.0 and self.combine >= 1 and self.evidence_letters >= 1,
-              "window_threshold must be in (0, 1], combine and evidence_letters >= 1")
+        check(0.0 < self.window_threshold <= 1.0 and self.combine >= 1 and self.evidence_letters >= 1
+              and self.min_toxic_windows >= 1,
+              "window_threshold must be in (0, 1], combine, evidence_letters and min_toxic_windows >= 1")
         self.thresholds()
 
     def thresholds(self) -> dict[str, float]:
@@ -231,7 +238,8 @@ class ToxicityConfig:
 
 @dataclass(frozen=True)
 class PageToxicity:
-    score: float            # the page's score: its toxic windows combined (or its worst window's, if none)
+    score: float            # the page's score: its toxic windows combined (with fewer than min_toxic_windows, at
+                            # most the mean of its most toxic ones)
     worst: float            # the most toxic window's P(toxic), weighted by its evidence
     toxic_windows: int      # windows at or over window_threshold
     windows: int
@@ -287,9 +295,12 @@ def page_toxicity(scored: Sequence[tuple[float, str]], config: ToxicityConfig) -
     if not weighted:
         return PageToxicity(0.0, 0.0, 0, 0, "")
     toxic = [p for p, _ in weighted if p >= config.window_threshold]
-    # only windows above even odds add evidence, so the page never scores under its worst window
+    # only windows above even odds add evidence, so a page of enough toxic windows never scores under its worst one
     evidence = sum(log_odds(p) for p in toxic[:config.combine] if p > 0.5)
     score = 1.0 / (1.0 + math.exp(-evidence)) if evidence > 0 else weighted[0][0]
+    if len(toxic) < config.min_toxic_windows:
+        most = weighted[:config.min_toxic_windows]
+        score = min(score, sum(p for p, _ in most) / len(most))
     return PageToxicity(score, weighted[0][0], len(toxic), len(weighted), weighted[0][1])
 
 

@@ -160,10 +160,17 @@ def test_bad_words_and_toxicity_in_the_job(tmp_path):
     assert list(ledger) == ["http://t.example/forum"]
     assert ledger["http://t.example/forum"][:2] == ("bad_words", "bad_words_profanity")
     assert "per 1000 words" in ledger["http://t.example/forum"][2]
-    kept = {r["url"]: r["toxicity_score"] for r in finished_rows(tmp_path / "scores")}
-    assert kept["http://t.example/one-insult"] > 0.9 > 0.5 > kept["http://t.example/calm"]  # one paragraph is enough
+    kept = {r["url"]: r for r in finished_rows(tmp_path / "scores")}
+    # one insult among 20 sentences is the page's worst window, not a toxic page (`min_toxic_windows` 2)
+    insult, calm = kept["http://t.example/one-insult"], kept["http://t.example/calm"]
+    assert insult["toxicity_worst"] > 0.9 and insult["toxicity_score"] < 0.7 and calm["toxicity_worst"] < 0.5
     assert report["conservation"]["holds"]
 
     run(args + ["--output", str(tmp_path / "drop"), "--toxicity-threshold", "0.7", "--no-bad-words"])
     ledger = {r["url"]: (r["stage"], r["reason"]) for r in pq.read_table(str(tmp_path / "drop" / "ledger")).to_pylist()}
+    assert ledger == {"http://t.example/forum": ("toxicity", "toxic")}
+    # with one toxic window deciding, the insult's page goes too
+    run(args + ["--output", str(tmp_path / "one"), "--toxicity-threshold", "0.7", "--no-bad-words",
+                "--toxicity-min-toxic-windows", "1"])
+    ledger = {r["url"]: (r["stage"], r["reason"]) for r in pq.read_table(str(tmp_path / "one" / "ledger")).to_pylist()}
     assert ledger == {"http://t.example/forum": ("toxicity", "toxic"), "http://t.example/one-insult": ("toxicity", "toxic")}

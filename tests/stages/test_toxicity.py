@@ -109,7 +109,8 @@ def test_sanity_split_of_the_training_sets_as_the_card_says(scorer, held_out):
 @needs_shared
 def test_page_length_text_toxic_passages_are_caught_and_ordinary_pages_are_not(scorer, held_out):
     """Real pages of the bench WARC the model did not train on (its held-out half), first 120: as they
-    are, and with one held-out toxic text of any of the recipe's languages put in as a paragraph."""
+    are, and with one held-out toxic text of any of the recipe's languages put in as a paragraph (the page's most
+    toxic window, `toxicity_worst`), and with three (a toxic page)."""
     chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
     pages = []
     with open(os.path.join(SHARED, "warc", "bench_trafilatura_pages.warc.gz"), "rb") as fh, chain:
@@ -122,10 +123,16 @@ def test_page_length_text_toxic_passages_are_caught_and_ordinary_pages_are_not(s
     assert len({e.lang for e in held_out if e.toxic and len(e.text) >= 40}) >= 8
     rng = random.Random(1)
     plain = [scorer.score(text, lang)[0] for lang, text in pages]
-    seeded = [scorer.score(insert_passage(text, rng.choice(toxic), rng), lang) for lang, text in pages]
-    assert sum(s >= 0.7 for s in plain) <= 4  # the card: 1.4 % of the 496 held-out pages (English 4 of 88)
-    assert sum(s >= 0.5 for s, _ in seeded) >= 0.6 * len(pages)
-    assert all(len(w) < 700 for _, w in seeded)  # the window, not the page
+    seeded = [scorer.judge(insert_passage(text, rng.choice(toxic), rng), lang) for lang, text in pages]
+    assert sum(s >= 0.7 for s in plain) <= 2  # the card: 0.4 % of the 496 held-out pages (English 1 of 88)
+    assert sum(page.worst >= 0.5 for page in seeded) >= 0.6 * len(pages)
+    assert all(len(page.window) < 700 for page in seeded)  # the window, not the page
+    threads = []
+    for lang, text in pages:
+        for _ in range(3):
+            text = insert_passage(text, rng.choice(toxic), rng)
+        threads.append(scorer.score(text, lang)[0])
+    assert sum(s >= 0.5 for s in threads) >= 0.9 * len(pages)  # the card: 96 % of the 496
 
 
 def test_windows_keep_paragraphs_join_fragments_and_cut_long_lines():
@@ -139,14 +146,22 @@ def test_windows_keep_paragraphs_join_fragments_and_cut_long_lines():
 def test_threshold_drops_with_the_window_and_no_threshold_only_scores(scorer):
     text = ("The council met on Tuesday to discuss the new budget for the city's parks and libraries.\n"
             "you are a stupid fucking idiot and everyone hates you, go kill yourself\n"
+            "shut up you worthless piece of shit, nobody here wants you around\n"
             "The meeting ended at nine, and the vote was postponed until next month.")
     doc = Document(id="1", url="https://example.org/a", source="web", text=text, lang="en")
     scored = scorer(doc)
     assert isinstance(scored, Document) and scored.toxicity_score >= 0.9
     dropped = ToxicityScorer(ToxicityConfig(threshold=0.8))(doc)
-    assert isinstance(dropped, Drop) and dropped.reason == "toxic" and "stupid fucking idiot" in dropped.detail
-    calm = scorer(doc.replace(text=text.splitlines()[0] + "\n" + text.splitlines()[2]))
+    assert isinstance(dropped, Drop) and dropped.reason == "toxic" and "2 of 4 windows toxic" in dropped.detail
+    lines = text.splitlines()
+    calm = scorer(doc.replace(text=lines[0] + "\n" + lines[3]))
     assert calm.toxicity_score < 0.5
+    # one abusive line among clean ones: not a toxic page (`min_toxic_windows`), its line kept as `toxicity_worst`
+    one_line = doc.replace(text="\n".join(lines[:2] + lines[3:]))
+    kept = ToxicityScorer(ToxicityConfig(threshold=0.8))(one_line)
+    assert isinstance(kept, Document) and kept.toxicity_score < 0.8 and kept.scores["toxicity_worst"] >= 0.9
+    alone = ToxicityScorer(ToxicityConfig(threshold=0.8, min_toxic_windows=1))(one_line)
+    assert isinstance(alone, Drop) and "stupid fucking idiot" in alone.detail
 
 
 def test_a_language_can_have_its_own_threshold(scorer):
@@ -363,9 +378,13 @@ def test_the_card_measures_ordinary_web_text_of_every_language():
 
 def test_card_and_config_errors(tmp_path):
     assert CARD["labels"] == {"__label__toxic": "toxic: hate, offensive or insulting", "__label__clean": "not toxic"}
-    assert CARD["page_test"]["recall"]["0.5"] >= 0.7 and CARD["page_test"]["false_positive_rate"]["0.9"] <= 0.01
-    # the page score: a thread of abuse (three toxic passages) is found at the recommended 0.9 (README)
-    assert CARD["page_test"]["recall_three_passages"]["0.9"] >= 0.9
+    assert CARD["windows"]["min_toxic_windows"] == ToxicityConfig().min_toxic_windows == 2
+    # the page score: three toxic passages (held-out texts of the training sets, the sanity split) make a toxic page
+    # (0.96 of pages at 0.5, 0.84 at the recommended 0.9: 0.93 while one toxic window was a page's score, with
+    # 0.4 % of the ordinary pages flagged at 0.9 instead of 0.2 %: docs/harmful.md); one passage alone does not
+    assert CARD["page_test"]["false_positive_rate"]["0.9"] <= 0.004
+    three = CARD["page_test"]["recall_three_passages"]
+    assert three["0.5"] >= 0.9 and three["0.9"] >= 0.8 and CARD["page_test"]["recall"]["0.9"] <= 0.05
     # every training set was also left out once (bench/toxicity_cross.py --lodo --card), and the per-language
     # table of the README and the model README shows every measurement of text of another source
     assert set(CARD["leave_one_data_set_out"]) == set(RECIPE_SETS)
@@ -378,6 +397,49 @@ def test_card_and_config_errors(tmp_path):
         ToxicityScorer(ToxicityConfig(model=str(tmp_path / "missing.ftz"))).check()
     with pytest.raises(ValueError, match="not a toxicity classifier"):
         ToxicityScorer(ToxicityConfig(model=bundled("quality.ftz"))).check()
+
+
+def test_one_toxic_window_does_not_make_a_toxic_page_three_do(scorer):
+    """Issue 56's page decision: a listing with one odd line is not a toxic page, a thread of abuse is. The repo
+    sample's held-out Davidson tweets put into real pages of the bundled Common Crawl WARC, one and three at a time:
+    by default (`min_toxic_windows` 2) a page with one is judged by the mean of its two most toxic windows (under
+    0.9), one with three by its toxic windows combined; at 1 a lone toxic window is the page's score."""
+    from stages.harmful.toxicity import page_toxicity
+
+    sample = list(read_davidson(str(DAVIDSON_SAMPLE)))
+    held = split(sample, CARD["settings"]["test_fraction"], CARD["settings"]["seed"])[1]
+    toxic = [e.text for e in held if e.toxic and len(e.text) >= 40 and scorer.score(e.text)[0] >= 0.95]
+    chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    with open(CC_EXCERPT, "rb") as fh, chain:
+        texts = [doc.text for doc in chain.kept(read_warc(fh, source="cc"))]
+    # the pages of two windows or more with none toxic (the WARC's pages in every language, scored as the test above)
+    pages = [text for text in texts if len(windows_of := scorer.window_scores(text)) >= 2
+             and max(p for p, _ in windows_of) < 0.5]
+    paired, lone = scorer.config, ToxicityConfig(min_toxic_windows=1)
+    assert paired.min_toxic_windows == 2
+    rng = random.Random(0)
+    assert len(pages) >= 5 and len(toxic) >= 20
+    judged_pages = 0
+    for text in pages:
+        passage = rng.choice(toxic)
+        one = insert_passage(text, passage, rng)
+        three = insert_passage(insert_passage(one, rng.choice(toxic), rng), rng.choice(toxic), rng)
+        windows_one, windows_three = scorer.window_scores(one), scorer.window_scores(three)
+        if " ".join(passage.split()) not in {w for _, w in windows_one}:
+            continue  # joined to a short line of the page (a menu's "| Zurück |"): another window, another score
+        judged_pages += 1
+        alone = page_toxicity(windows_one, lone)
+        assert alone.score >= 0.95 and alone.toxic_windows == 1  # at 1: the lone window decides
+        judged = page_toxicity(windows_one, paired)
+        second = sorted((p for p, _ in windows_one), reverse=True)[1]  # weighted by its letters: at most this
+        assert alone.worst / 2 <= judged.score <= (alone.worst + second) / 2 and judged.score < 0.9
+        assert (judged.worst, judged.toxic_windows, judged.window) == (alone.worst, 1, alone.window)
+        assert page_toxicity(windows_three, paired).score == page_toxicity(windows_three, lone).score > 0.99
+    assert judged_pages >= 5
+    # a page of one window (a comment) is its window, whatever the setting
+    assert page_toxicity([(0.97, toxic[0])], paired).score == pytest.approx(0.97)
+    with pytest.raises(ConfigError, match="min_toxic_windows"):
+        ToxicityConfig(min_toxic_windows=0)
 
 
 def test_held_out_tweets_of_the_repo_sample_score_as_the_card_says(scorer):
@@ -394,8 +456,12 @@ def test_held_out_tweets_of_the_repo_sample_score_as_the_card_says(scorer):
     toxic = [e.text for e in held if e.toxic and len(e.text) >= 40]
     rng = random.Random(0)
     assert len(pages) >= 8 and sum(scorer.score(text)[0] >= 0.7 for text in pages) <= 1
-    seeded = [scorer.score(insert_passage(text, rng.choice(toxic), rng))[0] for text in pages]
-    assert sum(s >= 0.5 for s in seeded) >= 0.75 * len(pages), seeded
+    seeded = [scorer.judge(insert_passage(text, rng.choice(toxic), rng)).worst for text in pages]
+    assert sum(s >= 0.5 for s in seeded) >= 0.75 * len(pages), seeded  # the tweet is the page's most toxic window
+    threads = [scorer.score(insert_passage(insert_passage(insert_passage(text, rng.choice(toxic), rng),
+                                                          rng.choice(toxic), rng), rng.choice(toxic), rng))[0]
+               for text in pages]
+    assert sum(s >= 0.9 for s in threads) >= 0.75 * len(pages), threads  # three make a toxic page
 
 
 def test_cross_data_set_measures_count_as_stated():
@@ -414,7 +480,8 @@ def test_cross_data_set_measures_count_as_stated():
 def test_held_out_texts_in_six_languages_of_the_repo_sample(scorer):
     """Without the full data sets: 60 toxic and 60 clean texts of each of six training sets that the model's recipe
     held out (its sanity split; tests/data/harmful/SOURCES.md) — the model separates them in every language, and one
-    of them put into a real page of the bundled Common Crawl WARC as a paragraph decides the page's score."""
+    of them put into a real page of the bundled Common Crawl WARC as a paragraph is the page's most toxic window
+    (`toxicity_worst`; the page score needs two toxic windows, `min_toxic_windows`)."""
     import gzip
 
     with gzip.open(TEST_DATA / "harmful" / "toxicity_multilingual_held_out.jsonl.gz", "rt", encoding="utf-8") as fh:
@@ -447,7 +514,8 @@ def test_held_out_texts_in_six_languages_of_the_repo_sample(scorer):
     caught = [r["text"] for r in rows if r["label"] == "toxic" and len(r["text"]) >= 40
               and scorer.score(r["text"], r["lang"])[0] >= 0.6]
     assert len({r["lang"] for r in rows if r["text"] in caught}) >= 5
-    seeded = [scorer.score(insert_passage(rng.choice(pages), passage, rng)) for passage in caught]
+    seeded = [scorer.judge(insert_passage(rng.choice(pages), passage, rng)) for passage in caught]
     # a short line of the page may be joined to the passage (windows), so not every window is the passage alone
     # (measured: 96 of 107; a window joined to a page line is scored as a whole)
-    assert sum(score >= 0.5 for score, _ in seeded) >= 0.85 * len(caught)
+    assert sum(page.worst >= 0.5 for page in seeded) >= 0.85 * len(caught)
+    assert all(page.score < 0.9 for page in seeded if page.toxic_windows < 2)

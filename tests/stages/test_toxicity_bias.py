@@ -116,7 +116,10 @@ def test_a_page_is_judged_from_its_windows_not_its_worst_line():
     listing = [(0.05, line)] * 30 + [(0.6, line)]
     thread = [(0.9, line)] * 5 + [(0.1, line)] * 5
     one = page_toxicity(listing, config)
-    assert one.score == pytest.approx(0.6) and one.toxic_windows == 1 and one.windows == 31
+    # one toxic window (`min_toxic_windows` 2): the mean of the two most toxic; at 1, the window's own score
+    assert one.score == pytest.approx((0.6 + 0.05) / 2) and one.toxic_windows == 1 and one.windows == 31
+    assert one.worst == pytest.approx(0.6)
+    assert page_toxicity(listing, ToxicityConfig(min_toxic_windows=1)).score == pytest.approx(0.6)
     many = page_toxicity(thread, config)
     # the three most toxic windows' log-odds add: 0.9^3 / (0.9^3 + 0.1^3)
     assert many.score == pytest.approx(0.729 / 0.730) and many.toxic_windows == 5 and many.worst == pytest.approx(0.9)
@@ -130,7 +133,8 @@ def test_a_page_is_judged_from_its_windows_not_its_worst_line():
     # a short line counts in proportion to its letters (8 of the 30 that make full evidence), and so does a line
     # of code (22 letters); nothing toxic then: the worst window's score
     short = page_toxicity([(0.9, "you idiot"), (0.2, line)], config)
-    assert short.score == pytest.approx(0.9 * 8 / 30) and short.toxic_windows == 0
+    assert short.worst == pytest.approx(0.9 * 8 / 30) and short.toxic_windows == 0
+    assert short.score == pytest.approx((0.9 * 8 / 30 + 0.2) / 2)  # and no toxic window: the mean of the two
     code = page_toxicity([(0.93, ">>> class C(A): ...     pass ... >>> print A.x, B.x, C.x")], config)
     assert code.score == pytest.approx(0.93 * 22 / 30) and code.toxic_windows == 1
     assert page_toxicity([], config).score == 0.0
@@ -236,10 +240,13 @@ def test_jigsaw_templates_english_and_german_as_the_card_says(scorer):
 
 def test_the_docs_carry_the_cards_tables_as_the_bench_scripts_print_them():
     """The per-language tables of docs/harmful.md and stages/models/README.md are the bundled card's figures, as
-    `bench/toxicity_bias.py --users-table`, `bench/toxicity_cross.py --summary` and `bench/toxicity_bias.py`
-    (its template table, without the counter rows, which the docs show before -> now) print them: a rebuilt model
-    whose tables were not pasted again fails here, not in a user's reading."""
+    `bench/toxicity_bias.py --users-table`, `bench/toxicity_cross.py --summary`, `bench/toxicity_bias.py`
+    (its template table, without the counter rows, which the docs show before -> now) and
+    `bench/toxicity_pages.py --table` print them: a rebuilt model whose tables were not pasted again (or whose card
+    lacks a bench script's part) fails here, not in a user's reading."""
     from bench.toxicity_bias import markdown, users_table
+    from bench.toxicity_pages import settings_table
+    from bench.toxicity_pages import table as pages_table
     from stages.harmful.toxicity_eval import language_table
 
     repo = pathlib.Path(__file__).resolve().parents[2]
@@ -247,6 +254,27 @@ def test_the_docs_carry_the_cards_tables_as_the_bench_scripts_print_them():
     models = (repo / "stages" / "models" / "README.md").read_text(encoding="utf-8")
     templates = {k: v for k, v in CARD["identity_bias"]["templates"].items() if not k.startswith("counter_")}
     for table, where in ((users_table(CARD), (harmful,)), (language_table(CARD), (harmful, models)),
-                         (markdown(templates, CARD["identity_bias"]["threshold"]), (harmful,))):
+                         (markdown(templates, CARD["identity_bias"]["threshold"]), (harmful,)),
+                         (pages_table(CARD["page_test_by_set"]["min_toxic_windows_2"]["sets"]), (harmful,)),
+                         (settings_table(CARD["page_test_by_set"]["min_toxic_windows_1"],
+                                         CARD["page_test_by_set"]["min_toxic_windows_2"]), (harmful,))):
         for text in where:
             assert table in text, table.splitlines()[0]
+
+
+def test_the_page_rule_comparisons_baseline_is_the_stages_rule():
+    """bench/toxicity_pages.py --page-rules compares other page rules with the stage's; its copies of the stage's
+    rule (`min_toxic_windows` 1 and 2) over weighted window scores must give the page score `page_toxicity` gives,
+    or the comparison measures something the stage does not do."""
+    from bench.toxicity_pages import PAGE_RULES
+
+    copies = {setting: next(rule for name, rule in PAGE_RULES.items() if name.startswith(f"min_toxic_windows {setting}"))
+              for setting in (1, 2)}
+    rng = random.Random(0)
+    long_window = "word " * 20  # 80 letters: full evidence, so the weighted score is the window's own
+    for _ in range(300):
+        scores = [rng.choice((rng.random(), rng.uniform(0.9, 1.0), 0.0)) for _ in range(rng.randint(1, 25))]
+        for setting, copy in copies.items():
+            config = ToxicityConfig(min_toxic_windows=setting)
+            expected = page_toxicity([(p, long_window) for p in scores], config).score
+            assert abs(copy(sorted(scores, reverse=True)) - expected) < 1e-12, (setting, scores)
