@@ -32,7 +32,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
 
+import shared_data  # noqa: E402
+
 from scripts.build_toxicity_model import (  # noqa: E402
+    BENCH,
     LEIPZIG,
     OUTPUT,
     RECIPE_SETS,
@@ -221,6 +224,10 @@ def main(argv=None) -> int:
                    help="the stage's setting to measure (default: the stage's default)")
     p.add_argument("--page-rules", action="store_true", help="only: other page rules compared at equal false positives")
     args = p.parse_args(argv)
+    if not args.table:
+        shared_data.require("bench/toxicity_pages.py", {LEIPZIG: "lingua's test sentences (Leipzig corpora)",
+                                                       BENCH: "the 1,033-page benchmark WARC",
+                                                       shared_data.path("harmful"): "the labelled toxicity sets"})
     if args.page_rules:
         result = page_rules(args.model)
         if args.json:
