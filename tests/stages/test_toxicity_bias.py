@@ -131,7 +131,7 @@ def test_a_page_is_judged_from_its_windows_not_its_worst_line():
     assert page_toxicity([(0.4, line), (0.35, line)], low).score == pytest.approx(0.4)
     assert page_toxicity([(0.4, line), (0.6, line)], low).score == pytest.approx(0.6)
     # a short line counts in proportion to its letters (8 of the 30 that make full evidence), and so does a line
-    # of code (22 letters); nothing toxic then: the worst window's score
+    # of code (22 letters); nothing toxic then
     short = page_toxicity([(0.9, "you idiot"), (0.2, line)], config)
     assert short.worst == pytest.approx(0.9 * 8 / 30) and short.toxic_windows == 0
     assert short.score == pytest.approx((0.9 * 8 / 30 + 0.2) / 2)  # and no toxic window: the mean of the two
