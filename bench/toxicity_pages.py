@@ -46,7 +46,13 @@ from scripts.build_toxicity_model import (  # noqa: E402
     split,
 )
 from stages.harmful.badwords import BadWordsFilter  # noqa: E402
-from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, letters, log_odds, shifted  # noqa: E402
+from stages.harmful.toxicity import (  # noqa: E402
+    ToxicityConfig,
+    ToxicityScorer,
+    evidence_weighted,
+    log_odds,
+    page_from_weighted,
+)
 from stages.harmful.toxicity_train import insert_passage, web_sentence_pages  # noqa: E402
 
 PASSAGES = (1, 3, 10)
@@ -122,41 +128,45 @@ def measure(model: str | None = None, min_toxic_windows: int = ToxicityConfig().
     return {"sets": out, "ordinary": ordinary_flagged(scorer)}
 
 
-def _windows(scorer: ToxicityScorer, text: str, lang: str) -> list[float]:
-    """The page's window scores as `page_toxicity` weighs them (offset, evidence by letters), most toxic first."""
-    offset, evidence = scorer.offsets().get(lang, 0.0), scorer.config.evidence_letters
-    return sorted(((shifted(p, offset) if offset else p) * min(1.0, letters(w) / evidence)
-                   for p, w in scorer.window_scores(text, lang)), reverse=True)
+def _windows(scorer: ToxicityScorer, text: str, lang: str) -> list[tuple[float, str]]:
+    """The page's windows as the stage weighs them (its language's offset, evidence by letters), most toxic first."""
+    return evidence_weighted(scorer.offset_window_scores(text, lang), scorer.config)
 
 
-def _naive_bayes(combine: int = 3, prior_per_log_window: float = 0.0):
-    """The stage's rule (`page_toxicity`: the log-odds of the `combine` most toxic windows over 0.5 add), less
-    `prior_per_log_window` x log(windows): a page of many windows shows one high window by chance more often."""
-    def rule(scores: list[float]) -> float:
-        evidence = sum(log_odds(p) for p in scores[:combine] if p > 0.5)
-        if not scores or evidence <= 0:
-            return scores[0] if scores else 0.0
-        return 1.0 / (1.0 + math.exp(-(evidence - prior_per_log_window * math.log(len(scores)))))
+def _stage(**settings):
+    """The stage's own rule (`page_from_weighted`) with these settings."""
+    config = ToxicityConfig(**settings)
+    return lambda windows: page_from_weighted(windows, config).score
+
+
+def _less_per_window(prior: float):
+    """The stage's rule at `min_toxic_windows` 1 with `prior` x log(windows) taken from a toxic page's log-odds: a
+    page of many windows shows one high window by chance more often."""
+    one = _stage(min_toxic_windows=1)
+
+    def rule(windows: list[tuple[float, str]]) -> float:
+        score = one(windows)
+        if not windows or windows[0][0] <= 0.5:  # no evidence: the worst window's score, as the stage's
+            return score
+        return 1.0 / (1.0 + math.exp(-(log_odds(score) - prior * math.log(len(windows)))))
     return rule
 
 
-def _paired(scores: list[float]) -> float:
-    """The stage's rule at `min_toxic_windows` 2: a page with one toxic window scores the mean of its two most toxic."""
-    score = _naive_bayes()(scores)
-    return score if len(scores) < 2 or scores[1] >= 0.5 else min(score, (scores[0] + scores[1]) / 2)
+def _scores(windows: list[tuple[float, str]]) -> list[float]:
+    return [p for p, _ in windows]
 
 
 PAGE_RULES = {
-    "min_toxic_windows 1 (the 3 most toxic windows' log-odds add)": _naive_bayes(),
-    "min_toxic_windows 2, the stage's default (1, but one toxic window: the mean of the 2 most toxic)": _paired,
-    "the worst window alone": _naive_bayes(combine=1),
-    "the 10 most toxic windows' log-odds add": _naive_bayes(combine=10),
-    "min_toxic_windows 1, less 0.5 x log(windows)": _naive_bayes(prior_per_log_window=0.5),
-    "min_toxic_windows 1, less 1 x log(windows)": _naive_bayes(prior_per_log_window=1.0),
-    "log-odds over 0.3 add (3 most toxic)": lambda s: 1.0 / (1.0 + math.exp(-sum(log_odds(p) - log_odds(0.3)
-                                                                              for p in s[:3] if p > 0.3))) if s else 0.0,
-    "the mean of the 2 most toxic windows": lambda s: sum(s[:2]) / 2,
-    "the count of windows >= 0.5, then the worst": lambda s: sum(p >= 0.5 for p in s) + (s[0] if s else 0.0),
+    "min_toxic_windows 1 (the 3 most toxic windows' log-odds add)": _stage(min_toxic_windows=1),
+    "min_toxic_windows 2, the stage's default (1, but one toxic window: the mean of the 2 most toxic)": _stage(),
+    "the worst window alone": _stage(min_toxic_windows=1, combine=1),
+    "the 10 most toxic windows' log-odds add": _stage(min_toxic_windows=1, combine=10),
+    "min_toxic_windows 1, less 0.5 x log(windows)": _less_per_window(0.5),
+    "min_toxic_windows 1, less 1 x log(windows)": _less_per_window(1.0),
+    "log-odds over 0.3 add (3 most toxic)": lambda w: 1.0 / (1.0 + math.exp(-sum(
+        log_odds(p) - log_odds(0.3) for p in _scores(w)[:3] if p > 0.3))) if w else 0.0,
+    "the mean of the 2 most toxic windows": lambda w: sum(_scores(w)[:2]) / 2,
+    "the count of windows >= 0.5, then the worst": lambda w: sum(p >= 0.5 for p in _scores(w)) + (w[0][0] if w else 0.0),
 }
 
 

@@ -291,7 +291,16 @@ def letters(text: str) -> int:
 
 def page_toxicity(scored: Sequence[tuple[float, str]], config: ToxicityConfig) -> PageToxicity:
     """The page's judgment from its windows' (P(toxic), text): see the module's docstring."""
-    weighted = sorted(((p * min(1.0, letters(w) / config.evidence_letters), w) for p, w in scored), reverse=True)
+    return page_from_weighted(evidence_weighted(scored, config), config)
+
+
+def evidence_weighted(scored: Sequence[tuple[float, str]], config: ToxicityConfig) -> list[tuple[float, str]]:
+    """The windows' (P(toxic), text), each P weighted by the window's evidence (`evidence_letters`), most toxic first."""
+    return sorted(((p * min(1.0, letters(w) / config.evidence_letters), w) for p, w in scored), reverse=True)
+
+
+def page_from_weighted(weighted: Sequence[tuple[float, str]], config: ToxicityConfig) -> PageToxicity:
+    """`page_toxicity` from `evidence_weighted`'s windows."""
     if not weighted:
         return PageToxicity(0.0, 0.0, 0, 0, "")
     toxic = [p for p, _ in weighted if p >= config.window_threshold]
@@ -427,13 +436,15 @@ class ToxicityScorer(ModelStage):
         scores = dict(zip(worded, predict_toxic(self._model, normalized)))
         return [(scores.get(p, 0.0), p) for p in pieces]
 
-    def judge(self, text: str, lang: str | None = None) -> PageToxicity:
-        """The page's judgment; `lang` (lid.176 code) picks its language's offset and masked words."""
+    def offset_window_scores(self, text: str, lang: str | None = None) -> list[tuple[float, str]]:
+        """`window_scores` less the language's offset (`language_offsets`): what the page is judged from."""
         scored = self.window_scores(text, lang)
         offset = self.offsets().get(lang or "", 0.0)
-        if offset:
-            scored = [(shifted(p, offset), w) for p, w in scored]
-        return page_toxicity(scored, self.config)
+        return [(shifted(p, offset), w) for p, w in scored] if offset else scored
+
+    def judge(self, text: str, lang: str | None = None) -> PageToxicity:
+        """The page's judgment; `lang` (lid.176 code) picks its language's offset and masked words."""
+        return page_toxicity(self.offset_window_scores(text, lang), self.config)
 
     def score(self, text: str, lang: str | None = None) -> tuple[float, str]:
         """The page's score and its most toxic window."""

@@ -263,18 +263,33 @@ def test_the_docs_carry_the_cards_tables_as_the_bench_scripts_print_them():
 
 
 def test_the_page_rule_comparisons_baseline_is_the_stages_rule():
-    """bench/toxicity_pages.py --page-rules compares other page rules with the stage's; its copies of the stage's
-    rule (`min_toxic_windows` 1 and 2) over weighted window scores must give the page score `page_toxicity` gives,
-    or the comparison measures something the stage does not do."""
-    from bench.toxicity_pages import PAGE_RULES
+    """bench/toxicity_pages.py --page-rules compares other page rules with the stage's over the windows as the stage
+    weighs them: its two stage rules (`min_toxic_windows` 2, the default, and 1) on those windows must give the
+    score the scorer gives, or the comparison measures something the stage does not do. Real pages of the bundled
+    Common Crawl WARC, each also with one and with three held-out Davidson tweets of the repo sample put in."""
+    from bench.toxicity_pages import PAGE_RULES, _windows
+    from stages.extraction.extract import ExtractConfig, Extractor
+    from stages.extraction.warc import read_warc
+    from stages.harmful.toxicity_train import insert_passage, read_davidson
+    from stages.langid import LanguageIdentifier
+    from stages.runner import StageRunner
+    from tests.conftest import CC_EXCERPT, DAVIDSON_SAMPLE
 
-    copies = {setting: next(rule for name, rule in PAGE_RULES.items() if name.startswith(f"min_toxic_windows {setting}"))
-              for setting in (1, 2)}
+    stage, one = (next(rule for name, rule in PAGE_RULES.items() if name.startswith(f"min_toxic_windows {k}"))
+                  for k in (2, 1))
+    scorers = {k: ToxicityScorer(ToxicityConfig(min_toxic_windows=k)) for k in (1, 2)}
+    chain = StageRunner([Extractor(ExtractConfig(timeout_s=None)), LanguageIdentifier()])
+    with open(CC_EXCERPT, "rb") as fh, chain:
+        pages = [(doc.lang, doc.text) for doc in chain.kept(read_warc(fh, source="cc"))]
+    tweets = [e.text for e in read_davidson(str(DAVIDSON_SAMPLE)) if e.toxic and len(e.text) >= 40]
     rng = random.Random(0)
-    long_window = "word " * 20  # 80 letters: full evidence, so the weighted score is the window's own
-    for _ in range(300):
-        scores = [rng.choice((rng.random(), rng.uniform(0.9, 1.0), 0.0)) for _ in range(rng.randint(1, 25))]
-        for setting, copy in copies.items():
-            config = ToxicityConfig(min_toxic_windows=setting)
-            expected = page_toxicity([(p, long_window) for p in scores], config).score
-            assert abs(copy(sorted(scores, reverse=True)) - expected) < 1e-12, (setting, scores)
+    judged = 0
+    for lang, text in pages:
+        with_one = insert_passage(text, rng.choice(tweets), rng)
+        for page in (text, with_one, insert_passage(insert_passage(with_one, rng.choice(tweets), rng),
+                                                    rng.choice(tweets), rng)):
+            windows = _windows(scorers[2], page, lang)
+            assert stage(windows) == scorers[2].judge(page, lang).score
+            assert one(windows) == scorers[1].judge(page, lang).score
+            judged += stage(windows) != one(windows)
+    assert len(pages) >= 8 and judged >= 3  # the two settings differ on some of these pages
