@@ -119,3 +119,23 @@ def test_hashed_set_is_exact_on_its_keys_and_cached(tmp_path, monkeypatch):
     assert len(load_hashed_set([str(listed)], str.lower, "t")) == 10
     assert HashedSet.from_keys([]).hashes.size == 0 and "x" not in HashedSet.from_keys([])
     assert key_hash("sex.com") == 0x52ee7ae4fea0711f  # stable across processes (blake2b, not hash())
+
+
+def test_the_url_words_drop_no_benign_group_sentence_and_catch_a_third_of_ut1s_adult_urls():
+    """Issue 56, item 3 (every harmful-content filter measured for identity bias), on the repo's own data as
+    bench/url_words.py measures it: FineWeb's URL word rules alone drop none of our benign sentences naming a group
+    (15 languages, friendly, neutral and counter-speech) made into the URL a site makes of a title, and catch about
+    a third of UT1's adult URLs (32.4 % in bench/RESULTS.md). What they do cost is ordinary words of other languages:
+    Swedish "till slut" (in the end) is a banned English word."""
+    from bench.url_words import ADULT_URLS, WordRules, adult_urls, slug_url
+    from stages.harmful.identity_frames import counter_rows, evaluation_rows, lexicons
+
+    rules = WordRules()
+    benign = [r.text for lang in lexicons() for r in evaluation_rows(lang) + counter_rows(lang) if not r.toxic]
+    assert len(benign) > 5000
+    assert [t for t in benign if rules(slug_url(t))] == []
+    urls = adult_urls()[ADULT_URLS]
+    assert 0.30 < sum(rules(u) is not None for u in urls) / len(urls) < 0.35
+    swedish = "En läckande nålventil gör att flottörnivån stiger och till slut flödar över."
+    assert slug_url(swedish).endswith("/en-lackande-nalventil-gor-att-flottornivan-stiger-och-till-slut-flodar-over")
+    assert rules(slug_url(swedish)) == ("banned_word", "slut")
