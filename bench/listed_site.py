@@ -89,11 +89,12 @@ def main(argv=None) -> int:
     for kind, _, _, verdict in rows:
         counts[kind]["pages"] += 1
         counts[kind]["kept" if verdict is None else _signal(verdict[0])] += 1
-    print("| pages | n | kept | dropped: too little text | listed words | toxic | low quality |")
-    print("|---|---|---|---|---|---|---|")
+    print("| pages | n | kept | dropped: too little text | listed words | toxic | low quality | no bad-word list for "
+          "its language |")
+    print("|---|---|---|---|---|---|---|---|")
     for kind, c in counts.items():
         print(f"| {kind} | {c['pages']} | {c['kept']} | {c['words']} | {c['listed words']} | {c['toxicity']} | "
-              f"{c['quality']} |")
+              f"{c['quality']} | {c['language']} |")
     print()
     for kind, url, lang, verdict in rows:
         if kind == "listed" or (kind != "ordinary" and verdict is None):
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
 
 def _signal(detail: str) -> str:
     for key, name in (("words <", "words"), ("listed words", "listed words"), ("toxicity", "toxicity"),
-                      ("quality", "quality")):
+                      ("quality", "quality"), ("no bad-word list", "language")):
         if key in detail:
             return name
     return "other"

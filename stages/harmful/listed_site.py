@@ -11,7 +11,10 @@ what the list was for:
   lists and counted kinds, without the ordinary and questionable entries: a magazine writing "schwul" or "Sex"
   once is kept, an erotic story, at ~12 per 1,000, is not);
 * a toxicity page score under `max_toxicity` (when the toxicity stage scored it);
-* a quality score at or over `min_quality` (when set and the quality stage scored it).
+* a quality score at or over `min_quality` (when set and the quality stage scored it);
+* a language whose text can be checked: a page of a language with no LDNOOBW list (104 of lid.176's 176
+  languages: Hebrew, Bengali, Swahili, ...) has no listed words to count, so its text cannot show it is clean and it
+  does not clear (`require_word_list`); `languages` narrows the second look to the languages a user names.
 Pages of unlisted sites pass unchanged. The ledger's detail names the signal that decided.
 """
 from __future__ import annotations
@@ -37,6 +40,9 @@ class ListedSiteConfig:
     max_bad_words_per_1000: float = 1.0   # LDNOOBW words of its language per 1,000 words at or over this: dropped
     max_toxicity: float | None = 0.5      # toxicity page score at or over this: dropped (none: not used)
     min_quality: float | None = None      # quality score under this: dropped (none: not used)
+    # a page of a language without an LDNOOBW list: dropped (its listed-word count would be 0 whatever it says)
+    require_word_list: bool = True
+    languages: tuple[str, ...] = ()       # lid.176 codes whose pages may clear; empty = every language
     sources: tuple[str, ...] = ()     # run on documents of these sources only; empty = every source
 
     def __post_init__(self):
@@ -62,7 +68,12 @@ class ListedSite(Stage):
     def verdict(self, doc: Document) -> tuple[str, float | None, float | None] | None:
         """None (keep) or (detail, value, limit) of the first signal that says the listing is right."""
         c = self.config
+        if c.languages and doc.lang not in c.languages:
+            return f"language {doc.lang or 'unknown'} not in listed_site.languages", None, None
         words = self._bad_words.word_list(doc.lang)  # the bad_words stage's default lists (v1, else v2)
+        if words is None and c.require_word_list:
+            return f"language {doc.lang or 'unknown'} has no bad-word list: its text cannot clear a listed site", \
+                None, None
         if words is not None:
             found, n_words = find_bad_words(doc.text, doc.lang, words)
             found = self._bad_words.counted(found, words, doc.lang)  # the kinds bad_words counts: not swearing
@@ -97,5 +108,5 @@ SPEC = StageSpec(
     name=STAGE, order=71, config=ListedSiteConfig, build=ListedSite,
     enabled=lambda run: bool(run.url_filter.enabled and run.url_filter.second_look),
     about="pages of sites on a `url_filter.second_look` list: kept only if their text is clean",
-    reasons={REASON: "its site is on a second_look list and its text agrees: too short, listed words, toxic or "
-                     "low quality (detail: which)"})
+    reasons={REASON: "its site is on a second_look list and its text agrees: too short, listed words, toxic, "
+                     "low quality, or a language it cannot be checked in (detail: which)"})

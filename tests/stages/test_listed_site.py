@@ -14,7 +14,7 @@ from stages.harmful.url_filter import LISTED_SCORE, UrlFilter, UrlFilterConfig
 from stages.langid import LanguageIdentifier
 from stages.record import Document, Drop
 from stages.runner import StageRunner
-from tests.conftest import CC_EXCERPT, HTML_DIR, finished_rows
+from tests.conftest import CC_EXCERPT, HTML_DIR, MULTILINGUAL_SAMPLE, finished_rows
 
 EROTIC_STORY = "http://0513mt.com/index.php/art/detail/id/8884.html"  # the CC excerpt's page: 12.4 listed words per 1,000
 ARTICLE = HTML_DIR / "computerbase.de.htc.html"
@@ -69,6 +69,24 @@ def test_the_text_decides_article_kept_erotic_story_and_thin_page_dropped():
     assert stage(story.replace(scores={})) is not None and isinstance(stage(story.replace(scores={})), Document)
     with pytest.raises(ConfigError):
         ListedSiteConfig(max_toxicity=2.0)
+
+
+def test_a_page_in_a_language_without_a_bad_word_list_cannot_clear_a_listed_site():
+    """Its listed words would count 0 whatever it says (104 of lid.176's languages have no LDNOOBW list), so the text
+    check cannot show it is clean: real Malagasy news (NTREX-128) on a listed site is dropped unless
+    `require_word_list` is off; `languages` narrows the second look to the languages a user names."""
+    malagasy = "\n".join((MULTILINGUAL_SAMPLE / "ntrex128" / "NTREX-128" / "newstest2019-ref.mlg.txt")
+                         .read_text(encoding="utf-8").splitlines()[:20])
+    assert len(malagasy.split()) >= 150 and ListedSite()._bad_words.word_list("mg") is None
+    page = Document(id="mg", url="https://gay.ch/mg", source="web", text=malagasy, lang="mg").with_score(LISTED_SCORE, 1.0)
+    dropped = ListedSite()(page)
+    assert isinstance(dropped, Drop) and dropped.detail.endswith(
+        "language mg has no bad-word list: its text cannot clear a listed site")
+    assert ListedSite(ListedSiteConfig(require_word_list=False))(page) is page
+    article = extracted("https://gay.ch/news/a", ARTICLE.read_text(encoding="utf-8")).with_score(LISTED_SCORE, 1.0)
+    assert article.lang == "de" and ListedSite(ListedSiteConfig(languages=("de", "en")))(article) is article
+    other = ListedSite(ListedSiteConfig(languages=("en",)))(article)
+    assert isinstance(other, Drop) and "language de not in listed_site.languages" in other.detail
 
 
 def test_a_run_with_second_look_keeps_the_magazine_and_ledgers_the_story(warc_builder, tmp_path):
