@@ -33,13 +33,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 import shared_data  # noqa: E402
 
+from bench.listed_site import warc_files  # noqa: E402
 from stages.extraction.warc import read_warc  # noqa: E402
 from stages.harmful.bias import JIGSAW_FILES, JigsawTemplates  # noqa: E402
 from stages.harmful.identity_frames import counter_rows, evaluation_rows, lexicons  # noqa: E402
 from stages.harmful.url_filter import UT1, UrlFilter, UrlFilterConfig  # noqa: E402
 from stages.record import Document  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEIPZIG = shared_data.path("multilingual", "lingua_testdata", "sentences")
 TEMPLATES = shared_data.path("harmful", "identity_templates")
 HOST_SAMPLE = 20  # every 20th UT1 adult host: 228,000 of 4.56 M
@@ -79,11 +79,8 @@ def leipzig() -> dict[str, list[str]]:
 
 
 def warc_urls() -> list[str]:
-    files = sorted(glob.glob(os.path.join(REPO, "data", "warc", "*.warc.gz")))
-    names = {os.path.basename(f) for f in files}
-    files += sorted(f for f in glob.glob(shared_data.path("warc", "*.warc.gz")) if os.path.basename(f) not in names)
     urls = set()
-    for path in files:
+    for path in warc_files():
         with open(path, "rb") as fh:
             urls.update(doc.url for doc in read_warc(fh, source="bench") if isinstance(doc, Document) and doc.url)
     return sorted(urls)
