@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default=None, help="a reference_lm.npz (default: the bundled one)")
     args = parser.parse_args(argv)
     folder = os.path.join(args.data, "lingua_testdata", "sentences")
-    shared_data.require("bench/lm_surprise.py", {folder: "lingua's test sentences (Leipzig corpora)"})
+    shared_data.require("bench/lm_surprise.py", {folder: "lingua's test sentences (Leipzig corpora)"}, "--data")
     models, start = ReferenceModels(args.models), RAMPS["lm_surprise"][0]
     rows, missing = [], []
     for path in sorted(glob.glob(os.path.join(folder, "*.txt"))):

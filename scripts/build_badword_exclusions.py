@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     parser.add_argument("--data", default=shared_data.path("multilingual"))
     args = parser.parse_args(argv)
     shared_data.require("make badword-exclusions", {os.path.join(args.data, "ntrex128"): "NTREX-128 news",
-                                                    os.path.join(args.data, "sib200_flores"): "FLORES-200 sentences"})
+                                                    os.path.join(args.data, "sib200_flores"): "FLORES-200 sentences"}, "--data")
     for version in ("v1", "v2"):
         out_dir = os.path.join(ORDINARY, version)
         os.makedirs(out_dir, exist_ok=True)

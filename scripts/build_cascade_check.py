@@ -110,7 +110,7 @@ def main() -> None:
     p.add_argument("--threshold", type=float, default=THRESHOLD, help="the threshold the card's in-sample line uses")
     args = p.parse_args()
     shared_data.require("make cascade-check", {os.path.join(args.data, "evaldata.json"):
-                                               "trafilatura's 990 annotated pages and their gold snippets"})
+                                               "trafilatura's 990 annotated pages and their gold snippets"}, "--data")
     pages = load_pages(args.data)
     options = ExtractConfig().trafilatura_options()
     traf, traf_s = timed(lambda page: extract_text(page.html, page.url, options) or "", pages)

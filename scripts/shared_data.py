@@ -14,13 +14,14 @@ def path(*parts: str) -> str:
     return os.path.join(ROOT, *parts)
 
 
-def require(script: str, needed: dict[str, str]) -> None:
-    """Exit 2 with one line naming what is missing (`needed`: path -> what it is)."""
+def require(script: str, needed: dict[str, str], option: str = "") -> None:
+    """Exit 2 with one line naming what is missing (`needed`: path -> what it is) and how to point the script at a
+    copy: REFINERY_SHARED_DATA, or `option` where the script has one (`--data`)."""
     missing = [f"{where} ({what})" for where, what in needed.items() if not os.path.exists(where)]
     if missing:
+        how = f"REFINERY_SHARED_DATA (or {option})" if option else "REFINERY_SHARED_DATA"
         print(f"{script}: error: needs {'; '.join(missing)}: the workspace's shared data sets, which a clone of "
-              "this repository does not include; set REFINERY_SHARED_DATA (or --data) to where a copy lies",
-              file=sys.stderr)
+              f"this repository does not include; set {how} to where a copy lies", file=sys.stderr)
         sys.exit(2)
 
 
@@ -38,5 +39,5 @@ def multilingual_args(argv, description: str, output: str, script: str, sets: tu
     parser.add_argument("--data", default=path("multilingual"))
     parser.add_argument("--output", default=output)
     args = parser.parse_args(argv)
-    require(script, {os.path.join(args.data, folder): REFERENCE_SETS[folder] for folder in sets})
+    require(script, {os.path.join(args.data, folder): REFERENCE_SETS[folder] for folder in sets}, "--data")
     return args
