@@ -331,7 +331,8 @@ def test_words_another_language_taught_as_toxic_are_left_out_of_its_windows(scor
     assert scorer.masks() == {lang: frozenset(words) for lang, words in masks["words"].items()}
     assert "retard" in masks["words"]["fr"] and not {"stab", "attack", "retard"} & set(masks["words"]["en"])
     late = "Désolé pour le retard de ma réponse, je vous écris demain."  # in 3 French news and 3 Tatoeba examples
-    assert scorer.judge(late, "fr").score < 0.1 < 0.9 < ToxicityScorer(ToxicityConfig(language_masks=False)).judge(
+    # unmasked 0.92 or 0.88 as the rebuilds go (2026-12-06): the word alone decides either way
+    assert scorer.judge(late, "fr").score < 0.1 < 0.8 < ToxicityScorer(ToxicityConfig(language_masks=False)).judge(
         late, "fr").score
     afrikaans = "Hoe donkerder ’n plek is, hoe makliker word ’n lig, selfs ’n dowwe liggie, gesien."
     unmasked = ToxicityScorer(ToxicityConfig(language_masks=False))

@@ -12,6 +12,7 @@ import random
 import pytest
 
 from common.ranking import auc
+from stages.harmful.badwords import find_bad_words, word_list
 from stages.harmful.bias import JIGSAW_FILES, JigsawTemplates, Labelled, group_metrics, summary
 from stages.harmful.identity_frames import (
     counter_rows,
@@ -90,6 +91,24 @@ def test_every_lexicon_names_each_group_as_often_in_clean_as_in_toxic_sentences(
         rows = evaluation_rows(lang)
         trained = {t for t, _ in sentences}
         assert rows and not trained & {r.text for r in rows}, lang  # the eval frames are other wording
+
+
+def test_no_lexicon_trains_a_slur_or_a_sexual_or_profane_word_as_a_groups_neutral_name():
+    """A group name is trained as often clean as toxic, so it carries no label: a slur listed as a group would be
+    learnt as neutral. Checked against the LDNOOBW entries of each language by kind (their own name, kind
+    `identity`, is fine: Turkish "Çingene")."""
+    checked = 0
+    for lang, lex in lexicons().items():
+        for version in ("v1", "v2"):
+            words = word_list(version, lang.split("-")[0])
+            if words is None:
+                continue
+            for term in (*lex.groups, *lex.forms):
+                found, _ = find_bad_words(term, lang, words)
+                kinds = {entry: words.kind(entry) for entry in found}
+                assert not {k for k in kinds.values() if k in ("slur", "sexual", "profanity")}, (lang, term, kinds)
+                checked += 1
+    assert checked > 500
 
 
 def test_singular_and_adjective_forms_of_the_groups_are_trained_with_a_bad_and_a_good_word_alike():
