@@ -131,22 +131,48 @@ def repair(text: str) -> tuple[str, list[str]]:
 MISREAD_AS = ("sloppy-windows-1252", "sloppy-windows-1250", "sloppy-windows-1251", "latin-1")
 
 
-def is_mojibake(sequence: str) -> bool:
+def is_mojibake(sequence: str, following: str = "") -> bool:
     """Whether a sequence ftfy's badness pattern found is UTF-8 misread: its bytes in some single-byte charset are
-    UTF-8 (or the start of it, where a byte was lost). Correct text the pattern also finds is not: Slovenian
-    »Če (a quote, then a capital with caron), Lombard œ, Ewe ƒã."""
+    UTF-8. Correct text the pattern also finds is not: Slovenian »Če (a quote, then a capital with caron), Lombard
+    œ, Ewe ƒã, and words run together ("nienawidzęŻydów": ę Ż in Windows-1250 is EA AF, the start of a 3-byte
+    sequence that the next letter, y, does not go on). A sequence that ends inside a multi-byte character is
+    finished with the characters that follow it (`following`, the text after it); only where the text ends
+    there does an unfinished character count (its last byte lost)."""
     for charset in MISREAD_AS:
         try:
             raw = sequence.encode(charset)
         except UnicodeEncodeError:
             continue
-        if any(byte >= 0xC2 for byte in raw):
+        if not any(byte >= 0xC2 for byte in raw):
+            continue
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        try:
+            decoded = decoder.decode(raw, final=False)
+        except UnicodeDecodeError:
+            continue
+        for char in following:
+            if not decoder.getstate()[0] or not _is_continuation(char, charset):
+                break
             try:
-                codecs.getincrementaldecoder("utf-8")().decode(raw, final=False)
-                return True
-            except UnicodeDecodeError:
-                continue
+                decoded += decoder.decode(char.encode(charset), final=False)
+            except UnicodeDecodeError:  # an overlong or surrogate form: not UTF-8 after all
+                break
+        pending = decoder.getstate()[0]
+        if not pending and not decoded.isascii():
+            return True
+        if pending and all(_is_continuation(c, charset) for c in following):
+            return True  # the text ends inside the character: its last byte lost
+        if not decoded.isascii():
+            return True  # a whole misread character before an unfinished one
     return False
+
+
+def _is_continuation(char: str, charset: str) -> bool:
+    try:
+        byte = char.encode(charset)
+    except UnicodeEncodeError:
+        return False
+    return len(byte) == 1 and 0x80 <= byte[0] <= 0xBF
 
 
 def damage(text: str) -> float:
@@ -156,7 +182,7 @@ def damage(text: str) -> float:
         return 0.0
     text = clean_text(text)  # a lone surrogate (RE2 reads UTF-8) counts as the U+FFFD it stands for
     damaged = text.count("\ufffd") + sum(len(m.group()) for m in BADNESS_RE.finditer(text)
-                                        if is_mojibake(m.group())) + 2 * len(_LATIN_MOJIBAKE.findall(text))
+                                        if is_mojibake(m.group(), text[m.end():m.end() + 3])) + 2 * len(_LATIN_MOJIBAKE.findall(text))
     if _CJK.search(text):
         gbk = text.encode("gbk", errors="replace")
         damaged += sum(len(m.group()) for m in _GBK_AS_UTF8.finditer(gbk)) // 2  # two GBK bytes a character
