@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 import shared_data  # noqa: E402
 
-from stages.record import Drop, Document  # noqa: E402
+from stages.record import Document, Drop  # noqa: E402
 from stages.text_repair import TextRepair  # noqa: E402
 
 NTREX = shared_data.path("multilingual", "ntrex128")

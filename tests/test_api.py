@@ -8,7 +8,7 @@ import pytest
 import refinery
 from pipeline.job.config import ConfigError
 from pipeline.job.run import run as run_command
-from tests.conftest import WARC_DIR
+from tests.conftest import REPO, WARC_DIR
 
 WARC = "dolma_sample-0000.warc.gz"
 
@@ -101,3 +101,26 @@ def test_overwrite_and_resume_come_from_the_config_unless_given(runs):
     with pytest.raises(refinery.RunError) as refused:
         refinery.run(inputs=str(tmp / "in" / "*.warc.gz"), output=result.output, config=again, overwrite=False)
     assert refused.value.exit_code == 2 and "--overwrite" in refused.value.line
+
+
+def test_the_readme_python_block_runs_as_a_script_without_a_main_guard(tmp_path):
+    """The README's Python API block saved as a script, as a user would: no `if __name__ == "__main__":`. The
+    extraction worker is a fresh interpreter that does not import the script again (multiprocessing's spawn did,
+    and the job ran again inside the worker until it failed with 'extraction worker did not start')."""
+    import re
+    import subprocess
+    import sys
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Python API"):]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert "__main__" not in block and "refinery.run(" in block
+    script = tmp_path / "my_job.py"
+    script.write_text(block, encoding="utf-8")
+    (tmp_path / "data").symlink_to(REPO / "data")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[1:3] == ["documents", "kept;"] and int(lines[0].split()[0]) > 0
+    assert sum("documents kept" in line for line in lines) == 1  # the job ran once, not again in a child
+    assert any(line.startswith("kept (en)") for line in lines) and any("dropped by" in line for line in lines)

@@ -5,15 +5,16 @@ trafilatura has no time limit of its own and a pathological page can run for
 minutes, so by default extraction runs in a child process that is killed and
 replaced when one page takes too long (a thread cannot be stopped, and SIGALRM
 only works on the main thread, which Beam workers do not give us). The child is
-started with "spawn": Beam workers run gRPC threads, and forking a threaded
-process can deadlock.
+a fresh interpreter (stages/processes.py `start_child`): Beam workers run gRPC
+threads, and forking a threaded process can deadlock; multiprocessing's spawn
+would import the user's script again.
 """
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import resource
 import signal
+import subprocess
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from common.settings import check
 from stages.extraction import engines
 from stages.extraction.engines import ENGINES
 from stages.origin import canonical_url
-from stages.processes import die_with_parent
+from stages.processes import die_with_parent, start_child
 from stages.record import Document, DropReason, Stage, StageEnvironmentError, StageResult
 from stages.table import EXTRACT, StageSpec
 
@@ -259,23 +260,18 @@ class _ExtractionWorker:
     def __init__(self, options: dict[str, Any], memory_mb: int):
         self._options = options
         self._memory_mb = memory_mb
-        self._ctx = multiprocessing.get_context("spawn")
         self._proc = None
         self._conn = None
 
     def start(self) -> None:
-        parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_worker_main, args=(child, self._options, self._memory_mb),
-                                 name="refinery-extract", daemon=True)
         with _sigint_ignored_in_children():
-            proc.start()
-        child.close()
-        self._proc, self._conn = proc, parent
+            self._proc, self._conn = start_child(f"{__name__}:_worker_main", self._options, self._memory_mb)
         # Wait for the child's imports, so start-up never counts against a page's time limit.
         try:
-            message = parent.recv() if parent.poll(_STARTUP_TIMEOUT_S) else ("failed", f"no answer in {_STARTUP_TIMEOUT_S} s")
+            message = self._conn.recv() if self._conn.poll(_STARTUP_TIMEOUT_S) \
+                else ("failed", f"no answer in {_STARTUP_TIMEOUT_S} s")
         except (EOFError, OSError) as exc:
-            message = ("failed", f"child exited ({type(exc).__name__})")
+            message = ("failed", f"child exited ({type(exc).__name__}, {_how_it_ended(self._proc)})")
         if message != ("ready", None):
             self.close()
             raise StageEnvironmentError(f"extraction worker did not start under extract.worker_memory_mb = "
@@ -284,7 +280,7 @@ class _ExtractionWorker:
     def extract(self, html: str, url: str, timeout_s: float) -> tuple[tuple[str | None, bool] | None,
                                                                        tuple[DropReason, str] | None]:
         """((text, notes to count), None) or (None, (reason, detail))."""
-        if self._proc is None or not self._proc.is_alive():
+        if self._proc is None or self._proc.poll() is not None:
             self.start()
         try:
             self._conn.send((html, url))
@@ -302,9 +298,10 @@ class _ExtractionWorker:
 
     def close(self) -> None:
         if self._proc is not None:
-            if self._proc.is_alive():
+            if self._proc.poll() is None:
                 self._proc.kill()
-            self._proc.join(timeout=5)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
         if self._conn is not None:
             self._conn.close()
         self._proc, self._conn = None, None
@@ -315,8 +312,10 @@ def _how_it_ended(proc) -> str:
     was read as None)."""
     if proc is None:
         return "no process"
-    proc.join(timeout=5)
-    code = proc.exitcode
+    try:
+        code = proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        code = None
     if code is None:
         return "still running after its pipe closed"
     if code < 0:
