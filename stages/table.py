@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,6 +172,23 @@ def plugins() -> dict[str, list[str]]:
         if fmt.plugin:
             out.setdefault(fmt.plugin, []).append(f"format {fmt.name}")
     return dict(sorted(out.items()))
+
+
+def missing_plugin_stages(recorded: Mapping[str, Sequence[str]]) -> list[str]:
+    """What a run's record of stage packages ({"NAME==VERSION": [stages and formats]}, as `plugins()` wrote it into
+    a manifest or a part's marker) names that this installation lacks, one phrase each ("stage wordcap of
+    refinery-wordcap 1.0.0 (not installed)"); another version of a package that has the stage is not missing."""
+    installed = {name.split("==", 1)[0]: (name.split("==", 1)[1], set(stages)) for name, stages in plugins().items()}
+    found = []
+    for name, stages in sorted(recorded.items()):
+        package, _, version = name.partition("==")
+        here_version, here_stages = installed.get(package, (None, set()))
+        for stage in stages:
+            if stage not in here_stages:
+                what = "not installed" if here_version is None else f"{here_version} installed, without it"
+                found.append(f"{'' if stage.startswith('format ') else 'stage '}{stage} of {package} {version} "
+                             f"({what})")
+    return found
 
 
 def _specs_of(loaded: Any) -> tuple[StageSpec, ...]:

@@ -78,6 +78,13 @@ def test_a_stage_package_runs_like_a_built_in_stage_and_its_absence_is_one_line(
     assert len({without, with_one, digest(venv)}) == 3  # prepared parts are redone when the package changes
 
     python(venv, "-m", "pip", "uninstall", "--quiet", "--yes", "refinery-wordcap")
+    # --resume into the run made with it: refused before any work, its published output left as it was
+    published = {p.name: p.read_bytes() for p in (out / "data").iterdir()}
+    resumed = python(venv, "-m", "pipeline.cli", "run", "--input", str(WARC_DIR / "dolma_sample-0000.warc.gz"),
+                     "--output", str(out), "--resume", check=False)
+    assert resumed.returncode == 2 and len(resumed.stderr.strip().splitlines()) == 1, resumed.stderr
+    assert "stage wordcap of refinery-wordcap 1.0.0 (not installed)" in resumed.stderr
+    assert (out / "manifest.json").exists() and {p.name: p.read_bytes() for p in (out / "data").iterdir()} == published
     config = tmp_path / "team.yaml"
     config.write_text("wordcap:\n  max_share: 0.02\n", encoding="utf-8")
     failed = python(venv, "-m", "pipeline.cli", "run", "--input", str(WARC_DIR / "dolma_sample-0000.warc.gz"),
@@ -90,3 +97,24 @@ def test_a_stage_package_runs_like_a_built_in_stage_and_its_absence_is_one_line(
     broken = python(venv, "-m", "pipeline.cli", "run", "--help", check=False)
     assert broken.returncode == 2 and len(broken.stderr.strip().splitlines()) == 1, broken.stderr
     assert "refinery-wordcap==2.0.0" in broken.stderr and "needs the package textstat" in broken.stderr
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="the local Dask cluster runs in a "
+                    "loopback-only network namespace: needs root and `unshare`")
+def test_a_dask_worker_without_the_stage_package_refuses_in_one_line(venv, tmp_path):
+    """The driver has the plugin, the workers run another environment (this checkout's venv, without it): the
+    run stops with one line naming the package and the stage, and publishes nothing."""
+    pytest.importorskip("distributed", reason="the dask extra is not installed")
+    install(venv, tmp_path, "1.0.0")
+    try:
+        done = python(venv, "-m", "pipeline.engines.local_cluster", "--engine", "dask", "--workers", "1",
+                      "--worker-python", sys.executable, "--log-dir", str(tmp_path / "logs"), "--timeout", "300", "--",
+                      "--input", str(WARC_DIR / "dolma_sample-0000.warc.gz"), "--output", str(tmp_path / "out"),
+                      "--quiet", check=False)
+    finally:
+        python(venv, "-m", "pip", "uninstall", "--quiet", "--yes", "refinery-wordcap")
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert done.returncode == 2 and len(errors) == 1 and errors[0].startswith("refinery run: error: this worker"), \
+        done.stderr[-3000:]
+    assert "stage wordcap of refinery-wordcap 1.0.0 (not installed)" in errors[0]
+    assert not (tmp_path / "out" / "manifest.json").exists()

@@ -187,7 +187,7 @@ def _start_dask(args: argparse.Namespace, env: dict, started: list, nannies: dic
     worker_env = dict(env, DASK_DISTRIBUTED__WORKER__DAEMON="False")
     limit = ["--memory-limit", args.memory_limit] if args.memory_limit else []
     for i in range(args.workers):
-        nanny = _start([*dask, "worker", address, "--host", "127.0.0.1", "--name", f"worker-{i}",
+        nanny = _start([args.worker_python or sys.executable, "-m", "dask", "worker", address, "--host", "127.0.0.1", "--name", f"worker-{i}",
                         "--nthreads", "1", "--nworkers", "1", *limit,
                         "--dashboard-address", f"127.0.0.1:{DASK_DASHBOARD + 1 + i}"],
                        worker_env, os.path.join(args.log_dir, f"dask_worker_{i}.log"))
@@ -272,13 +272,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--kill-scheduler-on", metavar="GLOB",
                    help="with --engine dask: SIGKILL the scheduler once a file matches GLOB, e.g. "
                         "'OUT/prepared/*.done.json' (phase 1 under way): the run fails in one line, --resume goes on")
+    p.add_argument("--worker-python", metavar="PYTHON",
+                   help="with --engine dask: the interpreter the workers run (a node's own environment; the run "
+                        "refuses workers whose stage packages differ from the driver's)")
     p.add_argument("--log-dir", default=os.path.join("out", "local-cluster-logs"))
     args = p.parse_args(argv)
     if not run_args:
         p.error("give the `refinery run` arguments after --")
     if args.engine != "dask" and (args.memory_limit or args.kill_worker_after or args.kill_scheduler_on
-                                  or args.workers != DASK_WORKERS):
-        p.error("--workers, --memory-limit, --kill-worker-after and --kill-scheduler-on need --engine dask")
+                                  or args.workers != DASK_WORKERS or args.worker_python):
+        p.error("--workers, --memory-limit, --kill-worker-after, --kill-scheduler-on and --worker-python need "
+                "--engine dask")
     if args.workers < 1:
         p.error("--workers must be at least 1")
     if os.environ.get(INSIDE) == "1":

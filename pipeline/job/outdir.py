@@ -362,6 +362,24 @@ def recover_previous(output: str) -> None:
         restore_previous(output)
 
 
+def refuse_missing_plugins(output: str) -> None:
+    """--resume: the earlier run's manifest and prepared parts name the stage packages they were made with; one
+    this installation lacks would leave its filtering out of a corpus published in place of theirs, so the run is
+    refused (one line naming each). Another version of a package redoes the parts (their digest holds it)."""
+    from stages.table import missing_plugin_stages
+
+    recorded: dict[str, set[str]] = {}
+    for path in _matching(output, ["manifest.json", f"{PREVIOUS_DIR}/manifest.json", f"{PREPARED_DIR}/*.done.json"]):
+        found = storage.read_json(path) or {}
+        for name, stages in (found.get("plugins") or {}).items():
+            recorded.setdefault(name, set()).update(stages)
+    missing = missing_plugin_stages({name: sorted(stages) for name, stages in recorded.items()})
+    if missing:
+        package = missing[0].split(" of ", 1)[1].split(" (", 1)[0].replace(" ", "==")
+        raise OutputError(f"--resume into {output}: its run was made with {'; '.join(missing)}: install "
+                          f"{package} (pip install '{package}'), or pass --overwrite to start over without it")
+
+
 def lock_note(output: str) -> str | None:
     return (None if is_local(output) or output.startswith("s3://")
             else "output on an object store without conditional writes: no exclusive lock was taken")

@@ -5,10 +5,13 @@ Another scheduler (Slurm's array tasks, a loop in a test) calls the tasks withou
 from __future__ import annotations
 
 import json
+import socket
+import sys
 from collections.abc import Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import apache_beam as beam
+from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.job.finish import (
@@ -33,6 +36,8 @@ from pipeline.job.schema import part_value
 from pipeline.job.signed import Signed, verify_shingles
 from stages.dedup import DedupConfig
 from stages.mix import mix_rates
+from stages.record import StageEnvironmentError
+from stages.table import missing_plugin_stages, plugins
 
 if TYPE_CHECKING:
     from pipeline.job.part_hooks import PartEdit
@@ -52,14 +57,29 @@ def tagged(outputs: Generator[Output, None, Result], main: str | None = None):
 
 
 class _TaskFn(beam.DoFn):
+    """A task travels to the workers as bytes, beside the stage packages the driver built it with: a worker whose
+    installation lacks one (a node's venv without the plugin) says so in one line, before it unpickles what it
+    could not load, and never runs the job without that package's stages."""
+
     def __init__(self, task):
-        self._task = task
+        self._packed, self._plugins, self._task = pickler.dumps(task), plugins(), None
 
     def setup(self) -> None:
+        if self._task is None:
+            missing = missing_plugin_stages(self._plugins)
+            here = plugins()
+            if missing or here != self._plugins:
+                what = "; ".join(missing) or (f"stage packages {', '.join(here) or 'none'} installed, where the run "
+                                              f"was started with {', '.join(self._plugins) or 'none'}")
+                raise StageEnvironmentError(f"this worker ({socket.gethostname()}, {sys.executable}) is not "
+                                            f"installed as the run's driver is: {what}: install the same stage "
+                                            "packages on every worker")
+            self._task = pickler.loads(self._packed)
         self._task.setup()
 
     def teardown(self) -> None:
-        self._task.teardown()
+        if self._task is not None:
+            self._task.teardown()
 
 
 class PrepareFiles(_TaskFn):

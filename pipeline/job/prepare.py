@@ -155,7 +155,9 @@ class PrepareFile:
             docs, ledger, digests = self._write_part(file, paths, cap)
         records = sum(counts.get(c, 0) for c in READ_COUNTERS)
         commit(paths, key, dict(want, run=self._run_id, replaced=marker is not None, records=records, documents=docs,
-                                ledger_rows=ledger, parts=digests, counts=dict(sorted(counts.items()))))
+                                ledger_rows=ledger, parts=digests, counts=dict(sorted(counts.items())),
+                                # the stage packages it was made with: --resume refuses to go on without one
+                                **({"plugins": installed} if (installed := plugins()) else {})))
         kill_point("prepared")
         return PreparedPart(key, records, False, docs, ledger)
 

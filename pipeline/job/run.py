@@ -33,6 +33,7 @@ from pipeline.job.outdir import (
     OutputLock,
     discard_previous,
     prepare_output,
+    refuse_missing_plugins,
     remove_finished,
     remove_partial,
     restore_previous,
@@ -148,6 +149,8 @@ def run_config(config: RunConfig, beam_args: Sequence[str] = (), quiet: bool = F
     with OutputLock(config.output, take_stale=config.resume):
         prepared = prepare_output(config.output, config.overwrite, config.resume)
         try:
+            if config.resume:
+                refuse_missing_plugins(config.output)
             report = _run_job(config, quiet, progress_every, options, runner, files, prepared, interrupted)
         except BaseException as exc:  # a complete earlier output set aside comes back, this run's outputs go
             remove_partial(config.output)
