@@ -15,6 +15,8 @@ What it does for every stage, so no caller repeats it:
   chunk is run one document at a time to find and ledger the one that fails;
 - `Step.sources`: a stage configured for some sources passes the others' documents on unchanged;
   `Step.html_only`: extraction sees only documents read as HTML (text records have no HTML);
+- `Step.timeout_s`: a document a stage takes longer on is ledgered as `error:StageTimeout` and noted as
+  `<stage>.note.timeout` (stages/time_limit.py);
 - `Step.fail_urls`: fault injection (`--inject-error STAGE=URL_PART`), empty in real runs;
 - counts `<stage>.in`, `.kept`, `.kept_tokens`, `.drop.<reason>`, `.note.<name>` (a stage's own
   `count`; names from stages/counters.py) and each stage's time per document.
@@ -30,6 +32,7 @@ from typing import TypeVar
 from stages import counters as names
 from stages.mix import approx_tokens
 from stages.record import Document, Drop, Stage, StageEnvironmentError, StageResult
+from stages.time_limit import StageTimeout, time_limit
 
 CHUNK = 256        # documents the job takes through the stages together (batched stages see up to this many) ...
 CHUNK_CHARS = 32 << 20  # ... or fewer, once their HTML/text holds this many characters (memory per task)
@@ -52,6 +55,7 @@ class Step:
     fail_urls: tuple[str, ...] = ()              # --inject-error: raise on documents whose URL holds one
     sources: frozenset[str] = frozenset()        # runs on these sources' documents only; empty: all
     html_only: bool = False                      # extraction: documents read as text pass by uncounted
+    timeout_s: float | None = None               # a document taking longer is ledgered as error:StageTimeout
 
     @property
     def name(self) -> str:
@@ -133,10 +137,12 @@ class StageRunner:
             try:
                 if step.fail_urls and any(_injected(step, doc) for doc in docs):
                     raise ValueError("injected fault")  # handled one by one below, like a real failure
-                results = step.stage.process_batch(docs)
+                # the whole batch within one document's limit: past it, one at a time, each within its own
+                with time_limit(step.timeout_s, step.name, f"a batch of {len(docs)} from {docs[0].id}"):
+                    results = step.stage.process_batch(docs)
             except StageEnvironmentError:
                 raise
-            except Exception:  # find the document that fails, ledger it, keep the others
+            except (Exception, StageTimeout):  # find the document that fails, ledger it, keep the others
                 results = [self._run_one(step, doc) for doc in docs]
             self._timed(step.name, time.perf_counter() - started, len(docs))
         elif step.batched:  # some documents are not for this stage: one at a time, untimed
@@ -158,9 +164,14 @@ class StageRunner:
         try:
             if _injected(step, doc):
                 raise ValueError(f"injected fault in {step.name} (--inject-error)")
-            return step.stage(doc)
+            with time_limit(step.timeout_s, step.name, f"{doc.id} ({doc.url})"):
+                return step.stage(doc)
         except StageEnvironmentError:
             raise  # every document would fail alike: fail the job with the real cause
+        except StageTimeout:
+            self.count(names.note(step.name, "timeout"), 1)
+            return doc.drop_for_error(step.name, StageTimeout(f"{step.name} took more than {step.timeout_s:g} s on "
+                                                              "this document (stage_timeout_s)"))
         except Exception as exc:
             return doc.drop_for_error(step.name, exc)
 

@@ -66,6 +66,10 @@ class JobConfig:
                                         # hash of the id: the same documents on every rerun); 0: no valid/
     num_shards: int = 0                 # files per ledger writer, phase 1 and 2 (0 lets the runner choose)
     ledger_snippet_chars: int = 300     # text kept per ledger row, to judge a drop by; 0 keeps no text (privacy)
+    # A document a stage takes longer than this on is ledgered as error:StageTimeout (the stage named) and the
+    # run goes on; a stage stuck inside one C call for 3x this ends the run with one line. none: no limit
+    # (extraction has its own, extract.timeout_s)
+    stage_timeout_s: float | None = 60.0
     inject_errors: tuple[str, ...] = () # testing only: "STAGE=URL_SUBSTRING" makes STAGE raise ValueError there
     # Per-language thresholds: a file `refinery calibrate` writes, or "bundled" (stages/models/thresholds.yaml:
     # rules calibrated on NTREX-128 news, language ID on NTREX, FLORES-200 and Tatoeba); none: every language is
@@ -92,6 +96,7 @@ class JobConfig:
         check(not (self.resume and self.overwrite), "resume and overwrite exclude each other: --resume keeps the "
                                                    "prepared parts, --overwrite deletes them")
         check(0 <= self.ledger_snippet_chars <= 2000, "ledger_snippet_chars must be in [0, 2000]")
+        check(self.stage_timeout_s is None or self.stage_timeout_s > 0, "stage_timeout_s must be > 0 or none")
         bad = [s for s in self.sources if "=" not in s or not s.split("=", 1)[0].strip()]
         check(not bad, f"sources: expected NAME=GLOB, got {bad}")
         bad = [s for s in self.inject_errors if "=" not in s or not all(p.strip() for p in s.split("=", 1))]

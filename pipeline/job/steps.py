@@ -87,7 +87,7 @@ def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]):
         print("[refinery] decontamination: " + ", ".join(
             f"{b} {n:,} items" + (f" ({index.skipped[b]} too short to match)" if index.skipped.get(b) else "")
             for b, n in sorted(loaded.items())), file=sys.stderr)
-        return Step(Decontaminator(index, c))
+        return Step(Decontaminator(index, c), timeout_s=config.stage_timeout_s)
     if spec.name in PART_EDITS:
         module, _, name = PART_EDITS[spec.name].partition(":")
         return getattr(importlib.import_module(module), name)(config)
@@ -103,7 +103,7 @@ def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]):
 def document_step(spec: StageSpec, config: RunConfig, fail_urls: tuple[str, ...] = ()) -> Step:
     """The Step of a per-document stage (extraction or a document stage) with this run's settings."""
     return Step(spec.make(config), fail_urls=fail_urls, sources=frozenset(getattr(spec.settings(config), "sources", ())),
-                html_only=spec.runs == EXTRACT)
+                html_only=spec.runs == EXTRACT, timeout_s=config.stage_timeout_s)
 
 
 def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: int | None = None) -> list[tuple]:

@@ -131,3 +131,59 @@ def test_chunks_are_bounded_by_count_and_characters_and_handed_on_when_full():
     first = next(chunks(items([CHUNK_CHARS, 1, 1]), int))
     assert first == [CHUNK_CHARS] and read == [0]  # the next item is not read before the full chunk is run
     assert list(chunks(items([]), int)) == []
+
+
+class Endless(RuleStage):
+    """A stage that never returns on one kind of text, and swallows every Exception on the way (as careless
+    plugin code does): the time limit still ends it."""
+
+    name = "endless"
+
+    def evaluate(self, text, lang):
+        while "loop" in text:
+            try:
+                sum(range(1000))
+            except Exception:
+                pass
+        return None
+
+
+def test_a_stage_past_its_time_limit_ledgers_the_document_and_the_run_goes_on():
+    import time
+
+    counts = collections.Counter()
+    runner = StageRunner([Step(Endless(None), timeout_s=0.3)], count=lambda k, n=1: counts.update({k: n}))
+    started = time.monotonic()
+    kept, drops = runner.run(docs("fine", "loop forever", "also fine"))
+    assert time.monotonic() - started < 5
+    assert [d.id for d in kept] == ["d0", "d2"]
+    assert [(d.id, d.stage, d.label) for d in drops] == [("d1", "endless", "error:StageTimeout")]
+    assert "endless took more than 0.3 s" in drops[0].detail
+    assert counts["endless.note.timeout"] == 1 and counts["endless.drop.error:StageTimeout"] == 1
+    kept, drops = runner.run(docs("fine again"))  # nothing left over from the raise: the next call is unharmed
+    assert len(kept) == 1 and not drops
+
+
+def test_a_stage_stuck_inside_one_c_call_ends_the_process_in_one_line(tmp_path):
+    """time.sleep is one C call: the raise waits for it, so after 3x the limit the process ends, naming the
+    stage and the document, instead of hanging."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    script = tmp_path / "stuck.py"
+    script.write_text(
+        "import time\n"
+        "from stages.record import Document, RuleStage\n"
+        "from stages.runner import StageRunner, Step\n"
+        "class Stuck(RuleStage):\n"
+        "    name = 'stuck'\n"
+        "    def evaluate(self, text, lang):\n"
+        "        time.sleep(60)\n"
+        "StageRunner([Step(Stuck(None), timeout_s=0.2)]).run([Document(id='d7', url='http://h/p', source='web', "
+        "text='x')])\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=30,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "stage stuck did not return in 0.6 s on document d7 (http://h/p)" in done.stderr
