@@ -1,6 +1,7 @@
 """What a page itself says about AI training and text and data mining, and the licence it states (issue 59).
 
-Read before extraction, from the HTTP headers the WARC kept and the page's `<head>` (its first 100,000 characters):
+Read before extraction, from the HTTP headers the WARC kept and the page's `<head>` (its first 100,000 characters;
+the licence marks anywhere in the page):
 - `<meta name="robots" content="noai">` (DeviantArt's and others' directive; `noimageai` is counted, not acted
   on: this corpus is text) -> `noai_meta`;
 - a meta tag named for one of `optout.agents` (`<meta name="GPTBot" content="noindex">`) with noai, noindex or
@@ -42,6 +43,13 @@ _LINK = re.compile(r"<(?:link|a)\b[^>]{0,2000}>", re.IGNORECASE)
 _ATTR = re.compile(r"""([a-zA-Z_:.-]{1,40})\s*=\s*(?:"([^"]{0,2000})"|'([^']{0,2000})'|([^\s"'>]{1,2000}))""")
 _CC_URL = re.compile(r"creativecommons\.org/(licenses|publicdomain)/([a-z-]{1,20})(?:/(\d(?:\.\d)?))?",
                      re.IGNORECASE)
+# Past the head, a licence mark (most often in the footer: a CC badge) is found by the words that make a tag one
+# (str.rfind, at memory speed: no parse and no copy of the page; "icense" and "ights" find license/License and
+# rights/Rights), from the end of the page back (footers first), then the tag around each is read if the word is
+# inside one and can be a mark. At most TAIL_WORDS_READ places of each word and TAIL_TAGS such tags are looked at: a 100 MB page of the word
+# "rights" costs two passes of rfind and at most 2 x 4,096 look-backs of 2,000 characters.
+_TAIL_WORDS = ("icense", "ights")
+TAIL_WORDS_READ, TAIL_TAGS = 4096, 64
 _STOP = frozenset({"noai", "noindex", "none"})     # what a directive for a training crawler may say to keep out
 OPEN_LICENSES = ("cc-by", "cc-by-sa", "cc0", "pdm")
 LICENSE_RULES = ("none", "open", "any")
@@ -109,6 +117,8 @@ class PageOptOut(Stage):
         metas = [attributes(m.group()) for m in _META.finditer(head)]
         verdict = (self._headers(headers) if c.headers else None) or self._metas(metas, headers)
         license, source = self._license(head, metas)
+        if license is None and len(doc.html or "") > HEAD_CHARS:
+            license, source = self._license_past_head(doc.html)
         metadata = {k: v for k, v in doc.metadata.items() if k != OPTOUT_KEY}
         if license:
             metadata.update(license=license, license_source=source)
@@ -176,6 +186,28 @@ class PageOptOut(Stage):
                 if found:
                     return found, f"meta {meta['name'].lower()}"
         return None, None  # a CC link elsewhere is most often a photo's credit (5 of 10 on the bench WARC): not read
+
+    def _license_past_head(self, html: str) -> tuple[str | None, str | None]:
+        """The same marks past the first HEAD_CHARS characters: for each of the words a mark holds, its enclosing
+        tag (within 2,000 characters either side, as the head's patterns bound a tag), read as the head's are."""
+        start = max(HEAD_CHARS - 2000, 0)  # from a tag cut by the head's end
+        for word in _TAIL_WORDS:
+            at, tags = html.rfind(word, start), 0
+            for _ in range(TAIL_WORDS_READ):
+                if at < 0 or tags >= TAIL_TAGS:
+                    break
+                opened = html.rfind("<", max(at - 2000, 0), at)
+                name = html[opened + 1:opened + 5].lower() if opened >= 0 else ""
+                if (name in ("link", "meta") or name[:1] == "a" and name[1:2].isspace()) \
+                        and html.find(">", opened, at) < 0 and (closed := html.find(">", at, at + 2000)) >= 0 \
+                        and ("name" if name == "meta" else "rel") in (tag := html[opened:closed + 1]).lower():
+                    tags += 1  # a tag that can be a mark: a link with a rel, a meta with a name
+                    license, source = self._license("", [attributes(tag)]) if name == "meta" else self._license(tag, [])
+                    if license:
+                        return license, source
+                    at = opened  # the rest of this tag is read
+                at = html.rfind(word, start, at)
+        return None, None
 
 
 class OptOutDecision(Stage):

@@ -99,6 +99,31 @@ def test_licences_are_recorded_and_can_be_required(tmp_path):
     assert [reason(r) for r in out.values()] == [None, None, "no_license", "no_license"]
 
 
+def test_a_licence_in_the_footer_of_a_long_page_is_read_at_bounded_cost(tmp_path):
+    """A WordPress page of 180 KB states its CC licence in the footer, past the first 100,000 characters; read there
+    too, and `require_license: open` keeps the page. A 90 MB page of the mark's words costs two passes of rfind."""
+    import time
+
+    sidebar = "".join(f'<li><a href="/tag/t{i}" title="Rights and licenses {i}">tag {i}</a></li>' for i in range(2500))
+    footer = ('<footer><a rel="license" href="https://creativecommons.org/licenses/by-sa/4.0/">'
+              '<img alt="CC BY-SA" src="by-sa.png"></a><meta name="x" content="y"></footer>')
+    records = [("https://blog.example/long", page(body=PROSE + f"<ul>{sidebar}</ul>" + footer), ()),
+               ("https://blog.example/meta", page(body=PROSE + f"<ul>{sidebar}</ul>" + '<meta name="DC.Rights" '
+                                                  'content="https://creativecommons.org/publicdomain/zero/1.0/">'), ()),
+               ("https://blog.example/credit", page(body=PROSE + f"<ul>{sidebar}</ul><a href=\"https://creative"
+                                                    "commons.org/licenses/by/2.0/\">photo licence</a>"), ())]
+    assert all(len(body) > 180_000 for _, body, _ in records[:1])
+    out = judged(tmp_path, records, OptOutConfig(require_license="open"))
+    facts = {url.rsplit("/", 1)[1]: (r.metadata.get("license"), r.metadata.get("license_source")) if
+             isinstance(r, Document) else r.reason for url, r in out.items()}
+    assert facts == {"long": ("cc-by-sa-4.0", "rel=license"), "meta": ("cc0-1.0", "meta dc.rights"),
+                     "credit": "no_open_license"}  # a bare CC link is still not read, wherever it is
+    huge = "<html><body>" + "<p>rights and licenses</p>" * 3_500_000 + "</body></html>"
+    started = time.perf_counter()
+    assert "license" not in PageOptOut()(Document(id="h", url="u", source="web", html=huge)).metadata
+    assert time.perf_counter() - started < 2
+
+
 def test_licence_urls_and_what_is_open():
     assert license_of("https://creativecommons.org/licenses/by/4.0/deed.de") == "cc-by-4.0"
     assert license_of("http://creativecommons.org/publicdomain/mark/1.0/") == "pdm-1.0"
