@@ -157,13 +157,9 @@ def is_mojibake(sequence: str, following: str = "") -> bool:
                 decoded += decoder.decode(char.encode(charset), final=False)
             except UnicodeDecodeError:  # an overlong or surrogate form: not UTF-8 after all
                 break
-        pending = decoder.getstate()[0]
-        if not pending and not decoded.isascii():
+        # a whole misread character, or the text ends inside one (its last byte lost)
+        if not decoded.isascii() or all(_is_continuation(c, charset) for c in following):
             return True
-        if pending and all(_is_continuation(c, charset) for c in following):
-            return True  # the text ends inside the character: its last byte lost
-        if not decoded.isascii():
-            return True  # a whole misread character before an unfinished one
     return False
 
 
@@ -181,8 +177,8 @@ def damage(text: str) -> float:
     if not text:
         return 0.0
     text = clean_text(text)  # a lone surrogate (RE2 reads UTF-8) counts as the U+FFFD it stands for
-    damaged = text.count("\ufffd") + sum(len(m.group()) for m in BADNESS_RE.finditer(text)
-                                        if is_mojibake(m.group(), text[m.end():m.end() + 3])) + 2 * len(_LATIN_MOJIBAKE.findall(text))
+    misread = sum(len(m.group()) for m in BADNESS_RE.finditer(text) if is_mojibake(m.group(), text[m.end():m.end() + 3]))
+    damaged = text.count("\ufffd") + misread + 2 * len(_LATIN_MOJIBAKE.findall(text))
     if _CJK.search(text):
         gbk = text.encode("gbk", errors="replace")
         damaged += sum(len(m.group()) for m in _GBK_AS_UTF8.finditer(gbk)) // 2  # two GBK bytes a character

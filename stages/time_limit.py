@@ -5,7 +5,7 @@ document (`error:StageTimeout`, the stage named) and goes on. Extraction has its
 One watchdog thread per process serves every runner and thread: a call registers its deadline and deregisters on
 return (a dict under a lock: about a microsecond). The exception is raised with `PyThreadState_SetAsyncExc`, which
 takes effect at the thread's next Python bytecode: code stuck inside one C call (a regex engine, a socket read without
-a timeout) does not see it, and for that case, after `hard_factor` times the limit, the watchdog ends the process with
+a timeout) does not see it, and for that case, after HARD_FACTOR times the limit, the watchdog ends the process with
 one line naming the stage and the document, rather than let the run hang."""
 from __future__ import annotations
 
