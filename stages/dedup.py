@@ -146,6 +146,15 @@ def survivor_rank(quality_score: float | None, text_length: int, doc_id: str) ->
     return (-(quality_score if quality_score is not None else -1.0), -text_length, doc_id)
 
 
+def copy_rank(origin: tuple[int, str], tokens: int, quality_score: float | None, text_length: int,
+              doc_id: str) -> tuple:
+    """Which of a set of duplicates exact and near dedup keep (smaller is kept), on the evidence paragraph dedup
+    uses (stages/shared_text.py): the original where anything says which is (`origin`: not a page naming another
+    canonical, then the earliest date; stages.origin.origin_evidence), then the most complete copy (most tokens:
+    an excerpt or truncated copy never wins over the article), then survivor_rank's quality, length and id."""
+    return (*origin, -tokens, *survivor_rank(quality_score, text_length, doc_id))
+
+
 # ---- connected components by alternating large-star / small-star (Kiveris et al., SoCC 2014) -------
 # Each step takes one node and its neighbour set and emits edges; a round is one large-star then
 # one small-star step. When neither step changes anything, every component is a star whose centre

@@ -124,9 +124,15 @@ def iso_utc(value: Any) -> str | None:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def origin_evidence(url: str | None, metadata: Mapping[str, Any] | None) -> tuple[int, str]:
+    """(1 if the page declares another page canonical else 0, the earliest date it is known to have existed):
+    smaller is more likely the original."""
+    metadata = metadata or {}
+    return int(is_declared_copy(url or "", metadata.get("canonical_url"))), earliest_date(url or "", metadata)
+
+
 def origin_rank(url: str, metadata: Mapping[str, Any], quality: float | None, chars: int,
                 doc_id: str) -> tuple[int, str, float, int, str]:
     """Smaller is more likely the original: not a declared copy, then the earliest date, then (ties) the
     highest quality score, the longest text, the smallest id."""
-    return (int(is_declared_copy(url, metadata.get("canonical_url"))), earliest_date(url, metadata),
-            -(quality if quality is not None else -1.0), -chars, doc_id)
+    return (*origin_evidence(url, metadata), -(quality if quality is not None else -1.0), -chars, doc_id)

@@ -7,9 +7,10 @@ Beam-free. Phase 1 stores each document's `paragraph_hashes` (64 bits per distin
 count); phase 2 counts them across the whole input with a combiner (pipeline/job/paragraphs.py, built on
 `occurrence`, `merge_owners` and `Owner` below), and `ParagraphCut` then cuts, from each document, the
 repeated units another document owns. The owner of a unit is the document most likely to be its
-original (`stages.origin.origin_rank`: not a page declaring another canonical URL, then the earliest date the
-text is known to have existed, then highest quality score, longest, smallest id): syndicated copies and
-answers quoting a source lose the paragraph to the original, and the output does not depend on the order
+original, chosen per group of documents sharing it so that an article's paragraphs stay together
+(stages/shared_text.py: not a page declaring another canonical URL, then the earliest date the text is known to
+have existed, then not an aggregator of other sites' text, the most complete copy, the purest, then quality):
+syndicated copies and pages aggregating paragraphs of others lose the text to the original, and the output does not depend on the order
 documents were read in or on the runner (Dolma's Bloom filter keeps the first copy seen). Only documents that
 passed every page filter are counted (those stages run in phase 1), so no page filter drops an owner afterwards.
 """
@@ -23,8 +24,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from common.settings import check
-from stages.origin import origin_rank
+from stages.origin import origin_rank, original_host
 from stages.record import SNIPPET_MAX_CHARS, Document, Edit, Stage, StageResult
+from stages.shared_text import Holder, holder_of, merge_holders, owners_in_memory
 from stages.table import GLOBAL, StageSpec
 
 STAGE = "paragraph_dedup"
@@ -153,12 +155,14 @@ def unit_texts(text: str, config: ParagraphDedupConfig) -> list[tuple[int, str]]
 
 
 class Owner(NamedTuple):
-    """What the counting keeps per paragraph: how many documents have it, the best of them, and in which parts
-    they lie (so each part learns of the cuts it must make without a second pass over the occurrences)."""
+    """What the counting keeps per paragraph: how many documents have it, the best of them, in which parts they
+    lie (so each part learns of the cuts it must make without a second pass over the occurrences) and, while they
+    are few, the documents themselves (stages.shared_text: the owner is then chosen per group, not per paragraph)."""
 
     documents: int
-    best: tuple[int, str, float, int, str]  # stages.origin.origin_rank of the owner
+    best: tuple  # stages.origin.origin_rank of the owner, or its stages.shared_text.group_ranks rank: id last
     parts: frozenset[int]
+    holders: tuple | None = None  # stages.shared_text.Holder tuples, sorted; None: more than HOLDERS_CAP, or unknown
 
     @property
     def owner_id(self) -> str:
@@ -166,12 +170,14 @@ class Owner(NamedTuple):
 
     def plain(self) -> tuple:
         """Plain tuples, numbers and strings, which Beam's coder packs tightly (a NamedTuple or a set it pickles)."""
-        return self.documents, self.best, tuple(sorted(self.parts))
+        holders = None if self.holders is None else tuple(tuple(h) for h in self.holders)
+        return self.documents, self.best, tuple(sorted(self.parts)), holders
 
     @staticmethod
     def of(plain: tuple) -> Owner:
-        documents, best, parts = plain
-        return Owner(documents, tuple(best), frozenset(parts))
+        documents, best, parts, holders = plain
+        listed = None if holders is None else tuple(Holder(*h[:3], tuple(h[3]), h[4]) for h in holders)
+        return Owner(documents, tuple(best), frozenset(parts), listed)
 
 
 def merge_owners(owners: Iterable[Owner]) -> Owner | None:
@@ -179,13 +185,14 @@ def merge_owners(owners: Iterable[Owner]) -> Owner | None:
     merged = None
     for o in owners:
         merged = o if merged is None else Owner(merged.documents + o.documents, min(merged.best, o.best),
-                                                merged.parts | o.parts)
+                                                merged.parts | o.parts, merge_holders(merged.holders, o.holders))
     return merged
 
 
-def occurrence(rank: tuple, part: int) -> Owner:
-    """One document's paragraph as a partial Owner (`rank`: the document's stages.origin.origin_rank)."""
-    return Owner(1, tuple(rank), frozenset((part,)))
+def occurrence(rank: tuple, part: int, holder: Holder | None = None) -> Owner:
+    """One document's paragraph as a partial Owner (`rank`: the document's stages.origin.origin_rank; `holder`:
+    the document, for the choice by group)."""
+    return Owner(1, tuple(rank), frozenset((part,)), None if holder is None else (holder,))
 
 
 def earlier_occurrence(doc_id: str) -> Owner:
@@ -291,13 +298,19 @@ def join_kept(lines: list[str], remove: list[bool]) -> str:
 
 
 def cuts_in_memory(docs: Iterable[Document], config: ParagraphDedupConfig) -> dict[int, Owner]:
-    """The job's counting on one machine (tests, benches): paragraph hash -> Owner, for the repeated ones."""
+    """The job's counting on one machine (tests, benches): paragraph hash -> Owner, for the repeated ones, each
+    owned as the job decides (stages.shared_text)."""
     owners: dict[int, Owner] = {}
     for doc in docs:
-        for h in paragraph_hashes(doc.text, config):
-            found = occurrence(origin_rank(doc.url, doc.metadata, doc.quality_score, len(doc.text), doc.id), 0)
+        hashes = paragraph_hashes(doc.text, config)
+        rank = origin_rank(doc.url, doc.metadata, doc.quality_score, len(doc.text), doc.id)
+        holder = holder_of(doc.id, 0, original_host(doc.url), rank, len(hashes))
+        for h in hashes:
+            found = occurrence(rank, 0, holder)
             owners[h] = merge_owners([owners[h], found]) if h in owners else found
-    return {h: o for h, o in owners.items() if o.documents >= config.min_documents}
+    repeated = {h: o for h, o in owners.items() if o.documents >= config.min_documents}
+    best = owners_in_memory({h: o.holders for h, o in repeated.items()}, {h: o.best for h, o in repeated.items()})
+    return {h: o._replace(best=best[h]) for h, o in repeated.items()}
 
 
 SPEC = StageSpec(

@@ -182,7 +182,7 @@ def _resolve_texts(group):
         else:
             by_text.setdefault(s.exact_key, []).append((s, packed))
     for members in by_text.values():
-        winner = min(s.rank for s, _ in members)[2]
+        winner = min(s.rank for s, _ in members)[-1]
         yield from _resolve(EXACT, DropReason.EXACT_DUPLICATE, members, winner)
 
 
@@ -448,7 +448,7 @@ def _count_cluster_size(kv) -> None:
 def _resolve_component(kv):
     """(component, {"docs": [packed], "winner": [rank]}): the best copy goes on, the others to the ledger."""
     members = [(Signed.unpack(packed), packed) for packed in kv[1]["docs"]]
-    return _resolve(NEAR, DropReason.NEAR_DUPLICATE, members, kv[1]["winner"][0][2])
+    return _resolve(NEAR, DropReason.NEAR_DUPLICATE, members, kv[1]["winner"][0][-1])
 
 
 def _by_group_of_number(packed: bytes) -> tuple[int, bytes]:

@@ -6,6 +6,9 @@ part hook, its report (the stage itself, and why, is stages/paragraphs.py).
     -> CombinePerKey(OwnerCombine): per paragraph, how many documents have it, the best of them, the
         parts they lie in (a cookie notice on a million pages costs one accumulator per worker, never a
         million values on one worker)
+    -> where a paragraph's documents are few (stages.shared_text.HOLDERS_CAP), its owner chosen per group:
+        (document, the holders of each of its repeated paragraphs) by GroupByKey, each document ranked in
+        each group, the best per paragraph by CombinePerKey (an article's paragraphs stay in one document)
     -> the repeated ones (min_documents), as cuts (part key, (hash, owner id)) for each part that holds
         one: FinishPart cuts them from that part's documents
     -> the `top_paragraphs` most repeated, whose text and sites FinishPart picks up as it passes them, for
@@ -44,6 +47,7 @@ from stages.paragraphs import (
 )
 from stages.record import Document
 from stages.runner import Step
+from stages.shared_text import Holder, group_ranks, holder_of
 
 PARAGRAPHS_FILE = "repeated_paragraphs"  # _shard_stats/repeated_paragraphs-NNNNN: the report's top table
 TOP_TEXTS = "top_texts"  # the part hook's output tag: (hash, (doc id, text, sites)) of a top paragraph it passed
@@ -128,7 +132,9 @@ class ParagraphOccurrences(beam.DoFn):
                 continue
             url = (row["url"] or b"").decode("utf-8", "surrogatepass")
             metadata = json.loads(row["metadata"]) if row["metadata"] else {}
-            found = occurrence(origin_rank(url, metadata, row["quality_score"], row["chars"], row["id"]), part).plain()
+            rank = origin_rank(url, metadata, row["quality_score"], row["chars"], row["id"])
+            holder = holder_of(row["id"], part, original_host(url), rank, len(row["paragraphs"]))
+            found = occurrence(rank, part, holder).plain()
             for h in row["paragraphs"]:
                 yield h, found
 
@@ -169,6 +175,27 @@ def _repeated(kv, min_documents: int):
     if plain[0] >= min_documents:
         count(note(STAGE, "repeated_paragraphs"))
         yield h, plain
+
+
+def _by_holder(kv):
+    """(hash, Owner with holders) -> (holder id, (hash, holders)) for each holder: a document's groups meet."""
+    h, plain = kv
+    for holder in plain[3]:
+        yield holder[0], (h, plain[3])
+
+
+def _ranks_in_groups(kv):
+    """(document id, its groups) -> (hash, the document's occurrence ranked in that paragraph's group)."""
+    doc_id, groups = kv
+    groups = sorted((h, tuple(Holder(*x[:3], tuple(x[3]), x[4]) for x in holders)) for h, holders in groups)
+    doc = next(x for x in groups[0][1] if x.id == doc_id)
+    for h, rank in group_ranks(doc, groups):
+        yield h, occurrence(rank, doc.part).plain()
+
+
+def _listed(kv) -> int:
+    """0: the paragraph's holders are listed (owner chosen by group); 1: too many, or an earlier run owns it."""
+    return 0 if kv[1][3] is not None and kv[1][1][0] >= 0 else 1
 
 
 def _cuts_by_part(kv, part_keys: dict[int, str]):
@@ -228,9 +255,16 @@ class CountParagraphs(beam.PTransform):
         repeated = (occurrences
                     | "CountParagraphs" >> beam.CombinePerKey(OwnerCombine())
                     | "Repeated" >> beam.FlatMap(_repeated, c.min_documents))
+        listed, unlisted = repeated | "ListedHolders" >> beam.Partition(lambda kv, _n: _listed(kv), 2)
+        by_group = (listed
+                    | "ByHolder" >> beam.FlatMap(_by_holder)
+                    | "GroupsOfDocument" >> beam.GroupByKey()
+                    | "RankInGroups" >> beam.FlatMap(_ranks_in_groups)
+                    | "OwnerOfGroup" >> beam.CombinePerKey(OwnerCombine()))
+        owned = (by_group, unlisted) | "Owned" >> beam.Flatten()
         part_keys = {index: key for key, index in self._index.items()}
-        cuts = repeated | "CutsByPart" >> beam.FlatMap(_cuts_by_part, part_keys)
-        top = repeated | "MostRepeated" >> beam.combiners.Top.Of(c.top_paragraphs, key=lambda kv: (kv[1][0], kv[0]))
+        cuts = owned | "CutsByPart" >> beam.FlatMap(_cuts_by_part, part_keys)
+        top = owned | "MostRepeated" >> beam.combiners.Top.Of(c.top_paragraphs, key=lambda kv: (kv[1][0], kv[0]))
         return cuts, top
 
 

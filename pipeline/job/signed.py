@@ -14,12 +14,13 @@ from stages.dedup import (
     DedupConfig,
     MinHasher,
     band_keys,
+    copy_rank,
     exact_key,
     shingle_hash,
     shingles,
-    survivor_rank,
 )
 from stages.mix import approx_tokens
+from stages.origin import NO_DATE, origin_evidence
 from stages.record import Document
 
 GROUP_BITS = 12  # joins by id or exact key: 4,096 groups, each of documents / 4,096 records
@@ -41,10 +42,13 @@ class Signed(NamedTuple):
     tokens: int
     shingles: frozenset | None = None    # shingle hashes, only with dedup.verify
     copies: int = 1                      # documents this one stands for once dedup kept it (itself included)
+    # evidence of origin (stages.origin.origin_evidence): declares another page canonical, earliest date it existed
+    origin: tuple[int, str] = (0, NO_DATE)
 
     @property
-    def rank(self) -> tuple[float, int, str]:
-        return survivor_rank(self.quality, self.chars, self.id)
+    def rank(self) -> tuple:
+        """Smaller is the copy to keep (stages.dedup.copy_rank)."""
+        return copy_rank(self.origin, self.tokens, self.quality, self.chars, self.id)
 
     def band_digests(self) -> list[bytes]:
         n = BAND_DIGEST_BYTES
@@ -121,7 +125,7 @@ def signed(doc: Document, part: str, number: int, signature: tuple[str | None, l
     """The Signed record of a document (with its shingle hashes when `config.verify`)."""
     shingle_set = verify_shingles(doc.text, doc.lang, config) if config is not None and config.verify else None
     return Signed(doc.id, part, number, signature[0], b"".join(signature[1] or ()), doc.quality_score, len(doc.text),
-                  approx_tokens(doc.text), shingle_set)
+                  approx_tokens(doc.text), shingle_set, origin=origin_evidence(doc.url, doc.metadata))
 
 
 def verify_shingles(text: str, lang: str | None, config: DedupConfig) -> frozenset:

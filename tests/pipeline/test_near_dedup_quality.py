@@ -9,7 +9,9 @@ from datasketch import MinHash, MinHashLSH
 
 from pipeline.job.dedup import ExactDedup, NearDedup, SignDocuments
 from pipeline.job.signed import Signed
-from stages.dedup import DedupConfig, MinHasher, exact_key, jaccard, shingles, survivor_rank
+from stages.dedup import DedupConfig, MinHasher, copy_rank, exact_key, jaccard, shingles
+from stages.mix import approx_tokens
+from stages.origin import NO_DATE
 from tests import dedup_corpus
 from tests.union_find import union_find_components
 
@@ -106,10 +108,13 @@ def test_exact_copies_in_the_graph_and_band_passes_change_nothing(corpus, tmp_pa
               for i, d in enumerate(corpus.docs[::4])]
     docs = corpus.docs + copies
     survivors: dict[str, object] = {}
+
+    def keep(d):  # what the job ranks copies by (no dates or canonicals here)
+        return copy_rank((0, NO_DATE), approx_tokens(d.text), d.quality_score, len(d.text), d.id)
+
     for d in docs:
         key = exact_key(d.text)
-        if key not in survivors or survivor_rank(d.quality_score, len(d.text), d.id) < survivor_rank(
-                survivors[key].quality_score, len(survivors[key].text), survivors[key].id):
+        if key not in survivors or keep(d) < keep(survivors[key]):
             survivors[key] = d
     assert len({exact_key(d.text) for d in corpus.docs}) == len(survivors)  # the copies add no text
     one_pass = DedupConfig(bands_per_shuffle=14)

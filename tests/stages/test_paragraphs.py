@@ -164,9 +164,12 @@ def test_the_original_keeps_its_paragraphs_and_its_copies_lose_them():
     assert cut(original).text == original.text
     assert cut(syndicated).text == "A portal's own introduction to the story, written for its readers."
     assert isinstance(cut(repost), Drop)  # nothing of its own left
-    # without evidence, the copy the quality model likes best would have owned them (the old rule)
+    # with no dates and no canonical nothing says which is the original: a complete copy keeps the whole article
+    # (stages.shared_text), never the repost that holds half of it, nor paragraph by paragraph
     plain = [d.replace(metadata={}) for d in (syndicated, repost, original)]
     assert {o.owner_id for o in cuts_in_memory(plain, config).values()} == {"a-copy"}
+    excerpt = [d.replace(metadata={}, quality_score=0.99 if d is repost else 0.1) for d in (repost, original)]
+    assert {o.owner_id for o in cuts_in_memory(excerpt, config).values()} == {"z-original"}
 
 
 def test_evidence_of_origin_is_read_from_the_page():
