@@ -279,17 +279,23 @@ def check_datatrove(folder, docs: list[list[int]], eod: int, seq_len: int = 63) 
     assert restarts == {s for s in starts if s < len(got) and s % (seq_len + 1)}
 
 
-def test_megatron_and_datatrove_read_the_token_files_with_the_same_documents_in_the_same_order(shards, tmp_path):
+@pytest.mark.parametrize("kind", ["bytes", "bpe"])
+def test_megatron_and_datatrove_read_the_token_files_with_the_same_documents_in_the_same_order(shards, tmp_path, kind):
     """`refinery tokenize --format megatron,datatrove`: Megatron-LM's own IndexedDataset (megatron-core) and
     datatrove's own dataset read every split with rows: document k is the split's document k, its ids then the
-    end-of-text id; the document map says where each came from (shard row, WARC file and offset)."""
+    end-of-text id, so the two files hold one token stream (compared whole, not only each against ours); the
+    document map says where each came from (shard row, WARC file and offset). With UTF-8 bytes and a BPE."""
+    from datatrove.utils.dataset import DatatroveFolderDataset
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
+    spec = "bytes"
+    if kind == "bpe":
+        spec = str(tmp_path / "tokenizer.json")
+        train_bpe(texts(shards), 400, spec)
     tok_dir = tmp_path / "tok"
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "tokenize", "--data", str(shards), "--out",
-                           str(tok_dir), "--format", "refinery,megatron,datatrove"], cwd=REPO, capture_output=True,
-                          text=True,
-                          timeout=300)
+                           str(tok_dir), "--tokenizer", spec, "--format", "refinery,megatron,datatrove"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     manifest = read_token_manifest(str(tok_dir))
     eod = manifest["tokenizer"]["eos_id"]
@@ -304,6 +310,9 @@ def test_megatron_and_datatrove_read_the_token_files_with_the_same_documents_in_
         assert [m["id"] for m in mapped] == shard_rows.to_pylist()  # same documents, same order
         assert all(m["file"].endswith(".warc.gz") and m["offset"] is not None for m in mapped)
         check_datatrove(tok_dir / "datatrove" / split, ours, eod)
+        megatron_stream = np.concatenate([theirs[k] for k in range(len(theirs))]).tolist()
+        whole = DatatroveFolderDataset(str(tok_dir / "datatrove" / split), seq_len=len(megatron_stream) - 1)
+        assert len(whole) == 1 and whole[0]["input_ids"].tolist() == megatron_stream  # one stream, both readers
     bad = subprocess.run([sys.executable, "-m", "pipeline.cli", "tokenize", "--data", str(shards), "--out",
                           str(tmp_path / "tok2"), "--format", "mds"], cwd=REPO, capture_output=True, text=True)
     assert bad.returncode == 2 and "mds" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
