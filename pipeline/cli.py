@@ -5,6 +5,11 @@ import os
 import sys
 from collections.abc import Sequence
 
+# Arrow's default allocator (mimalloc) reserves address space in large segments and keeps it; the system allocator
+# gives it back, so a run stays within an address-space cap (ulimit -v, a container's) when it reads large Parquet
+# values. Set before pyarrow is first used; a user's own choice stands.
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+
 from common.version import version
 
 # command -> (the module whose main(argv) runs it, what it does): the dispatch and the usage text.

@@ -169,15 +169,19 @@ class Owner(NamedTuple):
         return self.best[-1]
 
     def plain(self) -> tuple:
-        """Plain tuples, numbers and strings, which Beam's coder packs tightly (a NamedTuple or a set it pickles)."""
-        holders = None if self.holders is None else tuple(tuple(h) for h in self.holders)
-        return self.documents, self.best, tuple(sorted(self.parts)), holders
+        """Plain tuples, numbers and strings, which Beam's coder packs tightly (a NamedTuple or a set it pickles);
+        with holders, the best and the parts are theirs and are not packed twice."""
+        if self.holders is not None:
+            return self.documents, None, None, tuple(tuple(h) for h in self.holders)
+        return self.documents, self.best, tuple(sorted(self.parts)), None
 
     @staticmethod
     def of(plain: tuple) -> Owner:
         documents, best, parts, holders = plain
-        listed = None if holders is None else tuple(Holder(*h[:3], tuple(h[3]), h[4]) for h in holders)
-        return Owner(documents, tuple(best), frozenset(parts), listed)
+        if holders is None:
+            return Owner(documents, tuple(best), frozenset(parts))
+        listed = tuple(Holder(h[0], h[1], tuple(h[2]), h[3]) for h in holders)
+        return Owner(documents, min(h.rank for h in listed), frozenset(h.part for h in listed), listed)
 
 
 def merge_owners(owners: Iterable[Owner]) -> Owner | None:
@@ -304,7 +308,7 @@ def cuts_in_memory(docs: Iterable[Document], config: ParagraphDedupConfig) -> di
     for doc in docs:
         hashes = paragraph_hashes(doc.text, config)
         rank = origin_rank(doc.url, doc.metadata, doc.quality_score, len(doc.text), doc.id)
-        holder = holder_of(doc.id, 0, original_host(doc.url), rank, len(hashes))
+        holder = holder_of(0, original_host(doc.url), rank, len(hashes))
         for h in hashes:
             found = occurrence(rank, 0, holder)
             owners[h] = merge_owners([owners[h], found]) if h in owners else found

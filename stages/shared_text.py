@@ -18,8 +18,9 @@ way for every paragraph of the group, so an article's paragraphs stay together:
 With nothing saying which is the original (no canonical, the same dates), one complete copy keeps the article
 and the others lose the shared text: the copy that adds lines of its own may be the one kept.
 A site's template lines (units every other holder of which is on the document's own site) are not its own text.
-A paragraph held by more than HOLDERS_CAP documents is boilerplate or a meme, not an article's paragraph: it
-keeps the per-paragraph rule (stages.origin.origin_rank), which needs no list of holders. Counted in units of
+A paragraph held by more than HOLDERS_CAP documents is boilerplate or a meme, not an article's paragraph, and one
+held on a single site is that site's template: both keep the per-paragraph rule (stages.origin.origin_rank),
+which needs no list of holders (a site's template still counts as not its pages' own text, rule 5). Counted in units of
 paragraph dedup (lines, or sentence spans), the ones phase 1 hashed. Beam-free: the job groups holders by
 paragraph, then a document's groups by document (pipeline/job/paragraphs.py); `owners_in_memory` is the same on
 one machine.
@@ -33,14 +34,17 @@ HOLDERS_CAP = 32  # holders a paragraph's group lists; more: the per-paragraph r
 
 
 class Holder(NamedTuple):
-    """A document holding a repeated paragraph: its id, the part it lies in, its site, its origin rank
-    (stages.origin.origin_rank) and how many countable units (distinct paragraph hashes) its text has."""
+    """A document holding a repeated paragraph: the part it lies in, its site, its origin rank
+    (stages.origin.origin_rank, its id last) and how many countable units (distinct paragraph hashes) its text has."""
 
-    id: str
     part: int
     host: str
     rank: tuple
     units: int
+
+    @property
+    def id(self) -> str:
+        return self.rank[-1]
 
 
 def merge_holders(a: tuple | None, b: tuple | None) -> tuple | None:
@@ -51,12 +55,14 @@ def merge_holders(a: tuple | None, b: tuple | None) -> tuple | None:
     return merged if len(merged) <= HOLDERS_CAP else None
 
 
-def group_ranks(doc: Holder, groups: Sequence[tuple[int, Sequence[Holder]]]) -> list[tuple[int, tuple]]:
+def group_ranks(doc: Holder, groups: Sequence[tuple[int, Sequence[Holder]]],
+                templates: int = 0) -> list[tuple[int, tuple]]:
     """(paragraph hash, the document's rank in that paragraph's group: smaller keeps it) for each repeated
-    paragraph of `doc`, from `groups`: (hash, holders) of every repeated paragraph of it that has a holder list."""
+    paragraph of `doc` on more than one site, from `groups`: (hash, holders) of each of them; `templates`: how
+    many of its paragraphs are repeated on its own site only (listed, so not its own text)."""
     others = [frozenset(h.id for h in holders if h.id != doc.id) for _, holders in groups]
     elsewhere = [any(h.host != doc.host for h in holders if h.id != doc.id) for _, holders in groups]
-    template = sum(1 for o, far in zip(others, elsewhere) if o and not far)  # shared with its own site's pages only
+    template = templates + sum(1 for o, far in zip(others, elsewhere) if o and not far)
     own = max(doc.units - template, 1)
     declared, date, *ties = doc.rank
     ranks = []
@@ -71,16 +77,19 @@ def owners_in_memory(holders_of: Mapping[int, tuple | None],
                      base_owner: Mapping[int, tuple]) -> dict[int, tuple]:
     """paragraph hash -> the owner's rank (its id last), for repeated paragraphs: `holders_of` gives each its
     holders (None: too many, `base_owner`'s per-paragraph rank decides)."""
-    by_doc: dict[str, tuple[Holder, list]] = {}
+    by_doc: dict[str, tuple[Holder, list, list]] = {}
+    best: dict[int, tuple] = {}
     for paragraph, holders in holders_of.items():
+        one_site = holders is not None and len({h.host for h in holders}) == 1
+        if holders is None or one_site:
+            best[paragraph] = base_owner[paragraph]
         for h in holders or ():
-            by_doc.setdefault(h.id, (h, []))[1].append((paragraph, holders))
-    best: dict[int, tuple] = {p: base_owner[p] for p, holders in holders_of.items() if holders is None}
-    for doc, groups in by_doc.values():
-        for paragraph, rank in group_ranks(doc, sorted(groups)):
+            by_doc.setdefault(h.id, (h, [], []))[2 if one_site else 1].append((paragraph, holders))
+    for doc, groups, templates in by_doc.values():
+        for paragraph, rank in group_ranks(doc, sorted(groups), len(templates)):
             best[paragraph] = min(best.get(paragraph, rank), rank)
     return best
 
 
-def holder_of(doc_id: str, part: int, host: str | None, rank: Iterable, units: int) -> Holder:
-    return Holder(doc_id, part, host or "", tuple(rank), units)
+def holder_of(part: int, host: str | None, rank: Iterable, units: int) -> Holder:
+    return Holder(part, host or "", tuple(rank), units)

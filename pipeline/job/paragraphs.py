@@ -133,7 +133,7 @@ class ParagraphOccurrences(beam.DoFn):
             url = (row["url"] or b"").decode("utf-8", "surrogatepass")
             metadata = json.loads(row["metadata"]) if row["metadata"] else {}
             rank = origin_rank(url, metadata, row["quality_score"], row["chars"], row["id"])
-            holder = holder_of(row["id"], part, original_host(url), rank, len(row["paragraphs"]))
+            holder = holder_of(part, original_host(url), rank, len(row["paragraphs"]))
             found = occurrence(rank, part, holder).plain()
             for h in row["paragraphs"]:
                 yield h, found
@@ -178,24 +178,33 @@ def _repeated(kv, min_documents: int):
 
 
 def _by_holder(kv):
-    """(hash, Owner with holders) -> (holder id, (hash, holders)) for each holder: a document's groups meet."""
+    """(hash, Owner with holders) -> (holder id, (hash, holders)) for each holder: a document's groups meet. A
+    paragraph on one site only is its template (decided per paragraph): its holders are told so, not sent the list
+    (a site's template on 30 pages would otherwise send 900 holders)."""
     h, plain = kv
+    one_site = len({holder[1] for holder in plain[3]}) == 1
     for holder in plain[3]:
-        yield holder[0], (h, plain[3])
+        yield holder[2][-1], (h, None if one_site else plain[3])
 
 
 def _ranks_in_groups(kv):
     """(document id, its groups) -> (hash, the document's occurrence ranked in that paragraph's group)."""
     doc_id, groups = kv
-    groups = sorted((h, tuple(Holder(*x[:3], tuple(x[3]), x[4]) for x in holders)) for h, holders in groups)
+    templates = sum(1 for _, holders in groups if holders is None)
+    groups = sorted((h, tuple(Holder(x[0], x[1], tuple(x[2]), x[3]) for x in holders))
+                    for h, holders in groups if holders is not None)
+    if not groups:
+        return
     doc = next(x for x in groups[0][1] if x.id == doc_id)
-    for h, rank in group_ranks(doc, groups):
+    for h, rank in group_ranks(doc, groups, templates):
         yield h, occurrence(rank, doc.part).plain()
 
 
 def _listed(kv) -> int:
-    """0: the paragraph's holders are listed (owner chosen by group); 1: too many, or an earlier run owns it."""
-    return 0 if kv[1][3] is not None and kv[1][1][0] >= 0 else 1
+    """0: the paragraph's holders are listed and on more than one site (owner chosen by group); 1: too many, on
+    one site (its template), or an earlier run owns it: the per-paragraph rank decides."""
+    holders = kv[1][3]
+    return 0 if holders is not None and len({h[1] for h in holders}) > 1 else 1
 
 
 def _cuts_by_part(kv, part_keys: dict[int, str]):
@@ -256,7 +265,8 @@ class CountParagraphs(beam.PTransform):
                     | "CountParagraphs" >> beam.CombinePerKey(OwnerCombine())
                     | "Repeated" >> beam.FlatMap(_repeated, c.min_documents))
         listed, unlisted = repeated | "ListedHolders" >> beam.Partition(lambda kv, _n: _listed(kv), 2)
-        by_group = (listed
+        by_group = (repeated
+                    | "WithHolders" >> beam.Filter(lambda kv: kv[1][3] is not None)
                     | "ByHolder" >> beam.FlatMap(_by_holder)
                     | "GroupsOfDocument" >> beam.GroupByKey()
                     | "RankInGroups" >> beam.FlatMap(_ranks_in_groups)

@@ -33,6 +33,7 @@ from pipeline.job.paragraphs import edits_report
 from pipeline.job.parts import file_part_key, part_paths
 from pipeline.job.prepare import paragraph_settings, signature_settings
 from pipeline.job.robots import STAGE as ROBOTS_STAGE
+from pipeline.job.robots import robots_unreadable
 from pipeline.job.schema import DOCUMENT_SCHEMA
 from pipeline.reports import html_report
 from pipeline.reports import report as reporting
@@ -289,6 +290,7 @@ def optout_report(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
     return {"agents": list(config.optout.agents), "agent_list": AGENT_LIST_VERSION,
             "require_license": config.optout.require_license, "robots": list(config.robots),
             "robots_as_of": config.optout.robots_as_of if config.robots else None,
+            "robots_unreadable": robots_unreadable(config.output) if config.robots else [],
             "removed": {reason: dict(sorted(langs.items())) for reason, langs in sorted(removed.items())},
             "kept_by_language": report["languages"], "licenses_kept": dict(sorted(licences.items()))}
 

@@ -1,8 +1,9 @@
 """`--robots`: robots.txt captures joined to the documents by host, before dedup (stages/optout/captures.py decides).
 
-Every grouping is keyed: the captures by host (and, for a redirect to another host, by the target's host, to
-bring the target's captures to the source's group: one hop), the documents' (id, URL, fetch date) by host read
-from the prepared parts, one CoGroupByKey of the two; then the decisions join the signed records by id group, as
+Every grouping is keyed: the captures by host and the documents' (id, URL, fetch date) by host read from the
+prepared parts, one CoGroupByKey of the two; a page whose robots.txt redirects to another host is sent on to
+that host's group (one hop, a second CoGroupByKey), so the target's captures are read once, never copied to
+every host that redirects there; then the decisions join the signed records by id group, as
 `--dedup-against` does, so that an opted-out page takes no part in dedup (its copy on a site that did not opt out
 can be the one kept). A snapshot's tens of millions of hosts are never a side input.
 """
@@ -17,17 +18,14 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.counters import count, note
 from pipeline.job.config import ConfigError
 from pipeline.job.dedup import GroupedRecords, resolve_by_id
+from pipeline.job.inputs import local_file_problem
+from pipeline.job.output import STATS_DIR
 from pipeline.job.parts import part_paths, read_rows
 from pipeline.job.signed import Decision, Signed, by_group_of_id, group_of
 from pipeline.job.transforms import DOCUMENTS, LEDGER
-from stages.optout.captures import (
-    HostRules,
-    host_of,
-    read_capture_table,
-    read_capture_text,
-    read_capture_warc,
-    redirect_targets,
-)
+from pipeline.storage import open_raw
+from stages.optout.capture_files import Unreadable, read_capture_table, read_capture_text, read_capture_warc
+from stages.optout.captures import Hop, HostRules, host_of
 from stages.optout.signals import OptOutConfig
 
 STAGE = "robots"
@@ -45,20 +43,52 @@ def robots_files(patterns) -> list[str]:
         if not found:
             raise ConfigError(f"--robots {pattern}: no robots.txt captures there (*.warc.gz, *.warc, *.parquet, "
                               "HOST.txt or HOST/robots.txt)")
+        for path in found:  # opening a FIFO blocks forever, a device never ends: refused before any work
+            problem = local_file_problem(path)
+            if problem:
+                raise ConfigError(f"--robots {path}: {problem}")
         files += found
     return files
 
 
+UNREADABLE = "unreadable"  # _ReadCaptures' tagged output: what of a capture file could not be read
+UNREADABLE_FILE = "robots_unreadable"  # _shard_stats/robots_unreadable-NNNNN: the report's list
+
+
 class _ReadCaptures(beam.DoFn):
+    """A capture file -> (host, Capture) for each capture; what cannot be read, tagged UNREADABLE (counted, and
+    named in the report), never an error of the run."""
+
     def process(self, path: str):
-        with FileSystems.open(path) as fh:  # .gz is decompressed here; warcio reads either
-            if path.endswith(".txt"):
-                captures = read_capture_text(path, fh, _modified(path))
-            else:
-                captures = (read_capture_table if path.endswith(".parquet") else read_capture_warc)(fh)
-            for capture in captures:
-                count(note(STAGE, "captures_read"))
-                yield capture.host, capture
+        try:
+            with open_raw(path) as fh:  # as stored: the WARC reader sniffs gzip and resumes after damage
+                if path.endswith(".txt"):
+                    captures = read_capture_text(path, fh, _modified(path))
+                elif path.endswith(".parquet"):
+                    captures = read_capture_table(fh, path)
+                else:
+                    captures = read_capture_warc(fh, path)
+                for found in captures:
+                    if isinstance(found, Unreadable):
+                        count(note(STAGE, "captures_unreadable"))
+                        yield beam.pvalue.TaggedOutput(UNREADABLE, json.dumps(found._asdict(), sort_keys=True))
+                        continue
+                    count(note(STAGE, "captures_read"))
+                    yield found.host, found
+        except OSError as exc:  # vanished or unreadable since the run started
+            count(note(STAGE, "captures_unreadable"))
+            yield beam.pvalue.TaggedOutput(UNREADABLE, json.dumps(Unreadable(path, "the file", str(exc))._asdict()))
+
+
+def robots_unreadable(output: str, shown: int = 100) -> list[dict]:
+    """report.json's `optout.robots_unreadable`: the parts of capture files that could not be read (file, where,
+    why), sorted, the first `shown`."""
+    found = []
+    for path in sorted(m.path for r in FileSystems.match([FileSystems.join(output, STATS_DIR, UNREADABLE_FILE + "*")])
+                       for m in r.metadata_list):
+        with FileSystems.open(path) as fh:
+            found += [json.loads(line) for line in fh.read().decode("utf-8").splitlines() if line.strip()]
+    return sorted(found, key=lambda u: (u["file"], u["where"], u["why"]))[:shown]
 
 
 def _modified(path: str) -> str:
@@ -87,27 +117,41 @@ class _ReadPages(beam.DoFn):
             yield found[0], (row["id"], key, found[1], url, metadata.get("warc_date") or "")
 
 
-def _hop(kv):
-    """(target host, {"captures": [...], "sources": [source hosts]}) -> (source host, target capture)."""
-    _, joined = kv
-    sources = sorted(set(joined["sources"]))
-    for capture in joined["captures"]:
-        for source in sources:
-            yield source, capture
-
-
 def _decide(kv, agents, as_of):
-    """(host, {"pages": [...], "captures": [...]}) -> (id group, (id, Decision)) for the pages opted out."""
+    """(host, {"pages": [...], "captures": [...]}) -> (id group, (id, Decision)) for the pages opted out; a page
+    whose robots.txt redirects to another host goes there, tagged HOPS, as (target host, (page, Hop))."""
     host, joined = kv
     if not joined["pages"]:
         return
     rules = HostRules(joined["captures"], agents, as_of)
     for doc_id, part, scheme, url, date in joined["pages"]:
-        verdict, note_name = rules.judge(host, scheme, url, date)
-        if note_name:
-            count(note(STAGE, note_name))
-        if verdict is not None:
-            yield group_of(doc_id), (doc_id, Decision(doc_id, part, STAGE, *verdict))
+        judged = rules.judge(host, scheme, url, date, hop_out=True)
+        if isinstance(judged, Hop):
+            yield beam.pvalue.TaggedOutput(HOPS, (judged.host, ((doc_id, part, url), tuple(judged))))
+            continue
+        yield from _decision(doc_id, part, *judged)
+
+
+def _decide_hops(kv, agents, as_of):
+    """(target host, {"hops": [(page, Hop)], "captures": [...]}) -> (id group, (id, Decision)): the redirected pages
+    judged by the target's captures, which stay on this host's group (memory: the captures read, not hosts x
+    captures)."""
+    _, joined = kv
+    if not joined["hops"]:
+        return
+    rules = HostRules(joined["captures"], agents, as_of)
+    for (doc_id, part, url), hop in joined["hops"]:
+        yield from _decision(doc_id, part, *rules.resume(Hop(*hop), url))
+
+
+def _decision(doc_id, part, verdict, note_name):
+    if note_name:
+        count(note(STAGE, note_name))
+    if verdict is not None:
+        yield group_of(doc_id), (doc_id, Decision(doc_id, part, STAGE, *verdict))
+
+
+HOPS = "hops"
 
 
 def _resolve(kv):
@@ -131,18 +175,22 @@ class RobotsOptOut(beam.PTransform):
 
     def expand(self, pcolls):
         signed, keys = pcolls["signed"], pcolls["keys"]
-        captures = (signed.pipeline
-                    | "RobotsFiles" >> beam.Create(self._files)
-                    | "SpreadRobotsFiles" >> beam.Reshuffle()
-                    | "ReadCaptures" >> beam.ParDo(_ReadCaptures()))
-        redirects = captures | "RedirectTargets" >> beam.FlatMap(lambda kv: redirect_targets([kv[1]]))
-        hopped = ({"captures": captures, "sources": redirects}
-                  | "ByTargetHost" >> beam.CoGroupByKey()
-                  | "ToSourceHost" >> beam.FlatMap(_hop))
+        read = (signed.pipeline
+                | "RobotsFiles" >> beam.Create(self._files)
+                | "SpreadRobotsFiles" >> beam.Reshuffle()
+                | "ReadCaptures" >> beam.ParDo(_ReadCaptures()).with_outputs(UNREADABLE, main="captures"))
+        captures = read["captures"]
+        _ = read[UNREADABLE] | "WriteUnreadable" >> beam.io.WriteToText(
+            FileSystems.join(self._output, STATS_DIR, UNREADABLE_FILE), shard_name_template="-SSSSS")
         pages = keys | "PagesByHost" >> beam.ParDo(_ReadPages(self._output))
-        decisions = ({"pages": pages, "captures": (captures, hopped) | "AllCaptures" >> beam.Flatten()}
-                     | "ByHost" >> beam.CoGroupByKey()
-                     | "Decide" >> beam.FlatMap(_decide, list(self._optout.agents), self._optout.robots_as_of))
+        agents, as_of = list(self._optout.agents), self._optout.robots_as_of
+        decided = ({"pages": pages, "captures": captures}
+                   | "ByHost" >> beam.CoGroupByKey()
+                   | "Decide" >> beam.FlatMap(_decide, agents, as_of).with_outputs(HOPS, main="decided"))
+        hopped = ({"hops": decided[HOPS], "captures": captures}
+                  | "ByTargetHost" >> beam.CoGroupByKey()
+                  | "DecideHops" >> beam.FlatMap(_decide_hops, agents, as_of))
+        decisions = (decided["decided"], hopped) | "AllDecisions" >> beam.Flatten()
         results = ({"doc": signed | "GroupOfId" >> beam.ParDo(GroupedRecords(by_group_of_id)), "decision": decisions}
                    | "Join" >> beam.CoGroupByKey()
                    | "Resolve" >> beam.FlatMap(_resolve).with_outputs(LEDGER, main=DOCUMENTS))

@@ -19,6 +19,7 @@ import datetime
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import quote, urljoin, urlsplit
 
 from stages.optout.robots import MAX_BYTES, RobotsRules, product_token
@@ -99,12 +100,31 @@ class HostRules:
         verdict, _ = self.judge(host, scheme, url, page_date)
         return verdict
 
-    def judge(self, host: str, scheme: str, url: str, page_date: str = "") -> tuple[tuple[str, str] | None, str | None]:
-        """(drop verdict or None, a note: "star_disallow", "robots_unreachable", "no_capture" or None)."""
+    def judge(self, host: str, scheme: str, url: str, page_date: str = "",
+              hop_out: bool = False) -> tuple[tuple[str, str] | None, str | None] | Hop:
+        """(drop verdict or None, a note: "star_disallow", "robots_unreachable", "no_capture" or None). With
+        `hop_out`, a redirect to another host whose captures are not here is a `Hop` for that host's group to
+        finish (`resume`): the job sends the page to the target's captures, never the captures to every host."""
         chosen = self._choose(host, scheme, page_date)
         if chosen is None:
             return None, "no_capture"
-        capture, rules = self._follow(chosen)
+        followed = self._follow(chosen, 0, host if hop_out else None)
+        if isinstance(followed, Hop):
+            return followed
+        return self._verdict(chosen, *followed, url)
+
+    def resume(self, hop: Hop, url: str) -> tuple[tuple[str, str] | None, str | None]:
+        """judge's answer for a page whose robots.txt redirected here (`hop`), from this host's captures (one hop
+        across hosts, as RFC 9309 2.3.1.2 allows five in all: a further hop to another host is not followed)."""
+        targets = self._by_url.get(hop.location)
+        start = Capture("", "", hop.date, 301, location=hop.location)
+        if not targets:
+            return self._verdict(start, start, RobotsRules.for_status(404), url, hop.source)
+        followed = self._follow(start, hop.seen - 1, None)  # the hop here is counted in hop.seen
+        return self._verdict(start, *followed, url, hop.source)
+
+    def _verdict(self, chosen: Capture, capture: Capture, rules: RobotsRules, url: str,
+                 source: str | None = None) -> tuple[tuple[str, str] | None, str | None]:
         target = encoded(url)
         for agent, token in self._agents:  # only the agents a group names can be told apart from the * group
             if token not in rules.named:
@@ -112,7 +132,7 @@ class HostRules:
             decision = rules.decide(token, target)
             if not decision.allowed:
                 when = f" (robots.txt fetched {capture.date})" if capture.date else ""
-                via = f" via {chosen.url} -> {capture.url}" if capture is not chosen else ""
+                via = f" via {source or chosen.url} -> {capture.url}" if capture is not chosen else ""
                 return (REASON, f"{agent} {decision.describe()}{when}{via}"[:500]), None
         if rules.disallow_all:
             return None, "robots_unreachable"
@@ -132,11 +152,16 @@ class HostRules:
         before = [c for c in same if c.date and c.date <= page_date]
         return before[-1] if before else same[0]
 
-    def _follow(self, capture: Capture) -> tuple[Capture, RobotsRules]:
-        """The capture a redirect chain ends in, and its rules (RFC 9309 2.3.1.2: five hops at most)."""
-        seen = 0
+    def _follow(self, capture: Capture, seen: int, hop_from: str | None) -> tuple[Capture, RobotsRules] | Hop:
+        """The capture a redirect chain ends in, and its rules (RFC 9309 2.3.1.2: five hops at most); with
+        `hop_from` (the page's host), a Hop where the chain leaves for another host whose captures are not here."""
+        first = capture
         while capture.location is not None:
             targets = self._by_url.get(capture.location)
+            if not targets and hop_from is not None and seen < MAX_REDIRECTS:
+                found = host_of(capture.location)
+                if found and found[0] != hop_from:
+                    return Hop(found[0], capture.location, capture.date, seen + 1, first.url)
             if not targets or seen >= MAX_REDIRECTS:
                 return capture, RobotsRules.for_status(404)  # cannot be followed: unavailable, everything allowed
             later = [t for t in targets if t.date >= capture.date]
@@ -147,6 +172,17 @@ class HostRules:
         return capture, rules
 
 
+class Hop(NamedTuple):
+    """A page's robots.txt redirected to another host: where to (host, robots.txt URL), the date of the redirecting
+    capture (the target's capture at or after it is followed), hops so far, and the page's own robots.txt URL."""
+
+    host: str
+    location: str
+    date: str
+    seen: int
+    source: str
+
+
 def redirect_targets(captures: Iterable[Capture]) -> Iterator[tuple[str, str]]:
     """(target host, source host) for each redirect to another host: the job joins the target's captures to the
     source's group (one hop across hosts)."""
@@ -155,56 +191,3 @@ def redirect_targets(captures: Iterable[Capture]) -> Iterator[tuple[str, str]]:
             found = host_of(capture.location)
             if found and found[0] != capture.host:
                 yield found[0], capture.host
-
-
-def read_capture_warc(fh) -> Iterator[Capture]:
-    """The robots.txt captures of a WARC file (Common Crawl's robotstxt/ files): its response records."""
-    from warcio.archiveiterator import ArchiveIterator
-
-    for record in ArchiveIterator(fh):
-        if record.rec_type != "response":
-            continue
-        url = (record.rec_headers.get_header("WARC-Target-URI") or "").strip().strip("<>")
-        http = record.http_headers
-        status = None
-        if http is not None:
-            try:
-                status = int(http.get_statuscode())
-            except (TypeError, ValueError):
-                status = None
-        body = record.content_stream().read(MAX_BYTES)
-        capture = capture_from_response(url, _date(record.rec_headers.get_header("WARC-Date")), status, body,
-                                        http.get_header("Location") if http is not None else None)
-        if capture is not None:
-            yield capture
-
-
-def read_capture_text(path: str, fh, date: str = "") -> Iterator[Capture]:
-    """A robots.txt a team fetched itself, in a folder: `<host>.txt` or `<host>/robots.txt` (status 200; the date,
-    when known, is the file's modification time)."""
-    name = path.replace("\\", "/").rstrip("/").split("/")
-    host = name[-2] if name[-1] == "robots.txt" and len(name) > 1 else name[-1].removesuffix(".txt")
-    capture = capture_from_response(f"https://{host.lower()}/robots.txt", date, 200, fh.read(MAX_BYTES), None)
-    if capture is not None:
-        yield capture
-
-
-def read_capture_table(fh) -> Iterator[Capture]:
-    """Captures from a Parquet table with columns host, fetch_date, status, body (and optionally scheme, location)."""
-    import pyarrow.parquet as pq
-
-    table = pq.ParquetFile(fh)
-    names = set(table.schema_arrow.names)
-    missing = {"host", "fetch_date", "status", "body"} - names
-    if missing:
-        raise ValueError(f"a robots table needs the columns host, fetch_date, status, body "
-                         f"(missing: {', '.join(sorted(missing))})")
-    for batch in table.iter_batches():
-        for row in batch.to_pylist():
-            body = row["body"] or b""
-            scheme = (row.get("scheme") or "https").lower()
-            url = f"{scheme}://{row['host']}/robots.txt"
-            capture = capture_from_response(url, _date(row["fetch_date"]), row["status"],
-                                            body.encode("utf-8") if isinstance(body, str) else body, row.get("location"))
-            if capture is not None:
-                yield capture

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 MAX_BYTES = 500 * 1024             # RFC 9309 2.5: crawlers must parse at least 500 KiB; the rest is ignored
 MAX_LINE_BYTES = 8 * 2083          # Google: longer lines are cut (a URL is at most 2,083 characters in IE)
@@ -128,6 +129,61 @@ def matches(path: str, pattern: str) -> bool:
     return path.find(last, position) >= 0
 
 
+GRAM = 4  # a wildcard rule is tried only where a GRAM-character run of one of its later pieces is in the path
+
+
+@lru_cache(maxsize=4)
+def path_grams(path: str) -> frozenset[str]:
+    """The path's GRAM-character runs (kept for the last few paths: every agent's rules ask of the same page)."""
+    return frozenset(path[i:i + GRAM] for i in range(len(path) - GRAM + 1))
+
+
+class CompiledRules:
+    """The rules a crawler obeys (its groups', in file order), compiled once to find the rule that decides a path:
+    the longest matching one, an Allow winning a tie, the first in the file among equals (what a scan of every
+    rule gives). Rules are tried longest first and the first match decides; a rule is tried only when the path
+    can hold it: its first piece (the text before any `*`) is a prefix of the path, looked up by the path's first
+    PREFIX characters, and a `*` rule's longest later piece of GRAM or more characters starts with a GRAM-character
+    run of the path. A page costs O(path length) to index (its prefixes and GRAM-runs, a set built once per path
+    for all agents) plus
+    O(path length) per candidate rule (str.startswith and str.find, in C): with the 500 KiB cap, the candidates
+    are the rules that share text with the path, not every rule of the file for every agent. The last path's
+    decision is kept: the agents named by one group ask the same question."""
+
+    PREFIX = 8
+
+    def __init__(self, rules: list[Rule]):
+        order = sorted(range(len(rules)), key=lambda i: (-len(rules[i].pattern), not rules[i].allow, i))
+        self._rules = [rules[i] for i in order if rules[i].pattern]
+        self._by_prefix: dict[str, list[int]] = {}  # first piece's first PREFIX characters -> positions in _rules
+        self._by_gram: dict[str, list[int]] = {}
+        for position, rule in enumerate(self._rules):
+            pieces = rule.pattern.removesuffix("$").split("*")
+            later = max(pieces[1:], key=len, default="")
+            if len(later) >= GRAM:
+                self._by_gram.setdefault(later[:GRAM], []).append(position)
+            else:
+                self._by_prefix.setdefault(pieces[0][:self.PREFIX], []).append(position)
+        self._last: tuple[str, Rule | None] | None = None
+
+    def decisive(self, path: str) -> Rule | None:
+        """The rule that decides `path`, or None when none matches (allowed)."""
+        if self._last is not None and self._last[0] == path:
+            return self._last[1]
+        candidates: set[int] = set()
+        for size in range(min(len(path), self.PREFIX) + 1):
+            candidates.update(self._by_prefix.get(path[:size], ()))
+        if self._by_gram:
+            grams = path_grams(path)
+            small, large = (grams, self._by_gram) if len(grams) < len(self._by_gram) else (self._by_gram, grams)
+            for gram in small:
+                if gram in large:
+                    candidates.update(self._by_gram[gram])
+        decided = next((self._rules[i] for i in sorted(candidates) if matches(path, self._rules[i].pattern)), None)
+        self._last = (path, decided)
+        return decided
+
+
 class RobotsRules:
     """The groups of one robots.txt file."""
 
@@ -136,6 +192,7 @@ class RobotsRules:
         self.allow_all, self.disallow_all = allow_all, disallow_all  # from the fetch's status (RFC 9309 2.3.1)
         self.named = frozenset(agent for group in groups for agent in group.agents)  # product tokens with a group
         self.has_global = any(group.is_global for group in groups)
+        self._compiled: dict[tuple[int, ...], CompiledRules] = {}
 
     @classmethod
     def parse(cls, content: str | bytes) -> RobotsRules:
@@ -185,21 +242,14 @@ class RobotsRules:
             return Decision(False, Rule(False, "/", 0, "(robots.txt unreachable or a server error: all disallowed)"),
                             "none")
         token = agent.lower()
-        specific = [g for g in self.groups if token and token in g.agents] if token in self.named else []
-        chosen = specific or [g for g in self.groups if g.is_global]
+        specific = [i for i, g in enumerate(self.groups) if token and token in g.agents] if token in self.named else []
+        chosen = tuple(specific or [i for i, g in enumerate(self.groups) if g.is_global])
         which = "specific" if specific else ("*" if chosen else "none")
-        path = path_of(url)
-        best: dict[bool, Rule | None] = {True: None, False: None}
-        for group in chosen:
-            for rule in group.rules:
-                if rule.pattern and matches(path, rule.pattern):
-                    held = best[rule.allow]
-                    if held is None or len(rule.pattern) > len(held.pattern):
-                        best[rule.allow] = rule
-        allow, disallow = best[True], best[False]
-        if disallow is not None and (allow is None or len(disallow.pattern) > len(allow.pattern)):
-            return Decision(False, disallow, which)
-        return Decision(True, allow, which)
+        compiled = self._compiled.get(chosen)
+        if compiled is None:  # once per set of groups: the agents a group names share it
+            compiled = self._compiled[chosen] = CompiledRules([r for i in chosen for r in self.groups[i].rules])
+        rule = compiled.decisive(path_of(url))
+        return Decision(rule is None or rule.allow, rule, which)
 
     def allowed(self, agent: str, url: str) -> bool:
         return self.decide(agent, url).allowed

@@ -154,3 +154,71 @@ def test_the_cli_refuses_bad_arguments_with_one_line(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "pipeline.cli", "robots", "check", str(tmp_path / "none"), "u"],
                              capture_output=True, text=True, cwd=REPO_ROOT)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1 and "cannot read" in missing.stderr
+
+
+def _decide_by_scan(rules: RobotsRules, agent: str, url: str):
+    """RFC 9309's rule read literally: every rule of the obeyed groups against the path, the longest match wins,
+    an Allow a tie, the first in the file among equals. The compiled matcher must say the same."""
+    token = agent.lower()
+    specific = [g for g in rules.groups if token in g.agents]
+    chosen = specific or [g for g in rules.groups if g.is_global]
+    path = path_of(url)
+    best = {True: None, False: None}
+    for group in chosen:
+        for rule in group.rules:
+            if rule.pattern and matches(path, rule.pattern):
+                held = best[rule.allow]
+                if held is None or len(rule.pattern) > len(held.pattern):
+                    best[rule.allow] = rule
+    allow, disallow = best[True], best[False]
+    if disallow is not None and (allow is None or len(disallow.pattern) > len(allow.pattern)):
+        return False, disallow
+    return True, allow
+
+
+def test_the_compiled_rules_decide_as_a_scan_of_every_rule_does():
+    """Random files of prefix, `*` and `$` rules over a small alphabet (so that rules and paths share text, ties
+    and near misses are frequent) for three agents, and random paths: the compiled matcher (rules indexed by
+    prefix and 4-character runs, longest first) gives the same verdict and the same deciding line as the scan."""
+    import random
+
+    rng = random.Random(7)
+    alphabet = "ab/.-"
+
+    def text(n):
+        return "".join(rng.choice(alphabet) for _ in range(n))
+
+    for _ in range(60):
+        lines = []
+        for agent in ("* ", "gptbot", "ccbot"):
+            lines.append(f"User-agent: {agent.strip()}")
+            for _ in range(rng.randrange(1, 40)):
+                pieces = [text(rng.randrange(0, 7)) for _ in range(rng.randrange(1, 4))]
+                pattern = "/" + "*".join(pieces) + ("$" if rng.random() < 0.3 else "")
+                lines.append(f"{rng.choice(['Allow', 'Disallow'])}: {pattern}")
+        rules = RobotsRules.parse("\n".join(lines))
+        for _ in range(40):
+            url = "https://x.example/" + text(rng.randrange(0, 30))
+            for agent in ("GPTBot", "CCBot", "other"):
+                want_allowed, want_rule = _decide_by_scan(rules, agent, url)
+                got = rules.decide(agent, url)
+                assert (got.allowed, got.rule) == (want_allowed, want_rule), (lines, url, agent)
+
+
+def test_a_500_kib_file_of_wildcard_rules_for_every_agent_is_compiled_once_for_the_group():
+    """The hostile file: every AI agent named in one group over 500 KiB of `*` rules, and paths of 2,000
+    characters. The group's rules are compiled once for all its agents and a page tries only the rules that share
+    text with its path (the speed, against the scan: bench/robots_match.py)."""
+    import random
+
+    from stages.optout.agents import TRAINING_AGENTS
+
+    rng = random.Random(0)
+    head = "".join(f"User-agent: {a}\n" for a in TRAINING_AGENTS)
+    body = head + "".join(f"Disallow: /*a{rng.randrange(10**6)}*b{rng.randrange(10**6)}*c$\n" for _ in range(16_000))
+    rules = RobotsRules.parse(body.encode()[:MAX_BYTES])
+    paths = ["https://x.example/" + "/".join(f"a{rng.randrange(10**6)}" for _ in range(250)) for _ in range(20)]
+    verdicts = [rules.decide(agent, url).allowed for url in paths for agent in TRAINING_AGENTS]
+    assert all(verdicts) and len(rules._compiled) == 1  # one compiled set of rules for the 48 agents
+    hit = "https://x.example/" + body.split("Disallow: /*", 2)[1].split("\n")[0].replace("*", "/").rstrip("$")
+    assert not rules.decide("GPTBot", hit).allowed and _decide_by_scan(rules, "GPTBot", hit)[0] is False

@@ -1,7 +1,8 @@
 """One host's robots.txt captures judging its pages (stages/optout/captures.py), without Beam."""
 from __future__ import annotations
 
-from stages.optout.captures import Capture, HostRules, capture_from_response, encoded, read_capture_warc
+from stages.optout.capture_files import read_capture_warc
+from stages.optout.captures import Capture, HostRules, capture_from_response, encoded
 from tests.robots_warcs import robots_warc
 
 AGENTS = ("GPTBot", "CCBot")
