@@ -29,14 +29,16 @@ from dataclasses import dataclass
 
 from stages.c4 import C4Config, clean_lines
 from stages.fineweb import FineWebConfig, line_measures
-from stages.gopher import GopherQualityConfig, GopherRepetitionConfig, NGrams, quality_measures, scaled
+from stages.gopher import GopherQualityConfig, GopherRepetitionConfig, quality_measures, scaled
 from stages.harmful.badwords import BadWordsConfig, BadWordsFilter, find_bad_words
-from stages.text import normalized_words
+from stages.ngrams import NGrams, content_counts
+from stages.text import NO_SPACE_LANGS, normalized_words
 
 RULE = ("s = share of reference documents a threshold removes; t_L = t_en if s_L(t_en) <= max(2 s_en, s_en + 0.02), "
         "else the L quantile that removes s_en / 2 of L's reference documents (never tighter than t_en; a length "
         "limit at least t_en times L's median over English's); n-gram rules at n x ngram_scale words (L's words per "
-        "English word in the same documents)")
+        "English word in the same documents), or for scripts without spaces at n words of content (chars_per_word: "
+        "L's characters per English word in the same documents)")
 QUANTILES = (0.02, 0.1, 0.5, 0.9, 0.98)
 LID_RULE = ("per label L, on pages of known language: t_L = max(base, min(ceiling, the lowest score at which each "
             "other language lets <= let_through of its pages through as L)), leaving out the languages that cannot be "
@@ -86,11 +88,12 @@ BY_KEY = {m.key: m for m in METRICS}
 
 
 def measure(text: str, lang: str | None, short_line_chars: int = 30,
-            ngram_scale: float | None = 1.0) -> dict[str, float]:
+            ngram_scale: float | None = 1.0, chars_per_word: float | None = None) -> dict[str, float]:
     """What each calibrated rule measures on one page, computed as the rule computes it
     (stages/gopher.py, stages/fineweb.py); rules that skip the language are absent. The n-gram rules are
-    measured at n x `ngram_scale` words, as the rule measures a page of that language; None: at every n a
-    scale may ask for (`RAW` keys, for calibration, whose `with_ngram_scale` then picks them)."""
+    measured at n x `ngram_scale` words, or, with `chars_per_word`, in words of content (stages/ngrams.py);
+    `ngram_scale` None: at every n a scale may ask for (`RAW` keys, for calibration, whose `with_ngram_scale`
+    then picks them)."""
     out: dict[str, float] = {}
     quality = quality_measures(text, lang)
     out["gopher_quality.min_words"] = float(quality["words"])
@@ -99,18 +102,18 @@ def measure(text: str, lang: str | None, short_line_chars: int = 30,
     out["gopher_quality.min_alpha_words"] = quality["alpha_words"]
     if quality["stop_words"] is not None:
         out["gopher_quality.min_stop_words"] = float(quality["stop_words"])
-    grams = NGrams(normalized_words(text, lang))
-    if grams.total and ngram_scale is None:
+    grams = NGrams(normalized_words(text, lang), chars_per_word, sizes=TOP_NGRAMS + DUP_NGRAMS)
+    if grams.total and ngram_scale is None and chars_per_word is None:
         for m in range(TOP_NGRAMS[0], scaled(TOP_NGRAMS[-1], MAX_NGRAM_SCALE) + 1):
-            out[f"{RAW}top.{m}"] = grams.top_chars(m) / grams.total
+            out[f"{RAW}top.{m}"] = grams.top_share(m)
         for m in range(DUP_NGRAMS[0], scaled(DUP_NGRAMS[-1], MAX_NGRAM_SCALE) + 1):
-            out[f"{RAW}dup.{m}"] = grams.duplicated_chars(m) / grams.total
+            out[f"{RAW}dup.{m}"] = grams.duplicated_share(m)
     elif grams.total:
+        size = (lambda n: n) if chars_per_word is not None else (lambda n: scaled(n, ngram_scale))
         for n in TOP_NGRAMS:
-            out[f"gopher_repetition.max_top_ngram_chars.{n}"] = grams.top_chars(scaled(n, ngram_scale)) / grams.total
+            out[f"gopher_repetition.max_top_ngram_chars.{n}"] = grams.top_share(size(n))
         for n in DUP_NGRAMS:
-            out[f"gopher_repetition.max_dup_ngram_chars.{n}"] = (grams.duplicated_chars(scaled(n, ngram_scale))
-                                                                 / grams.total)
+            out[f"gopher_repetition.max_dup_ngram_chars.{n}"] = grams.duplicated_share(size(n))
     lines = line_measures(text, lang, short_line_chars)
     if lines is not None:
         out["fineweb.min_line_punct"] = lines["line_punct"]
@@ -135,6 +138,28 @@ def ngram_scale(words: Sequence[float], english_words: Sequence[float]) -> float
     the ratio of medians, rounded to 0.1; 1.0 where under 1.2 (compounding languages keep English n)."""
     ratio = quantile(sorted(words), 0.5) / max(quantile(sorted(english_words), 0.5), 1.0)
     return 1.0 if ratio < 1.2 else round(min(ratio, MAX_NGRAM_SCALE), 1)
+
+
+def content_totals(text: str, lang: str | None) -> tuple[int, int, int, int]:
+    """(1 document, words, characters of scripts without spaces, other words) of a page: summed per language,
+    `content_rates` turns them into chars_per_word."""
+    words = normalized_words(text, lang)
+    return (1, len(words), *content_counts(words))
+
+
+def content_rates(totals: Mapping[str, Sequence[int]], reference: str = "en") -> dict[str, float]:
+    """chars_per_word of each language written without spaces, from `content_totals` summed over the same
+    documents in every language: its script characters per reference word, the words it writes in other
+    scripts (names, numbers) left out of both; rounded to 0.01."""
+    if reference not in totals or not totals[reference][0]:
+        return {}
+    ref_docs, ref_words = totals[reference][0], totals[reference][1]
+    out = {}
+    for lang, (docs, _, script_chars, other) in totals.items():
+        if lang in NO_SPACE_LANGS and docs and script_chars:
+            per_word = (script_chars / docs) / max(ref_words / ref_docs - other / docs, 1.0)
+            out[lang] = round(min(max(per_word, 0.5), 20.0), 2)
+    return out
 
 
 def with_ngram_scale(metrics: Mapping[str, Sequence[float]], scale: float) -> dict[str, Sequence[float]]:
@@ -197,16 +222,18 @@ def moved_threshold(metric: Metric, t_en: float, english: Sequence[float], other
 
 def calibrate(samples: Mapping[str, Mapping[str, Sequence[float]]], families: Mapping[str, str],
               min_docs: int = 30, reference: str = "en", langid: Mapping[str, Mapping] | None = None,
-              parallel: bool = False) -> dict:
+              parallel: bool = False, chars_per_word: Mapping[str, float] | None = None) -> dict:
     """The thresholds file's content from per-language metric samples ({lang: {metric key: values}}) and the
     language-ID thresholds (`langid_thresholds`' result, whose languages' families `families` also gives).
     `parallel`: the samples are the same documents in every language, so word counts give each language's
-    ngram_scale."""
+    ngram_scale. `chars_per_word` (`content_rates`): the languages whose n-gram rules were measured in words of
+    content at that rate (their samples hold final n-gram keys), written into their entries."""
     t_en = english_thresholds()
     words = "gopher_quality.min_words"
+    chars_per_word = dict(chars_per_word or {})
     scales = {lang: ngram_scale(m[words], samples[reference][words])
-              if parallel and m.get(words) and samples.get(reference, {}).get(words) else 1.0
-              for lang, m in samples.items()}
+              if parallel and m.get(words) and samples.get(reference, {}).get(words) and lang not in chars_per_word
+              else 1.0 for lang, m in samples.items()}
     samples = {lang: with_ngram_scale(metrics, scales[lang]) for lang, metrics in samples.items()}
     sorted_samples = {lang: {k: sorted(v) for k, v in metrics.items()} for lang, metrics in samples.items()}
     english = sorted_samples.get(reference, {})
@@ -247,7 +274,7 @@ def calibrate(samples: Mapping[str, Mapping[str, Sequence[float]]], families: Ma
     languages = {lang: entry(m) for lang, m in sorted(sorted_samples.items()) if docs[lang] >= min_docs}
     scripts = {family: entry(m) for family, m in sorted(pooled.items())
                if max((len(v) for v in m.values()), default=0) >= min_docs}
-    _add_ngram_scales(languages, scripts, scales, families)
+    _add_ngram_scales(languages, scripts, scales, families, chars_per_word)
     _add_langid(languages, scripts, families, langid or {})
     result = {
         "about": "Per-language thresholds written by `refinery calibrate`; `refinery run --thresholds FILE` applies them",
@@ -271,12 +298,20 @@ def calibrate(samples: Mapping[str, Mapping[str, Sequence[float]]], families: Ma
     return result
 
 
-def _add_ngram_scales(languages: dict, scripts: dict, scales: Mapping[str, float], families: Mapping[str, str]) -> None:
-    """ngram_scale into the entries whose n-gram thresholds were measured at scaled n (a family: its median)."""
-    for name, table, scale in ([(lang, languages, scales[lang]) for lang in languages]
-                               + [(f, scripts, quantile(sorted(s for lang, s in scales.items() if families.get(lang) == f),
-                                                        0.5)) for f in scripts]):
-        if scale != 1.0:
+def _add_ngram_scales(languages: dict, scripts: dict, scales: Mapping[str, float], families: Mapping[str, str],
+                      chars_per_word: Mapping[str, float]) -> None:
+    """ngram_scale, or chars_per_word, into the entries whose n-gram thresholds were measured with it (a script
+    family: its languages' median; chars_per_word where any of its languages counts content)."""
+    def family_median(values: dict[str, float], family: str) -> float | None:
+        members = sorted(v for lang, v in values.items() if families.get(lang) == family)
+        return quantile(members, 0.5) if members else None
+
+    for name, table, rate, scale in ([(lang, languages, chars_per_word.get(lang), scales[lang]) for lang in languages]
+                                     + [(f, scripts, family_median(dict(chars_per_word), f),
+                                         family_median(dict(scales), f)) for f in scripts]):
+        if rate is not None:
+            table[name].setdefault("gopher_repetition", {})["chars_per_word"] = round(rate, 2)
+        elif scale is not None and scale != 1.0:
             table[name].setdefault("gopher_repetition", {})["ngram_scale"] = round(scale, 1)
 
 

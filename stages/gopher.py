@@ -10,9 +10,8 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from common.settings import check, check_not_negative
+from stages.ngrams import NGrams
 from stages.record import Document, DropReason, RuleStage, StageResult, over, under
 from stages.rescue import Rescue
 from stages.table import StageSpec
@@ -120,10 +119,15 @@ class GopherRepetitionConfig:
     max_dup_ngram_chars: tuple[tuple[int, float], ...] = (
         (5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
     # words of the page's language per English word in the same text: an n-gram rule looks at n-grams of
-    # round(n * ngram_scale) words, so that it spans as much text as in English (Vietnamese writes syllables,
-    # ICU cuts Japanese into short words: their 5-grams are English 2-3-grams). The bundled thresholds set it
-    # from NTREX-128's translations of the same articles.
+    # round(n * ngram_scale) words, so that it spans as much text as in English (Vietnamese writes syllables:
+    # its 5-grams are English 3-grams). The bundled thresholds set it from NTREX-128's translations of the same
+    # articles.
     ngram_scale: float = 1.0
+    # Scripts without spaces (stages/ngrams.py): the language's characters per English word in the same text; set,
+    # n-gram rules count words of content (a character 1 / chars_per_word words, a Latin word or number one) in
+    # place of ICU's pieces, whose sizes vary too much to count (kana endings fall apart into single characters).
+    # The bundled thresholds set it from NTREX-128 for zh, ja, th, lo, km, my, bo. Set, it replaces ngram_scale.
+    chars_per_word: float | None = None
     # Rescue by evidence (stages/rescue.py): a page over exactly one n-gram limit, by less than this share of
     # the limit, that the quality model scores at least rescue_min_quality is kept with metadata.rescued
     # saying why; none: off (also off when the quality stage is)
@@ -134,6 +138,10 @@ class GopherRepetitionConfig:
         check_not_negative(self)
         check(self.rescue_min_quality <= 1.0, f"rescue_min_quality must be in [0, 1], got {self.rescue_min_quality}")
         check(1.0 <= self.ngram_scale <= 5.0, f"ngram_scale must be in [1, 5], got {self.ngram_scale}")
+        check(self.chars_per_word is None or 0.5 <= self.chars_per_word <= 20,
+              f"chars_per_word must be in [0.5, 20], got {self.chars_per_word}")
+        check(self.chars_per_word is None or self.ngram_scale == 1.0,
+              "set ngram_scale or chars_per_word, not both (chars_per_word replaces it)")
         check(all(n >= 1 for n, _ in self.max_top_ngram_chars + self.max_dup_ngram_chars), "n-gram sizes must be >= 1")
 
 
@@ -198,27 +206,33 @@ class GopherRepetition(RuleStage):
             fraction, chars = dup_count / len(units), dup_chars / max(sum(map(len, units)), 1)
             yield from filter(None, (over(reasons[0], fraction, max_fraction, ".2f"),
                                      over(reasons[1], chars, max_chars, ".2f")))
-        grams = NGrams(normalized_words(text, lang))
-        total = grams.total
-        if not total:
+        grams = NGrams(normalized_words(text, lang), c.chars_per_word,
+                       sizes=[n for n, _ in c.max_top_ngram_chars + c.max_dup_ngram_chars])
+        if not grams.total:
             return
         for n, limit in c.max_top_ngram_chars:
-            m = scaled(n, c.ngram_scale)
-            verdict = over(DropReason.TOP_NGRAM_CHARS, grams.top_chars(m) / total, limit, ".3f", f"n={ngram_label(n, m)}: ")
+            m = ngram_size(n, c)
+            verdict = over(DropReason.TOP_NGRAM_CHARS, grams.top_share(m), limit, ".3f", f"n={ngram_label(n, m, c)}: ")
             if verdict:
                 yield verdict
-        rules = [(scaled(n, c.ngram_scale), n, limit) for n, limit in c.max_dup_ngram_chars]
+        rules = [(ngram_size(n, c), n, limit) for n, limit in c.max_dup_ngram_chars]
         for i, (m, n, limit) in enumerate(rules):
-            share = grams.duplicated_chars(m) / total
-            verdict = over(DropReason.DUP_NGRAM_CHARS, share, limit, ".3f", f"n={ngram_label(n, m)}: ")
+            share = grams.duplicated_share(m)
+            verdict = over(DropReason.DUP_NGRAM_CHARS, share, limit, ".3f", f"n={ngram_label(n, m, c)}: ")
             if verdict:
                 yield verdict
             # A position inside a repeated longer n-gram is inside a repeated m-gram (its prefix or the one after):
             # longer n-grams cover no more, so when this share is within every later limit, none of them can fail
-            # (the page's most common cost: 5-grams repeat little, and five np.unique passes are skipped).
-            if all(later > m and share <= (later_limit if later_limit is not None else share)
-                   for later, _, later_limit in rules[i + 1:]):
+            # (the page's most common cost: 5-grams repeat little, and five np.unique passes are skipped). Not so
+            # for n-grams of content, whose pieces weigh differently: there every rule is measured.
+            if not grams.by_content and all(later > m and share <= (later_limit if later_limit is not None else share)
+                                            for later, _, later_limit in rules[i + 1:]):
                 return
+
+
+def ngram_size(n: int, config: GopherRepetitionConfig) -> int:
+    """What a rule's n becomes for a page: n words of content, or n x ngram_scale words."""
+    return n if config.chars_per_word is not None else scaled(n, config.ngram_scale)
 
 
 def scaled(n: int, scale: float) -> int:
@@ -226,7 +240,9 @@ def scaled(n: int, scale: float) -> int:
     return max(n, round(n * scale))
 
 
-def ngram_label(n: int, m: int) -> str:
+def ngram_label(n: int, m: int, config: GopherRepetitionConfig | None = None) -> str:
+    if config is not None and config.chars_per_word is not None:
+        return f"{n} (words of content, {config.chars_per_word:g} chars a word)"
     return str(n) if m == n else f"{n} (as {m} words)"
 
 
@@ -267,57 +283,6 @@ SPECS = (
             DropReason.GOPHER_ALPHA_WORDS: "too few words contain a letter",
             DropReason.GOPHER_STOP_WORDS: "too few stop words of the page's language"}),
 )
-
-class NGrams:
-    """Exact n-gram identities of a word sequence as dense integer arrays, built up one n at a time:
-    an n-gram is the pair (its (n-1)-gram, its last word), numbered by np.unique. No hashing, so no
-    collisions; O(len(words) log len(words)) per n instead of hashing n-word tuples."""
-
-    def __init__(self, words: Sequence[str]):
-        # word -> its rank of first appearance (built and applied in C: this runs for every word of every page)
-        vocabulary = dict(zip(dict.fromkeys(words), itertools.count()))
-        self.words = np.fromiter(map(vocabulary.__getitem__, words), dtype=np.int64, count=len(words))
-        self.vocabulary = max(len(vocabulary), 1)
-        self.lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-        self.total = int(self.lengths.sum())
-        self._n, self._ids = 1, self.words
-
-    def ids(self, n: int) -> np.ndarray:
-        """One id per n-gram start position (len(words) - n + 1 of them); equal n-grams, equal ids."""
-        if n < self._n:
-            self._n, self._ids = 1, self.words
-        while self._n < n:
-            self._n += 1
-            pairs = self._ids[:-1] * self.vocabulary + self.words[self._n - 1:]
-            self._ids = np.unique(pairs, return_inverse=True)[1].reshape(-1)
-        return self._ids
-
-    def top_chars(self, n: int) -> int:
-        """Word characters covered by the most frequent n-gram (its length times its count)."""
-        if len(self.words) < n:
-            return 0
-        ids = self.ids(n)
-        freq = np.bincount(ids)[ids]
-        best = int(freq.max())
-        if best < 2:
-            return 0
-        ends = np.concatenate(([0], np.cumsum(self.lengths)))
-        chars = (ends[n:] - ends[:-n])[freq == best].max()
-        return min(int(chars) * best, self.total)
-
-    def duplicated_chars(self, n: int) -> int:
-        """Word characters at positions covered by any n-gram that occurs at least twice."""
-        if len(self.words) < n:
-            return 0
-        ids = self.ids(n)
-        starts = np.flatnonzero(np.bincount(ids)[ids] > 1)
-        if not len(starts):
-            return 0
-        cover = np.zeros(len(self.words) + 1, dtype=np.int64)
-        np.add.at(cover, starts, 1)
-        np.add.at(cover, starts + n, -1)
-        return int(self.lengths[np.cumsum(cover[:-1]) > 0].sum())
-
 
 def top_ngram_chars(words: Sequence[str], n: int) -> int:
     """Word characters covered by the most frequent n-gram (its length times its count)."""

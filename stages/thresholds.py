@@ -150,7 +150,9 @@ def _fields(config: Any) -> dict[str, Any]:
 
 
 # Settings decided together: a user who sets the first takes the others out of the thresholds file too
-COUPLED = {"langid.threshold": ("langid.confident",)}
+COUPLED = {"langid.threshold": ("langid.confident",),  # n-gram sizes: one or the other (stages/ngrams.py)
+           "gopher_repetition.ngram_scale": ("gopher_repetition.chars_per_word",),
+           "gopher_repetition.chars_per_word": ("gopher_repetition.ngram_scale",)}
 
 
 def without(thresholds: Thresholds, settings: frozenset[str]) -> Thresholds:

@@ -29,7 +29,7 @@ from pipeline.job.graph import read_sources
 from pipeline.job.inputs import as_written, check_inputs, input_root, source_groups
 from pipeline.job.run import DEFAULT_RUNNER
 from pipeline.job.transforms import ApplyStage
-from stages.calibration import calibrate, langid_thresholds
+from stages.calibration import calibrate, content_rates, content_totals, langid_thresholds
 from stages.extraction.extract import Extractor
 from stages.langid import LangIdConfig, LanguageIdentifier
 from stages.record import Document
@@ -38,22 +38,21 @@ from stages.thresholds import script_family
 LID_ONLY = "lid."  # source-name prefix of documents that only calibrate the language-ID thresholds
 
 
-class MeasureFn(beam.DoFn):
-    """document -> (language, (sample key, what each rule measures)); with declared languages also, on the
+class IdentifyFn(beam.DoFn):
+    """document -> (language, sample key, text) for the rule thresholds; with declared languages also, on the
     `lid` output, (lid.176's label, declared language, score bin), counted per distinct triple downstream."""
 
     LID = "lid"
 
-    def __init__(self, langid_model: str | None, short_line_chars: int, declared: bool):
+    def __init__(self, langid_model: str | None, declared: bool):
         self._lid = LanguageIdentifier(LangIdConfig(model=langid_model, threshold=0.0, second_opinion=None))
-        self._short = short_line_chars
         self._declared = declared  # the source name is the documents' language (reference corpora)
 
     def setup(self) -> None:
         self._lid.setup()
 
     def process(self, doc: Document) -> Iterable:
-        from stages.calibration import measure, score_bin
+        from stages.calibration import score_bin
 
         detected, score = self._lid.predict(doc.text)
         lid_only = doc.source.startswith(LID_ONLY)
@@ -62,7 +61,20 @@ class MeasureFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(self.LID, (detected, lang, score_bin(score)))
         if not (lid_only or (self._declared and lang not in self._lid.labels())):  # rule thresholds: only for
             key = int.from_bytes(hashlib.blake2b(doc.id.encode(), digest_size=8).digest(), "big")  # labels it gives
-            yield lang, (key, measure(doc.text, lang, self._short, ngram_scale=None))
+            yield lang, key, doc.text
+
+
+def measure_page(row: tuple, short_line_chars: int, rates: dict) -> tuple:
+    """(language, key, text) -> (language, (key, what each rule measures)); n-gram rules in words of content
+    for the languages `rates` gives chars_per_word, else at every n (`RAW`)."""
+    from stages.calibration import measure
+
+    lang, key, text = row
+    return lang, (key, measure(text, lang, short_line_chars, ngram_scale=None, chars_per_word=rates.get(lang)))
+
+
+def _sum_totals(rows: Iterable[Sequence[int]]) -> tuple[int, ...]:
+    return tuple(map(sum, zip(*rows))) or (0, 0, 0, 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", default="en", help="the language whose thresholds are moved (default en)")
     p.add_argument("--parallel", action="store_true",
                    help="the sources hold the same documents in each language (translations): word counts then give "
-                        "each language's gopher_repetition.ngram_scale")
+                        "each language's gopher_repetition.ngram_scale, and character counts the chars_per_word of "
+                        "languages written without spaces")
     p.add_argument("--source-is-language", action="store_true",
                    help="each source's name is its documents' language (lid.176 code: --source de=GLOB); without it "
                         "documents count under the language the language-ID model detects")
@@ -114,26 +127,39 @@ def calibrate_corpus(argv: Sequence[str]) -> dict:
         with loopback_only_grpc(), beam.Pipeline(options=PipelineOptions(beam_args)) as p:
             html, text, _ = read_sources(p, config, root)
             extracted, _ = html | "Extract" >> ApplyStage(Extractor(config.extract))
-            measured = ([extracted, text]
-                        | "AllDocuments" >> beam.Flatten()
-                        | "Measure" >> beam.ParDo(MeasureFn(config.langid.model, config.fineweb.short_line_chars,
-                                                           args.source_is_language)).with_outputs(MeasureFn.LID,
-                                                                                                  main="rules"))
-            _ = (measured[MeasureFn.LID]
+            identified = ([extracted, text]
+                          | "AllDocuments" >> beam.Flatten()
+                          | "Identify" >> beam.ParDo(IdentifyFn(config.langid.model, args.source_is_language))
+                          .with_outputs(IdentifyFn.LID, main="rules"))
+            rates = ((identified.rules
+                      | "ContentTotals" >> beam.Map(lambda row: (row[0], content_totals(row[2], row[0])))
+                      | "SumPerLanguage" >> beam.CombinePerKey(_sum_totals)
+                      | "AllLanguages" >> beam.combiners.ToDict()
+                      | "CharsPerWord" >> beam.Map(content_rates, args.reference))
+                     if args.parallel else p | "NoRates" >> beam.Create([{}]))
+            _ = (rates | "RatesAsJson" >> beam.Map(lambda r: json.dumps(["chars_per_word", r]))
+                 | "WriteRates" >> beam.io.WriteToText(os.path.join(tmp, "rates"), file_name_suffix=".jsonl"))
+            measured = identified.rules | "Measure" >> beam.Map(measure_page, config.fineweb.short_line_chars,
+                                                                beam.pvalue.AsSingleton(rates))
+            _ = (identified[IdentifyFn.LID]
                  | "CountLabels" >> beam.combiners.Count.PerElement()
                  | "LabelsAsJson" >> beam.Map(lambda kv: json.dumps(["label", *kv[0], kv[1]]))
                  | "WriteLabels" >> beam.io.WriteToText(os.path.join(tmp, "labels"), file_name_suffix=".jsonl"))
-            _ = (measured.rules
+            _ = (measured
                  | "SamplePerLanguage" >> beam.combiners.Top.PerKey(args.max_docs, key=lambda item: item[0])
                  | "AsJson" >> beam.Map(lambda kv: json.dumps({"lang": kv[0], "metrics": [m for _, m in kv[1]]}))
                  | "Write" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
         samples: dict[str, dict[str, list[float]]] = {}
         labelled: dict[str, dict[str, dict[int, int]]] = {}  # lid.176 label -> declared language -> bin -> pages
         pages: dict[str, int] = {}                           # declared language -> pages
+        chars_per_word: dict[str, float] = {}               # languages without spaces -> content rate
         for name in sorted(os.listdir(tmp)):
             with open(os.path.join(tmp, name), encoding="utf-8") as fh:
                 for line in fh:
                     row = json.loads(line)
+                    if isinstance(row, list) and row[0] == "chars_per_word":
+                        chars_per_word = row[1]
+                        continue
                     if isinstance(row, list):  # ["label", lid.176 label, declared, bin, pages]
                         _, label, declared, score_bin, n = row
                         labelled.setdefault(label, {}).setdefault(declared, {})[score_bin] = n
@@ -146,7 +172,7 @@ def calibrate_corpus(argv: Sequence[str]) -> dict:
     fitted = langid_thresholds(labelled, pages, min_docs=args.min_docs) if labelled else None
     try:
         result = calibrate(samples, {lang: script_family(lang) for lang in {*samples, *labelled}}, args.min_docs,
-                           args.reference, fitted, parallel=args.parallel)
+                           args.reference, fitted, parallel=args.parallel, chars_per_word=chars_per_word)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     with open(args.output, "w", encoding="utf-8") as fh:

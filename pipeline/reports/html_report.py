@@ -81,8 +81,9 @@ def _kept_measures(kept: Sequence[Mapping[str, Any]], stages: Mapping[str, Any]
     repetition = stages.get("gopher_repetition")
     out = []
     for doc in kept:
-        scale = repetition.config_for(doc.get("lang")).ngram_scale if repetition is not None else 1.0
-        m = measure(doc["text"], doc.get("lang"), ngram_scale=scale)
+        c = repetition.config_for(doc.get("lang")) if repetition is not None else None
+        m = measure(doc["text"], doc.get("lang"), ngram_scale=c.ngram_scale if c else 1.0,
+                    chars_per_word=c.chars_per_word if c else None)
         if doc.get("lang_score") is not None:
             m["langid.threshold"] = doc["lang_score"]
         for column in ("quality_score", "toxicity_score"):

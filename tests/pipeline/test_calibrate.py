@@ -36,9 +36,12 @@ def test_calibration_is_deterministic_and_small_languages_get_their_script_defau
     lid = first["calibration"]["langid"]
     assert lid["en"]["own_pages"] == 40 and lid["fr"]["own_pages"] == 40 and lid["en"]["kept_true"] == 1.0
     assert 0.3 <= first["languages"]["de"]["langid"]["threshold"] <= 0.65 and first["langid_rule"]
-    # the same 40 articles: Japanese has more (ICU) words than English, so its n-grams are longer
-    assert first["languages"]["ja"]["gopher_repetition"]["ngram_scale"] > 1.0
-    assert "ngram_scale" not in first["languages"]["de"].get("gopher_repetition", {})
+    # the same 40 articles: Japanese, written without spaces, counts n-grams in words of content at its
+    # characters per English word (about 2.4); German keeps English's n words
+    ja = first["languages"]["ja"]["gopher_repetition"]
+    assert 2.0 <= ja["chars_per_word"] <= 2.9 and "ngram_scale" not in ja
+    assert first["scripts"]["CJK"]["gopher_repetition"]["chars_per_word"] == ja["chars_per_word"]
+    assert not {"ngram_scale", "chars_per_word"} & set(first["languages"]["de"].get("gopher_repetition", {}))
     assert "Latin" in first["scripts"] and "CJK" in first["scripts"]  # nl would be judged by Latin's entry
     assert first["rule"] and first["reference_language"] == "en"
     out = subprocess.run([sys.executable, "-m", "pipeline.cli", "calibrate", "--source", f"en={tmp_path}/nl.jsonl",
