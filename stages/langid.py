@@ -97,6 +97,7 @@ class LanguageIdentifier(Stage):
     """Stage: sets `lang`/`lang_score`; drops pages under the threshold or outside `languages`."""
 
     name = STAGE
+    per_language = True
 
     def __init__(self, config: LangIdConfig = LangIdConfig()):
         self.config = config

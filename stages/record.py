@@ -214,6 +214,7 @@ class Stage:
 
     name = "stage"
     language_settings = None  # stages.thresholds.LanguageSettings when the run has a thresholds file
+    per_language = False      # judges a page with config_for(its language): a thresholds file may tune it
 
     def config_for(self, lang: str | None):
         """The config to judge a page of language `lang` with: the stage's own, unless the run's
@@ -241,6 +242,8 @@ class Stage:
 class RuleStage(Stage):
     """A filter that keeps or drops a document unchanged: `evaluate(text, lang)` returns None (keep)
     or (reason, detail)."""
+
+    per_language = True
 
     def __init__(self, config):
         self.config = config

@@ -168,12 +168,33 @@ def without(thresholds: Thresholds, settings: frozenset[str]) -> Thresholds:
     return Thresholds(strip(thresholds.languages), strip(thresholds.scripts), thresholds.path)
 
 
+def check_sections(path: str, sections: frozenset[str], per_language: frozenset[str]) -> None:
+    """Every section the thresholds file names is a stage's (`sections`) that reads per-language settings
+    (`per_language`): one that is not would be accepted and never applied. One ConfigError line."""
+    thresholds = load_thresholds(path)
+    for table in (thresholds.languages, thresholds.scripts):
+        for name, entry in table.items():
+            for section, values in entry.items():
+                if not values:
+                    continue
+                if section not in sections:
+                    raise ConfigError(f"--thresholds {thresholds.path}: {name}.{section}: no stage has a section "
+                                      f"{section!r} (stages: {', '.join(sorted(sections))})")
+                if section not in per_language:
+                    raise ConfigError(f"--thresholds {thresholds.path}: {name}.{section}: the {section} stage does "
+                                      "not read per-language settings (set it for every language in the config instead)")
+
+
 def attach(stage: Any, config: Any, section: str, path: str, user_settings: frozenset[str] = frozenset()) -> None:
     """Give `stage` its per-language configs from the thresholds file at `path`, if the file has any
     for `section`; every entry is checked now (in the driver), not on the first page of that language.
     `user_settings` ("section.key"): settings the user gave, which the file does not override."""
     thresholds = without(load_thresholds(path), user_settings)
-    mentioned = any(section in entry for table in (thresholds.languages, thresholds.scripts) for entry in table.values())
+    mentioned = [name for table in (thresholds.languages, thresholds.scripts) for name, entry in table.items()
+                 if entry.get(section)]
+    if mentioned and not getattr(stage, "per_language", False):  # accepted, then never applied: refused
+        raise ConfigError(f"--thresholds {thresholds.path}: {mentioned[0]}.{section}: the {section} stage does not "
+                          "read per-language settings (set it for every language in the config instead)")
     if mentioned:
         stage.language_settings = LanguageSettings(config, section, thresholds)
         stage.language_settings.check()

@@ -50,6 +50,11 @@ def preflight(config: RunConfig) -> None:
     language codes exist, the extractor runs, optional decoders are installed. A failure is one
     error line, before any work."""
     names = {name for name, _ in source_groups(config)}
+    if config.thresholds:  # also sections of stages that are off, or that no stage has (a typo)
+        from stages.thresholds import check_sections
+
+        check_sections(config.thresholds, frozenset(s.section for s in TABLE if s.section),
+                       frozenset(s.section for s in TABLE if s.section and getattr(s.build, "per_language", False)))
     for spec in enabled_stages(config):
         unknown = sorted(set(getattr(spec.settings(config), "sources", ())) - names)
         if unknown:  # a typo would silently run the stage on nothing

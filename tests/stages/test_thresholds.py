@@ -172,3 +172,25 @@ def test_confusable_labels_are_counted_not_silently_accepted():
     standard = ("أعلنت الحكومة اليوم عن خطة جديدة لتحسين التعليم في المدارس الحكومية، وقال الوزير إن الخطة "
                 "ستبدأ في العام المقبل وتشمل تدريب المعلمين وتطوير المناهج الدراسية.")
     assert lid(Document(id="4", url="", source="web", text=standard)).lang == "ar" and notes == []
+
+
+def test_a_setting_no_stage_applies_per_language_is_refused_in_one_line(tmp_path):
+    """A toxicity entry was accepted, checked, written into the part markers and never applied (only the rule
+    stages and language ID judge a page by its language's config); a misspelt section was ignored. Both are
+    refused before any work, naming the entry; the bundled file passes."""
+    from pipeline.job.config import load_config
+    from pipeline.job.steps import preflight
+    from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer
+
+    for section, expected in (("toxicity", r"de\.toxicity: the toxicity stage does not read per-language settings"),
+                              ("gopher_repetion", r"de\.gopher_repetion: no stage has a section 'gopher_repetion'")):
+        path = tmp_path / f"{section}.yaml"
+        path.write_text(yaml.safe_dump({"languages": {"de": {section: {"max_dup_line_fraction": 0.5}}}}))
+        config = load_config(None, {"inputs": ["data/warc/*.warc.gz"], "output": str(tmp_path / "out"),
+                                    "thresholds": str(path)})
+        with pytest.raises(ConfigError, match=expected):
+            preflight(config)
+    path = tmp_path / "toxicity.yaml"
+    with pytest.raises(ConfigError, match="does not read per-language settings"):
+        attach(ToxicityScorer(ToxicityConfig()), ToxicityConfig(), "toxicity", str(path))
+    preflight(load_config(None, {"inputs": ["data/warc/*.warc.gz"], "output": str(tmp_path / "out")}))
