@@ -1,8 +1,39 @@
-"""Refinery's Python API: run the job, apply the stages to documents in memory, read a finished run.
-The same settings, outputs and one-line errors as the `refinery` command (README "Python API";
-the implementation is pipeline/api.py)."""
-from pipeline.api import Run, RunError, RunResult, apply, open_run, run
-from pipeline.job.config import RunConfig, load_config
-from stages.record import Document, Drop
+"""Refinery's Python API and the surface a stage package builds on; nothing else is supported for use from
+outside. Names are imported when first used, so a stage package that takes `Stage` and `StageSpec` does not
+load Beam.
 
-__all__ = ["Document", "Drop", "Run", "RunConfig", "RunError", "RunResult", "apply", "load_config", "open_run", "run"]
+Run a job and read it (README "Python API"; pipeline/api.py): `run`, `apply`, `open_run`, `Run`, `RunResult`,
+`RunError`, `RunConfig`, `load_config`.
+Write a stage or an input format (docs/stages.md "Stages from other packages"): `Document`, `Drop`, `DropReason`,
+`Stage`, `RuleStage` with its verdict helpers `over` and `under`, `StageSpec` with the places a stage runs
+(`DOCUMENT`, `EXTRACT`, `GLOBAL`), `InputFormat`, `ReadSettings`, and for a stage deciding within groups of
+documents `GroupDrop`.
+"""
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "pipeline.api": ("Run", "RunError", "RunResult", "apply", "open_run", "run"),
+    "pipeline.job.config": ("RunConfig", "load_config"),
+    "stages.record": ("Document", "Drop", "DropReason", "RuleStage", "Stage", "over", "under"),
+    "stages.table": ("DOCUMENT", "EXTRACT", "GLOBAL", "InputFormat", "StageSpec"),
+    "stages.formats": ("ReadSettings",),
+    "stages.grouped": ("GroupDrop",),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'refinery' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -141,10 +142,27 @@ def stage_modules(package: str = "stages") -> tuple[tuple[Any, str], ...]:
     another installed package registers in the `refinery.stages` entry-point group (plugin "NAME==VERSION")."""
     root = importlib.import_module(package)
     found = [(importlib.import_module(info.name), "") for info in pkgutil.walk_packages(root.__path__, prefix=package + ".")
-             if not info.name.rsplit(".", 1)[-1].startswith("_")]
+             if not info.name.rsplit(".", 1)[-1].startswith("_") and _declares_stages(info)]
     if package == "stages":
         found += plugin_modules()
     return tuple(found)
+
+
+_DECLARATION = re.compile(rb"^(SPECS|SPEC|FORMATS)\s*[:=]", re.M)
+
+
+def _declares_stages(info: pkgutil.ModuleInfo) -> bool:
+    """Whether a module of the package declares stages or formats at its top level, read from its source
+    without importing it: the table imports stage modules only, not the recipes and evaluations beside them
+    (calibration, model training, benchmarks' readers). A sub-package is walked whatever its __init__ says."""
+    if info.ispkg:
+        return True
+    spec = info.module_finder.find_spec(info.name.rsplit(".", 1)[-1])
+    origin = getattr(spec, "origin", None)
+    if not origin or not origin.endswith(".py"):
+        return True  # compiled or frozen: import it and look
+    with open(origin, "rb") as fh:
+        return _DECLARATION.search(fh.read()) is not None
 
 
 def plugin_modules() -> list[tuple[Any, str]]:

@@ -198,3 +198,27 @@ def test_the_jobs_tasks_are_beam_free():
             offenders += [(name, m) for m in mods if m.split(".")[0] == "apache_beam" and m not in BEAM_ALLOWED]
     assert "pipeline.job.parts" in reached and "pipeline.job.readers" in reached
     assert offenders == []
+
+
+def test_a_stage_package_imports_nothing_of_ours_but_refinery():
+    """The example plugin, as a third party writes one, uses the supported surface only (`refinery`), so that
+    the internals behind it can move."""
+    ours = {"common", "pipeline", "stages", "training"}
+    example = REPO / "tests" / "data" / "plugin_example"
+    offenders = [(str(p.relative_to(REPO)), m) for p, mods in imported_modules(str(example.relative_to(REPO)))
+                 for m in mods if m.split(".")[0] in ours]
+    assert offenders == []
+
+
+def test_the_stage_table_and_the_plugin_surface_load_no_recipe_code_and_no_beam():
+    """Building the stage table imports the modules that declare stages, not the recipes and evaluations beside
+    them (calibration, model training, benchmark readers); `from refinery import Stage, StageSpec` loads no Beam."""
+    probe = ("import sys\nfrom refinery import Document, Stage, StageSpec\nassert 'apache_beam' not in sys.modules\n"
+             "from stages.table import format_table, stage_table\nstage_table(); format_table()\n"
+             "print(' '.join(sorted(m for m in sys.modules if m.startswith('stages'))))")
+    loaded = set(subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True,
+                                check=True, timeout=120).stdout.split())
+    recipes = {"stages.calibration", "stages.quality_train", "stages.pii_eval", "stages.reference",
+               "stages.harmful.toxicity_train", "stages.harmful.toxicity_eval", "stages.extraction.gold"}
+    assert "stages.gopher" in loaded and "stages.harmful.toxicity" in loaded
+    assert loaded & recipes == set()

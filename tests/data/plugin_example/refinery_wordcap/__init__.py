@@ -2,8 +2,7 @@
 column, and a drop above a maximum. Registered through the `refinery.stages` entry point in pyproject.toml."""
 from dataclasses import dataclass
 
-from stages.record import Document, Stage
-from stages.table import StageSpec
+from refinery import Document, Stage, StageSpec  # Refinery's supported surface: `refinery` only
 
 
 @dataclass(frozen=True)
