@@ -84,8 +84,10 @@ def publish(config: RunConfig, result, names: list[str], runner, elapsed: float,
     _warn(config, report)
     if problems:
         raise RunFailed(f"run failed its checks, no manifest written ({REPORT_FILE} has details): " + "; ".join(problems))
-    write_atomically(FileSystems.join(config.output, CARD_FILE),
-                     dataset_card(report, DOCUMENT_SCHEMA, version()).encode("utf-8"))  # checks passed: a card
+    split_bytes = {split: sum(s["bytes"] for s in files)
+                   for split, files in (("train", shards), ("validation", valid_shards), ("anneal", anneal_shards))}
+    write_atomically(FileSystems.join(config.output, CARD_FILE),  # checks passed: a card
+                     dataset_card(report, DOCUMENT_SCHEMA, version(), split_bytes).encode("utf-8"))
     _write_manifests(config, report, shards, valid_shards, anneal_shards, interrupted)
     if not quiet:
         print(f"shards: {FileSystems.join(config.output, DATA_DIR)} ({len(shards)} file(s)); "

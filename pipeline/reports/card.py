@@ -28,17 +28,24 @@ def _size_category(rows: int) -> str:
     return "n>1B"
 
 
-def _yaml_header(report: dict[str, Any]) -> list[str]:
-    splits = [("train", "data/*.parquet")]  # a split without rows is left out: `datasets` refuses an empty split
-    if (report.get("valid") or {}).get("rows"):
-        splits.append(("validation", "valid/data/*.parquet"))
-    if (report.get("anneal") or {}).get("rows"):
-        splits.append(("anneal", "anneal/data/*.parquet"))
+def _yaml_header(report: dict[str, Any], split_bytes: dict[str, int]) -> list[str]:
+    splits = [("train", "data/*.parquet", report["output"]["rows"])]  # a split without rows is left out: `datasets`
+    #                                                                     refuses an empty split
+    for split, key in (("validation", "valid"), ("anneal", "anneal")):
+        if (report.get(key) or {}).get("rows"):
+            splits.append((split, f"{key}/data/*.parquet", report[key]["rows"]))
     languages = [lang for lang, _ in sorted(report.get("languages", {}).items(), key=lambda kv: (-kv[1], kv[0]))
                  if lang and lang != "None"]
     lines = ["---", "configs:", "- config_name: default", "  data_files:"]
-    for split, path in splits:
+    for split, path, _ in splits:
         lines += [f"  - split: {split}", f"    path: {path}"]
+    # Rows and bytes per split: `datasets` checks the rows when it builds the folder (a lost shard fails the load),
+    # and both enter its cache key, which for a folder with a card is the card's header, not the files' times
+    # (without them, a run written again into OUT loaded the old rows from ~/.cache/huggingface)
+    lines += ["dataset_info:", "  splits:"]
+    for split, _, rows in splits:
+        lines += [f"  - name: {split}", f"    num_examples: {rows}",
+                  f"    num_bytes: {split_bytes.get(split, 0)}  # of its Parquet files"]
     lines += ["language:"] + [f"- {lang}" for lang in languages] if languages else []
     lines += ["license: other  # the pages' own terms; the licences they state are below",
               "task_categories:", "- text-generation",
@@ -51,9 +58,11 @@ def _features(schema: pa.Schema) -> list[str]:
     return [f"| `{field.name}` | `{field.type}` |" for field in schema]
 
 
-def dataset_card(report: dict[str, Any], schema: pa.Schema, version: str) -> str:
+def dataset_card(report: dict[str, Any], schema: pa.Schema, version: str,
+                 split_bytes: dict[str, int] | None = None) -> str:
+    """`split_bytes`: {split: bytes of its Parquet files}."""
     output, conservation = report["output"], report["conservation"]
-    lines = _yaml_header(report)
+    lines = _yaml_header(report, split_bytes or {})
     lines += ["", "# A web text corpus made with Refinery", "",
               f"{output['rows']:,} documents, ~{output['tokens']:,} tokens (UTF-8 bytes / 4), from "
               f"{conservation['read']:,} records read; every record not here is in `ledger/` with the stage and reason "

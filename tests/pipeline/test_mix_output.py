@@ -1,6 +1,7 @@
 """Several sources in one run, token-share mixing, shards per input file and the manifest."""
 import hashlib
 import json
+import shutil
 
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
@@ -151,13 +152,28 @@ def test_the_output_is_a_dataset_card_that_datasets_loads(mixed_run):
     assert files == {"train": "data/*.parquet", "validation": "valid/data/*.parquet", "anneal": "anneal/data/*.parquet"}
     assert set(header["language"]) == {lang for lang in report["languages"] if lang}
     assert f"{report['output']['rows']:,} documents" in card and "| mix |" in card
-    loaded = datasets.load_dataset(str(out))
+    cache = str(tmp / "hf-cache")  # not ~/.cache: what another session left there must not answer for this one
+    loaded = datasets.load_dataset(str(out), cache_dir=cache)
     manifest = json.loads((out / "manifest.json").read_text())
     assert loaded["train"].num_rows == manifest["rows"]
     assert loaded["validation"].num_rows == manifest["valid"]["rows"] > 0
     assert loaded["anneal"].num_rows == manifest["anneal"]["rows"] > 0
-    shards = datasets.load_dataset("parquet", data_dir=str(out / "data"))["train"]
+    assert header["dataset_info"]["splits"][0] == {"name": "train", "num_examples": manifest["rows"],
+                                                   "num_bytes": sum(s["bytes"] for s in manifest["shards"])}
+    shards = datasets.load_dataset("parquet", data_dir=str(out / "data"), cache_dir=cache)["train"]
     assert shards.num_rows == manifest["rows"]
     assert shards.features["metadata"]["warc_offset"] == datasets.Value("int64")
     assert shards.features.arrow_schema.field("pii_counts").type == pq.read_schema(
         next((out / "data").glob("*.parquet"))).field("pii_counts").type
+
+
+def test_a_lost_shard_fails_the_load_by_the_card(mixed_run, tmp_path):
+    """The card's rows per split are checked by `datasets` when it builds the folder (and key its cache: the card,
+    not the files' times, names a folder's build there)."""
+    import datasets
+
+    out = tmp_path / "copy"
+    shutil.copytree(mixed_run[0] / "a", out)
+    next((out / "data").glob("*.parquet")).unlink()
+    with pytest.raises(datasets.exceptions.NonMatchingSplitsSizesError):
+        datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))
