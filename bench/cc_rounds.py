@@ -7,7 +7,7 @@ The LSH candidate graph is synthesized (MinHash of 1M documents alone would take
 rounds): 10 % of the documents are near copies (3 of 60 words changed, Jaccard ~0.9) of an earlier
 document, copies of copies included, as in bench/dedup_scale.py. Per LSH band (14 bands x 8 rows) a
 copy keeps its source's band value with probability 0.9**8 (all 8 minhashes survive the edit), else gets
-a fresh one; the members sharing a band value form a bucket, linked to its smallest id (pipeline.job.dedup's
+a fresh one; the members sharing a band value form a bucket, linked to its smallest id (pipeline.job.globals.dedup's
 bucket stars). Ids are 16 hex digits of a hash, as unordered as real document ids.
 
 Rounds run on one machine by stages.dedup.components_in_memory, the same steps as the Beam transform;
@@ -85,7 +85,7 @@ def beam_check(edges, expected_rounds) -> None:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipeline.counters import NAMESPACE
-    from pipeline.job.dedup import ConnectedComponents
+    from pipeline.job.globals.dedup import ConnectedComponents
 
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         _ = p | beam.Create(edges) | ConnectedComponents(MAX_ROUNDS)

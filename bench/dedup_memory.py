@@ -47,7 +47,7 @@ def one(paths: list[str], dedup: bool) -> int:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipeline.job.beam_options import give_freed_buffers_back
-    from pipeline.job.dedup import ExactDedup, NearDedup
+    from pipeline.job.globals.dedup import ExactDedup, NearDedup
     from stages.dedup import DedupConfig
 
     give_freed_buffers_back()  # as `refinery run` does for FnApiRunner

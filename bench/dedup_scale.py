@@ -40,7 +40,7 @@ def one(n: int, threshold: float | None = None) -> dict:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipeline.job.dedup import ExactDedup, NearDedup, SignDocuments
+    from pipeline.job.globals.dedup import ExactDedup, NearDedup, SignDocuments
     from stages.dedup import DedupConfig
 
     docs = corpus(n)

@@ -1,5 +1,5 @@
 """The robots host join at scale (issue 59): synthetic hosts with robots.txt captures and pages, joined by host as
-`--robots` does (pipeline/job/robots.py's transforms on Beam's FnApiRunner), against the same pages passed through
+`--robots` does (pipeline/job/globals/robots.py's transforms on Beam's FnApiRunner), against the same pages passed through
 without the join.
 
     .venv/bin/python bench/robots_join.py [--hosts 1000000] [--pages-per-host 3] [--json FILE]
@@ -24,7 +24,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pipeline.job.robots import _decide, _hop  # noqa: E402
+from pipeline.job.globals.robots import _decide, _hop  # noqa: E402
 from stages.optout.agents import TRAINING_AGENTS  # noqa: E402
 from stages.optout.captures import Capture, redirect_targets  # noqa: E402
 

@@ -6,8 +6,9 @@ Run a job and read it (README "Python API"; pipeline/api.py): `run`, `apply`, `o
 `RunError`, `RunConfig`, `load_config`.
 Write a stage or an input format (docs/stages.md "Stages from other packages"): `Document`, `Drop`, `DropReason`,
 `Stage`, `RuleStage` with its verdict helpers `over` and `under`, `StageSpec` with the places a stage runs
-(`DOCUMENT`, `EXTRACT`, `GLOBAL`), `InputFormat`, `ReadSettings`, and for a stage deciding within groups of
-documents `GroupDrop`.
+(`DOCUMENT`, `EXTRACT`, `GLOBAL`), `InputFormat`, `ReadSettings`; a global stage in plain Python deciding within
+groups of documents: `GroupedStage`, `GroupDrop`, `best_first`; one with Beam transforms of its own: `GlobalStage`
+(pipeline/job/globals/base.py) with `Flow`, and `PartEdit`, `PartHook` for one that edits parts.
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ _EXPORTS = {
     "stages.record": ("Document", "Drop", "DropReason", "RuleStage", "Stage", "over", "under"),
     "stages.table": ("DOCUMENT", "EXTRACT", "GLOBAL", "InputFormat", "StageSpec"),
     "stages.formats": ("ReadSettings",),
-    "stages.grouped": ("GroupDrop",),
+    "stages.grouped": ("GroupDrop", "GroupedStage", "best_first"),
+    "pipeline.job.globals.base": ("Flow", "GlobalStage"),
+    "pipeline.job.part_hooks": ("PartEdit", "PartHook"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

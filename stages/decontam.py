@@ -251,6 +251,7 @@ def read_benchmarks(specs: Iterable[str]) -> list[EvalItem]:
 
 SPEC = StageSpec(
     name=STAGE, order=100, runs=GLOBAL, config=DecontamConfig, section="decontam",
+    job="pipeline.job.globals.decontaminate:Decontaminate",
     enabled=lambda run: bool(run.decontam.benchmarks), about="benchmark n-grams excised or documents dropped",
     reasons={DropReason.CONTAMINATED: "shares an n-gram with a benchmark item (policy drop, or too little left "
                                       "after excising; detail: n-gram count and items)"})

@@ -216,7 +216,7 @@ def small_star_noting(node: str, neighbours: Iterable[str]) -> tuple[list[tuple[
 
 def components_in_memory(edges: Iterable[tuple[str, str]], max_rounds: int, shrink: bool = True,
                          size=None) -> tuple[dict[str, str], list[dict[str, int]]]:
-    """The rounds of pipeline.job.dedup.ConnectedComponents on one machine (tests, bench/cc_rounds.py):
+    """The rounds of pipeline.job.globals.dedup.ConnectedComponents on one machine (tests, bench/cc_rounds.py):
     the same steps in the same order, groupings as dicts. `shrink=False` runs the rounds as they were
     before settled stars left the loop. Returns ({node: component}, per round {"edges": edges taken in,
     "shuffled": elements grouped, "bytes": their encoded size by `size(key, value)`, "changed": 0/1})."""
@@ -269,6 +269,7 @@ DEDUP_AGAINST = "dedup_against"
 EXACT_OLD, NEAR_OLD = "exact_duplicate_of_earlier_run", "near_duplicate_of_earlier_run"
 SPECS = (
     StageSpec(name=DEDUP_AGAINST, order=75, runs=GLOBAL, enabled=lambda run: bool(run.dedup_against),
+              job="pipeline.job.globals.against:Against",
               about="`--dedup-against OLD_OUTPUT`: drop new documents duplicating one of earlier runs "
                     "(their signatures/)",
               reasons={EXACT_OLD: "the same normalized text as a document of an earlier run (detail: its id "
@@ -276,10 +277,12 @@ SPECS = (
                        NEAR_OLD: "shares a MinHash-LSH band with a document of an earlier run (detail: its id "
                                  "and output folder)"}),
     StageSpec(name="exact_dedup", order=80, runs=GLOBAL, config=DedupConfig, section="dedup",
+              job="pipeline.job.globals.dedup:Exact",
               enabled=lambda run: run.dedup.exact, about="one copy of each normalized text",
               reasons={DropReason.EXACT_DUPLICATE: "same text after NFKC, case folding and whitespace collapsing "
                                                    "(detail: `kept <id>`)"}),
     StageSpec(name="near_dedup", order=90, runs=GLOBAL, config=DedupConfig, section="dedup",
+              job="pipeline.job.globals.dedup:Near",
               enabled=lambda run: run.dedup.near, about="MinHash-LSH clusters keep one copy",
               reasons={DropReason.NEAR_DUPLICATE: "in a near-duplicate cluster with a better copy "
                                                   "(detail: `kept <id>`)"}),

@@ -1,10 +1,12 @@
 """Global stages that decide within groups: the plain-Python form of a stage that needs more than one document
 at a time (a cap per site, one copy per key), so such a stage is one module in `stages/` and its test.
 
-The stage's spec says `runs=GLOBAL`; its `build` returns an object with two methods:
+The stage's spec says `runs=GLOBAL` (and no `job`: pipeline/job/globals/grouped.py runs it); its `build` returns an
+object with two methods:
 
     group(record) -> str | None        the group of one document, from its signature record (fields `id`,
-                                       `part`, `exact_key`, `quality`, `chars`, `tokens`); None: in no group
+                                       `part`, `exact_key`, `quality`, `chars`, `tokens`, `site`: its host
+                                       without "www.", `lang`); None: in no group
     decide(group, records) -> [GroupDrop]   the documents of one group to drop, each with its reason
 
 The job groups the records by `group` (a GroupByKey: one group's records meet on one worker, so a group

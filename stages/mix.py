@@ -15,6 +15,7 @@ from stages.record import DropReason
 from stages.table import GLOBAL, StageSpec
 
 SPEC = StageSpec(name="mix", order=120, runs=GLOBAL, enabled=lambda run: bool(run.mix),
+                 job="pipeline.job.globals.mix:Mix",
                  about="sources sampled to the requested token shares (`--mix`)",
                  reasons={DropReason.MIX_DOWNSAMPLED: "not drawn: its source is above its share"})
 

@@ -4,7 +4,7 @@ or syndicated paragraph that document-level dedup cannot remove, because the pag
 In span mode the unit is C4's instead: a run of 3 consecutive sentences.
 
 Beam-free. Phase 1 stores each document's `paragraph_hashes` (64 bits per distinct unit long enough to
-count); phase 2 counts them across the whole input with a combiner (pipeline/job/paragraphs.py, built on
+count); phase 2 counts them across the whole input with a combiner (pipeline/job/globals/paragraphs.py, built on
 `occurrence`, `merge_owners` and `Owner` below), and `ParagraphCut` then cuts, from each document, the
 repeated units another document owns. The owner of a unit is the document most likely to be its
 original, chosen per group of documents sharing it so that an article's paragraphs stay together
@@ -318,7 +318,7 @@ def cuts_in_memory(docs: Iterable[Document], config: ParagraphDedupConfig) -> di
 
 
 SPEC = StageSpec(
-    name=STAGE, order=95, runs=GLOBAL, config=ParagraphDedupConfig,
+    name=STAGE, order=95, runs=GLOBAL, config=ParagraphDedupConfig, job="pipeline.job.globals.paragraphs:Paragraphs",
     about="a paragraph repeated across documents stays in its original only",
     reasons={TOO_MUCH_REPEATED: "lost more than max_removed_fraction of its text (or all of it) to paragraphs "
                                 "repeated in better documents (value: the fraction cut)"})

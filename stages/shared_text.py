@@ -22,7 +22,7 @@ A paragraph held by more than HOLDERS_CAP documents is boilerplate or a meme, no
 held on a single site is that site's template: both keep the per-paragraph rule (stages.origin.origin_rank),
 which needs no list of holders (a site's template still counts as not its pages' own text, rule 5). Counted in units of
 paragraph dedup (lines, or sentence spans), the ones phase 1 hashed. Beam-free: the job groups holders by
-paragraph, then a document's groups by document (pipeline/job/paragraphs.py); `owners_in_memory` is the same on
+paragraph, then a document's groups by document (pipeline/job/globals/paragraphs.py); `owners_in_memory` is the same on
 one machine.
 """
 from __future__ import annotations

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 # Where a stage runs. "document" stages are per-document classes (`Stage`); the others are wired
-# by the pipeline, which knows them by name: reading files, extraction (HTML documents only, before
-# text sources join), global steps over all documents (dedup, decontamination, mixing), and the
-# last check before a shard is written.
+# by the pipeline: reading files, extraction (HTML documents only, before text sources join), global
+# stages over all documents (dedup, decontamination, mixing: each a GlobalStage, its spec's `job`), and
+# the last check before a shard is written.
 READ, EXTRACT, DOCUMENT, GLOBAL, WRITE = "read", "extract", "document", "global", "write"
 PLACES = (READ, EXTRACT, DOCUMENT, GLOBAL, WRITE)
 
@@ -45,6 +45,9 @@ class StageSpec:
     scores: tuple[str, ...] = ()                   # score columns the stage writes (`doc.with_score(name, x)`): each
                                                    # a float column of the shards
     plugin: str = ""                               # "distribution==version" of a stage from another package
+    job: Any = ""                                  # of a global stage: "module:Class" of its GlobalStage in the job
+                                                   # (pipeline/job/globals/), imported when on; without it, `build`
+                                                   # gives a GroupedStage (stages/grouped.py)
 
     def __post_init__(self):
         if self.runs not in PLACES:

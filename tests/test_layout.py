@@ -222,3 +222,60 @@ def test_the_stage_table_and_the_plugin_surface_load_no_recipe_code_and_no_beam(
                "stages.harmful.toxicity_train", "stages.harmful.toxicity_eval", "stages.extraction.gold"}
     assert "stages.gopher" in loaded and "stages.harmful.toxicity" in loaded
     assert loaded & recipes == set()
+
+
+def global_stage_branches(source: str, label: str, names: set[str]) -> list[str]:
+    """Where a module picks out a global stage by its name: a comparison with one (`name == "near_dedup"`,
+    `name in (EXACT, NEAR)`), or a registry keyed by a constant holding one (`{PARAGRAPH_STAGE: ...}`); constants
+    count whether imported (`from pipeline.job.globals.robots import STAGE as ROBOTS_STAGE`) or the module's own.
+    (A report section that happens to share a stage's name, `{"robots": ...}`, is no branch.)"""
+    import importlib
+
+    tree = ast.parse(source)
+    held = set()  # identifiers whose value is a global stage's name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                try:
+                    value = getattr(importlib.import_module(node.module), alias.name, None)
+                except ImportError:
+                    continue
+                if isinstance(value, str) and value in names:
+                    held.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Assign):
+            targets = [t for target in node.targets for t in (target.elts if isinstance(target, ast.Tuple) else [target])]
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            for target, value in zip(targets, values):
+                if isinstance(target, ast.Name) and isinstance(value, ast.Constant) and value.value in names:
+                    held.add(target.id)
+
+    def names_a_stage(node, literal: bool = True) -> bool:
+        if isinstance(node, ast.Constant):
+            return literal and node.value in names
+        if isinstance(node, ast.Name):
+            return node.id in held
+        return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(names_a_stage(e, literal) for e in node.elts)
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(names_a_stage(n) for n in [node.left, *node.comparators]):
+            found.append(f"{label}:{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Dict) and any(k is not None and names_a_stage(k, literal=False) for k in node.keys):
+            found.append(f"{label}:{node.lineno}: a registry keyed by a global stage's name")
+    return found
+
+
+def test_global_stages_are_picked_by_name_only_in_their_wing():
+    """The job asks every global stage the same questions (pipeline/job/globals/base.py): outside globals/, no module
+    of pipeline/job/ compares a name with a global stage's or keys a registry by one; a branch put back is found."""
+    from stages.table import GLOBAL, stage_table
+
+    names = {spec.name for spec in stage_table() if spec.runs == GLOBAL}
+    found = [hit for path in sorted((REPO / "pipeline" / "job").glob("*.py"))
+             for hit in global_stage_branches(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)), names)]
+    assert found == []
+    planted = ('from pipeline.job.globals.robots import STAGE as ROBOTS_STAGE\nfrom stages.paragraphs import STAGE\n\n\n'
+               'def pick(spec):\n    if spec.name == ROBOTS_STAGE:\n        return 1\n'
+               '    return {STAGE: "pipeline.job.paragraphs:ParagraphDedup"}.get(spec.name, spec.name in ("mix",))\n')
+    hits = global_stage_branches(planted, "steps.py", names)
+    assert len(hits) == 3 and "spec.name == ROBOTS_STAGE" in hits[0], hits

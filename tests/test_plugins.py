@@ -1,7 +1,7 @@
 """Stages from other packages: a stage package (tests/data/plugin_example) built and installed into a fresh virtual
-environment registers its stage through the `refinery.stages` entry point; it is in --help, the default config, the
-funnel, the ledger, the shards (its score column) and the manifest (with its version); after it is uninstalled, a
-config that names it fails before any work with one line naming it."""
+environment registers its stages (a document stage and a global one) through the `refinery.stages` entry point; they
+are in --help, the default config, the funnel, the ledger, the shards (its score column) and the manifest (with its
+version); after it is uninstalled, a config that names it fails before any work with one line naming it."""
 import json
 import os
 import shutil
@@ -12,6 +12,7 @@ import sysconfig
 import pyarrow.parquet as pq
 import pytest
 
+from stages.mix import site_of
 from tests.conftest import REPO, WARC_DIR
 
 PLUGIN = REPO / "tests" / "data" / "plugin_example"
@@ -60,7 +61,7 @@ def test_a_stage_package_runs_like_a_built_in_stage_and_its_absence_is_one_line(
     assert "wordcap:\n  enabled: true\n  max_share: 0.5" in default_yaml
     out = tmp_path / "out"
     python(venv, "-m", "pipeline.cli", "run", "--input", str(WARC_DIR / "dolma_sample-0000.warc.gz"), "--output",
-           str(out), "--wordcap-max-share", "0.02", "--quiet")
+           str(out), "--wordcap-max-share", "0.02", "--site-cap-max-pages", "1", "--quiet")
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     names = [row["stage"] for row in report["funnel"]]
     assert names.index("gopher_quality") < names.index("wordcap") < names.index("quality")  # its order, 67
@@ -69,8 +70,15 @@ def test_a_stage_package_runs_like_a_built_in_stage_and_its_absence_is_one_line(
     assert row["dropped"] == len(ledger) > 0 and {r["reason"] for r in ledger} == {"shouting"}
     shares = pq.read_table(out / "data", columns=["capital_share"]).column("capital_share").to_pylist()
     assert shares and all(share is not None and share <= 0.02 for share in shares)
+    # its global stage: at most one page a site, at its order (85), the others ledgered
+    assert names.index("exact_dedup") < names.index("site_cap") < names.index("near_dedup")
+    capped = next(row for row in report["funnel"] if row["stage"] == "site_cap")
+    over = [r for r in pq.read_table(out / "ledger").to_pylist() if r["stage"] == "site_cap"]
+    assert capped["dropped"] == len(over) > 0 and {r["reason"] for r in over} == {"site_over_cap"}
+    sites = [site_of(url) for url in pq.read_table(out / "data", columns=["url"]).column("url").to_pylist()]
+    assert len(sites) == len(set(sites)) and {site_of(r["url"]) for r in over} <= set(sites)
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["plugins"] == {"refinery-wordcap==1.0.0": ["wordcap"]}
+    assert manifest["plugins"] == {"refinery-wordcap==1.0.0": ["wordcap", "site_cap"]}
     assert report["conservation"]["holds"]
 
     with_one = digest(venv)

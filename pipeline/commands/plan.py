@@ -55,7 +55,7 @@ COMPONENT_ROUNDS = 4       # rounds that still carry edges (bench/cc_rounds.py: 
 OCCURRENCE_RECORD_BYTES = 77  # paragraph dedup: one (hash, occurrence) as Beam's coder packs it
 PARAGRAPH_BYTES_PER_HASH = 170  # paragraph dedup's phase-2 memory per paragraph hash (bench/paragraph_scale.py, 1M)
 PHASE2_BYTES_PER_DOCUMENT = 900  # peak memory of one local process per document (bench/run_scale.py, 300k -> 1M)
-# --robots (pipeline/job/robots.py): each document's (host, id, part, scheme, URL, fetch date) is grouped by host, and
+# --robots (pipeline/job/globals/robots.py): each document's (host, id, part, scheme, URL, fetch date) is grouped by host, and
 # its whole signature record joins the decisions by id group; the captures are shuffled by host and once more by
 # redirect target, decompressed (a robots WARC's gzip members shrink robots.txt text about 4x)
 ROBOTS_PAGE_RECORD_BYTES = 200
@@ -118,7 +118,7 @@ def make_plan(config, sample: int, scale_files: int, scale_pages: float, spread:
     if config.robots:  # the captures come with the input: their bytes scale with it
         from apache_beam.io.filesystems import FileSystems
 
-        from pipeline.job.robots import robots_files
+        from pipeline.job.globals.robots import robots_files
 
         robots_bytes = sum(m.size_in_bytes for path in robots_files(config.robots)
                            for m in FileSystems.match([path])[0].metadata_list)

@@ -9,7 +9,7 @@ twice (pipeline/job/phases.py runs them in Beam; tests and other schedulers call
 
 A task's `run` is a generator: it yields `Output(tag, value)` as it goes (a ledger drop, an edit, a stats
 line: a part's outputs are never held whole) and returns its typed result; `drain` runs one to the end
-into a sink. Dedup itself reads only signatures (pipeline/job/dedup.py), so no step holds documents
+into a sink. Dedup itself reads only signatures (pipeline/job/globals/dedup.py), so no step holds documents
 beyond one chunk of one part. The second pass exists because the mix's rates and the anneal split
 depend on every part's finished tokens.
 """

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
@@ -23,8 +24,10 @@ from common.shards import MANIFEST
 from common.shards import manifest as shards_manifest
 from pipeline import storage
 from pipeline.job.faults import kill_point
+from pipeline.job.outdir import EDITS_DIR
 from pipeline.job.schema import DOCUMENT_SCHEMA
 from pipeline.storage import write_atomically
+from stages.counters import note
 
 STATS_DIR = "_shard_stats"
 
@@ -155,3 +158,22 @@ def write_manifest(output: str, shards: list[dict[str, Any]], extra: dict[str, A
                      json.dumps(manifest, indent=2, ensure_ascii=False, default=str).encode("utf-8"))
     storage.remove_tree(FileSystems.join(output, STATS_DIR))  # none when WriteShards did not write (refinery ablate)
     return manifest
+
+
+def edits_report(output: str, counters: dict[str, int] | None) -> dict:
+    """report.json's `edits`: per stage that cut text, from the edit book's files (documents, paragraphs,
+    characters cut; the share of the text reaching the stage, where the runner delivered counters). A global
+    stage adds its own to its entry (paragraph dedup: the most repeated paragraphs)."""
+    files = [m.path for r in FileSystems.match([FileSystems.join(output, EDITS_DIR, "part-*.parquet")])
+             for m in r.metadata_list]
+    book: dict[str, dict] = {}
+    if files:
+        table = ds.dataset(files, format="parquet").to_table(columns=["stage", "paragraphs", "chars"])
+        sums = table.group_by("stage").aggregate([("paragraphs", "count"), ("paragraphs", "sum"), ("chars", "sum")])
+        for row in sums.to_pylist():
+            book[row["stage"]] = {"documents": row["paragraphs_count"], "paragraphs": row["paragraphs_sum"],
+                                  "chars": row["chars_sum"]}
+    for stage, entry in book.items():
+        seen = (counters or {}).get(note(stage, "chars_seen"))
+        entry["share_of_text"] = round(entry["chars"] / seen, 5) if seen else None
+    return book

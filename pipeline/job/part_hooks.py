@@ -1,6 +1,6 @@
 """Global stages that change the documents they keep, part by part (paragraph dedup cuts repeated paragraphs): what
-the job asks of such a stage, so that the job's graph, its tasks and their Beam adapters name none of them. One is a
-module with a `PartEdit` and a line in pipeline/job/steps.py's PART_EDITS; pipeline/job/paragraphs.py is the example.
+the job asks of such a stage, so that the job's graph, its tasks and their Beam adapters name none of them. Its
+GlobalStage (pipeline/job/globals/) gives it as `part_edit()`; pipeline/job/globals/paragraphs.py is the example.
 
 Phase 2 runs it in three places:
 - `counts(decided_by_part, file_index)`: a Beam transform over (part key, [Decision]) of every part (what document

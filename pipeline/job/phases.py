@@ -35,7 +35,7 @@ from pipeline.job.prepare import PrepareFile, prepare_files
 from pipeline.job.schema import part_value
 from pipeline.job.signed import Signed, verify_shingles
 from stages.dedup import DedupConfig
-from stages.mix import mix_rates
+from stages.mix import mix_rates, site_of
 from stages.origin import origin_evidence
 from stages.record import StageEnvironmentError
 from stages.table import missing_plugin_stages, plugins
@@ -120,14 +120,16 @@ class ReadSigned(beam.DoFn):
         self._output, self._dedup, self._file_index = output, dedup, file_index
 
     def process(self, key: str):
-        columns = ["id", "url", "metadata", "exact_key", "bands", "quality_score", "chars", "tokens"]
+        columns = ["id", "url", "metadata", "exact_key", "bands", "quality_score", "chars", "tokens", "lang"]
         verify, first = self._dedup.verify, self._file_index[key] << 32
-        rows = read_rows(part_paths(self._output, key)["docs.parquet"], columns + (["text", "lang"] if verify else []))
+        rows = read_rows(part_paths(self._output, key)["docs.parquet"], columns + (["text"] if verify else []))
         for number, row in enumerate(rows, start=first):
             shingle_set = verify_shingles(part_value(row, "text"), row["lang"], self._dedup) if verify else None
-            origin = origin_evidence(part_value(row, "url"), json.loads(row["metadata"]) if row["metadata"] else {})
+            url = part_value(row, "url")
+            origin = origin_evidence(url, json.loads(row["metadata"]) if row["metadata"] else {})
             yield Signed(row["id"], key, number, row["exact_key"], b"".join(row["bands"] or ()), row["quality_score"],
-                         row["chars"], row["tokens"], shingle_set, origin=origin).pack()
+                         row["chars"], row["tokens"], shingle_set, origin=origin, site=site_of(url),
+                         lang=row["lang"]).pack()
 
 
 class FinishParts(_TaskFn):

@@ -11,11 +11,10 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from common.version import version
-from pipeline.counters import entered, notes_of, source_records
+from pipeline.counters import entered, source_records
 from pipeline.job.config import TABLE, RunConfig
-from pipeline.job.dedup import dedup_report
+from pipeline.job.globals import stage_class
 from pipeline.job.inputs import InputFile, source_groups
-from pipeline.job.mix import STAGE as MIX_STAGE
 from pipeline.job.outdir import (
     ANNEAL_DIR,
     CARD_FILE,
@@ -28,12 +27,16 @@ from pipeline.job.outdir import (
     VALID_DIR,
     lock_note,
 )
-from pipeline.job.output import MANIFEST, collect_anneal_top, collect_shards, collect_signature_files, write_manifest
-from pipeline.job.paragraphs import edits_report
+from pipeline.job.output import (
+    MANIFEST,
+    collect_anneal_top,
+    collect_shards,
+    collect_signature_files,
+    edits_report,
+    write_manifest,
+)
 from pipeline.job.parts import file_part_key, part_paths
 from pipeline.job.prepare import paragraph_settings, signature_settings
-from pipeline.job.robots import STAGE as ROBOTS_STAGE
-from pipeline.job.robots import robots_unreadable
 from pipeline.job.schema import DOCUMENT_SCHEMA
 from pipeline.reports import html_report
 from pipeline.reports import report as reporting
@@ -46,10 +49,11 @@ from stages.extraction.extract import Extractor
 from stages.extraction.warc import STAGE as WARC_STAGE
 from stages.extraction.wet import STAGE as WET_STAGE
 from stages.langid import STAGE as LANGID_STAGE
-from stages.mix import parse_weights
 from stages.optout.agents import LIST_VERSION as AGENT_LIST_VERSION
 from stages.optout.signals import STAGE as OPTOUT_STAGE
-from stages.table import plugins
+from stages.table import GLOBAL, plugins
+
+OPTOUT_STAGES = [spec.name for spec in TABLE if spec.section == OPTOUT_STAGE]  # the signals and robots.txt
 
 
 class RunFailed(RuntimeError):
@@ -187,7 +191,7 @@ def build_report(config: RunConfig, result, counters: dict[str, int] | None, nam
             entry["tokens"] += s["tokens_by_source"].get(k, 0)
     report["output"] = {"rows": rows, "repeats": rows - report["kept"], "tokens": tokens,
                         "sources": dict(sorted(by_source.items()))}
-    _add_sections(config, report, counters, by_source, valid_shards)
+    _add_sections(config, report, counters, valid_shards)
     # per language seen: the language-ID threshold applied and where it came from (file, user, default)
     langid = next(spec for spec in TABLE if spec.name == LANGID_STAGE).make(config)
     seen = {*report["languages"], *(lang for (lang,) in reporting.column_counts(ledger_files, ["lang"]) if lang)}
@@ -238,21 +242,14 @@ def _output_bytes(config: RunConfig, shards, valid_shards) -> dict[str, int]:
 
 
 def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str, int] | None,
-                  by_source: dict[str, dict[str, int]], valid_shards: list[dict[str, Any]]) -> None:
-    """The report's mix, valid split and dedup sections, for runs that have them."""
-    tokens = report["output"]["tokens"]
-    if config.mix:
-        report["mix"] = {"requested": parse_weights(config.mix),
-                         "achieved": {k: round(v["tokens"] / max(tokens, 1), 4) for k, v in sorted(by_source.items())},
-                         "max_epochs": config.mix_max_epochs,
-                         "capped_sources": sorted(k for k, v in notes_of(counters or {}, MIX_STAGE, "capped.").items() if v)}
+                  valid_shards: list[dict[str, Any]]) -> None:
+    """The report's sections for runs that have them: the valid split, rehydration, edits, opt-outs, the global
+    stages' own (dedup, mix), WET against WARC."""
     if config.holdout_fraction:
         report["valid"] = {"manifest": f"{VALID_DIR}/{MANIFEST}", "rows": report["held_out"],
                            "tokens": sum(s["tokens"] for s in valid_shards), "fraction": config.holdout_fraction,
                            "counted": None if counters is None else counters.get("holdout.valid", 0),
                            "written": sum(s["rows"] for s in valid_shards)}
-    if config.dedup.exact or config.dedup.near:
-        report["dedup"] = dedup_report(config.dedup, counters or {})
     if config.rehydrate:
         report["rehydration"] = {"weights": config.rehydrate_weights, "max_epochs": config.mix_max_epochs,
                                  "repeats": None if counters is None else counters.get("rehydrate.repeats", 0),
@@ -262,6 +259,8 @@ def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str,
         report["edits"] = edits
     if config.optout.enabled:
         report["optout"] = optout_report(config, report)
+    for stage in _global_stage_classes(config):  # their own sections (dedup, mix), or what they add to one
+        report.update(stage.report(config, counters, report))
     if counters and counters.get(entered(WET_STAGE)) and counters.get(entered(WARC_STAGE)):  # both kinds given
         report["wet_vs_warc"] = wet_vs_warc(
             [FileSystems.join(config.output, s["path"]) for s in report["shards"]],
@@ -276,7 +275,7 @@ def optout_report(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
     for path in ledger_files:  # the opt-out rows only, summed by Arrow: a crawl's ledger has billions of rows
         with FileSystems.open(path) as fh:
             table = pq.read_table(fh, columns=["stage", "reason", "lang", "value"],
-                                  filters=[("stage", "in", [OPTOUT_STAGE, ROBOTS_STAGE])])
+                                  filters=[("stage", "in", OPTOUT_STAGES)])
         sums = table.group_by(["reason", "lang"]).aggregate([("stage", "count"), ("value", "sum")]).to_pylist()
         for row in sums:
             entry = removed.setdefault(row["reason"], {}).setdefault(row["lang"] or "unknown", {"documents": 0, "tokens": 0})
@@ -292,7 +291,7 @@ def optout_report(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
     return {"agents": list(config.optout.agents), "agent_list": AGENT_LIST_VERSION,
             "require_license": config.optout.require_license, "robots": list(config.robots),
             "robots_as_of": config.optout.robots_as_of if config.robots else None,
-            "robots_unreadable": robots_unreadable(config.output) if config.robots else [],
+            "robots_unreadable": [],  # what of the captures could not be read: the robots stage's report
             "removed": {reason: dict(sorted(langs.items())) for reason, langs in sorted(removed.items())},
             "kept_by_language": report["languages"], "licenses_kept": dict(sorted(licences.items()))}
 
@@ -305,6 +304,10 @@ def _write_html_report(config: RunConfig, report: dict[str, Any]) -> None:
         print(f"[refinery] warning: {HTML_REPORT_FILE} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
+def _global_stage_classes(config: RunConfig) -> list:
+    return [stage_class(spec) for spec in TABLE if spec.runs == GLOBAL and spec.is_enabled(config)]
+
+
 def _checks(config: RunConfig, report: dict[str, Any], counters: dict[str, int] | None,
             shards: list[dict[str, Any]]) -> list[str]:
     """Why this run's output must not be published (empty when it may)."""
@@ -312,9 +315,8 @@ def _checks(config: RunConfig, report: dict[str, Any], counters: dict[str, int] 
     written = sum(s["rows"] for s in shards)
     if written != report["output"]["rows"]:
         problems.append(f"shard writers reported {written} rows but the shard files hold {report['output']['rows']}")
-    if report.get("dedup", {}).get("converged") is False:
-        problems.append(f"near-duplicate clustering did not converge in {config.dedup.max_rounds} rounds: "
-                        "raise dedup.max_rounds")
+    for stage in _global_stage_classes(config):
+        problems += stage.problems(config, report)
     valid = report.get("valid")
     if valid and valid["counted"] is not None and valid["counted"] != valid["rows"]:
         problems.append(f"the holdout counted {valid['counted']} validation documents but valid/ holds {valid['rows']}")

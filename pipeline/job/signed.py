@@ -1,6 +1,6 @@
 """Dedup's records, Beam-free: the `Signed` record of a document (its signature, rank and tokens, never its
 text), the `Decision` that drops one, and the `Signer` phase 1 signs documents with. The dedup transforms
-(pipeline/job/dedup.py) group and compare them; phase 1's task (pipeline/job/prepare.py) writes them."""
+(pipeline/job/globals/dedup.py) group and compare them; phase 1's task (pipeline/job/prepare.py) writes them."""
 from __future__ import annotations
 
 import hashlib
@@ -19,7 +19,7 @@ from stages.dedup import (
     shingle_hash,
     shingles,
 )
-from stages.mix import approx_tokens
+from stages.mix import approx_tokens, site_of
 from stages.origin import NO_DATE, origin_evidence
 from stages.record import Document
 
@@ -44,6 +44,8 @@ class Signed(NamedTuple):
     copies: int = 1                      # documents this one stands for once dedup kept it (itself included)
     # evidence of origin (stages.origin.origin_evidence): declares another page canonical, earliest date it existed
     origin: tuple[int, str] = (0, NO_DATE)
+    site: str = ""                       # stages.mix.site_of its URL, and its language: what grouped stages group by
+    lang: str | None = None
 
     @property
     def rank(self) -> tuple:
@@ -125,7 +127,8 @@ def signed(doc: Document, part: str, number: int, signature: tuple[str | None, l
     """The Signed record of a document (with its shingle hashes when `config.verify`)."""
     shingle_set = verify_shingles(doc.text, doc.lang, config) if config is not None and config.verify else None
     return Signed(doc.id, part, number, signature[0], b"".join(signature[1] or ()), doc.quality_score, len(doc.text),
-                  approx_tokens(doc.text), shingle_set, origin=origin_evidence(doc.url, doc.metadata))
+                  approx_tokens(doc.text), shingle_set, origin=origin_evidence(doc.url, doc.metadata),
+                  site=site_of(doc.url), lang=doc.lang)
 
 
 def verify_shingles(text: str, lang: str | None, config: DedupConfig) -> frozenset:

@@ -1,44 +1,26 @@
 """The job's steps, from the stage table: per-document stages as `Step`s for the stage runner, global
-stages as the transforms phase 2 runs (dedup over signatures, decontamination with its index loaded,
-stages that edit parts, the mix), the write check last; and the pre-flight check of every enabled stage."""
+stages as their GlobalStage (pipeline/job/globals/: what phase 2 asks of each), the write check last; and
+the pre-flight check of every enabled stage."""
 from __future__ import annotations
 
-import collections
-import importlib
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from pipeline.job.config import TABLE, ConfigError, RunConfig
-from pipeline.job.dedup import ExactDedup, NearDedup
 from pipeline.job.finish import FinishPart, WritePart
-from pipeline.job.grouped import GroupedGlobal
+from pipeline.job.globals import build, stage_class
+from pipeline.job.globals.base import GlobalStage, decides
 from pipeline.job.inputs import source_groups
-from pipeline.job.mix import STAGE as MIX_STAGE
 from pipeline.job.mix import Anneal, Mix, Rehydration
-from pipeline.job.part_hooks import PartEdit
 from pipeline.job.prepare import PrepareFile, in_phase1, phase1_digest
 from pipeline.job.readers import FileReader
-from pipeline.job.robots import STAGE as ROBOTS_STAGE
-from pipeline.job.robots import RobotsOptOut, robots_files
 from pipeline.job.schema import OutputCheck
-from pipeline.job.signatures import DedupAgainst, earlier_signature_files
-from stages.decontam import DecontaminationIndex, Decontaminator, read_benchmarks
-from stages.dedup import DEDUP_AGAINST
-from stages.grouped import GroupedStage
-from stages.mix import parse_rehydration, parse_weights
-from stages.paragraphs import STAGE as PARAGRAPH_STAGE
+from stages.mix import parse_rehydration
 from stages.runner import Step
 from stages.table import DOCUMENT, EXTRACT, GLOBAL, WRITE, StageSpec
 
 WRITE_STAGE = next(spec.name for spec in TABLE if spec.runs == WRITE)
-TABLE_BY_NAME = {spec.name: spec for spec in TABLE}
-# Global stages that edit parts (pipeline/job/part_hooks.py): stage name -> "module:class" of its PartEdit, built from
-# the run config (imported when the stage is on).
-PART_EDITS = {
-    PARAGRAPH_STAGE: "pipeline.job.paragraphs:ParagraphDedup",
-}
 
 
 def enabled_stages(config: RunConfig) -> list[StageSpec]:
@@ -61,48 +43,10 @@ def preflight(config: RunConfig) -> None:
             raise ConfigError(f"{spec.section}.sources: no source named {', '.join(map(repr, unknown))} in this run "
                               f"(sources: {', '.join(sorted(names))})")
         spec.preflight(config)
+        if spec.runs == GLOBAL:
+            stage_class(spec).preflight(config)
     if config.plan and not os.path.isfile(config.plan):
         raise ConfigError(f"--plan {config.plan}: no such file (write one with `refinery plan ... --save FILE`)")
-    if config.dedup_against:
-        own = os.path.abspath(config.output)
-        if any(os.path.abspath(folder) == own for folder in config.dedup_against):
-            raise ConfigError("--dedup-against names this run's own --output; give earlier runs' folders")
-        earlier_signature_files(config)  # checks them
-    if config.robots:
-        robots_files(config.robots)  # each glob names captures
-
-
-def _global_step(spec: StageSpec, config: RunConfig, facts: dict[str, Any]):
-    """What the job runs for a stage that needs all documents at once (what it loaded goes into `facts`):
-    dedup transforms over signatures, decontamination (a per-document stage with the index loaded here),
-    the mix (applied while shards are written)."""
-    if spec.name == DEDUP_AGAINST:
-        return DedupAgainst(config.dedup_against, config.dedup)
-    if spec.name == ROBOTS_STAGE:
-        return RobotsOptOut(config.robots, config.output, config.optout)
-    if spec.name == "exact_dedup":
-        return ExactDedup()
-    if spec.name == "near_dedup":
-        return NearDedup(config.dedup)
-    if spec.name == "decontaminate":
-        c = config.decontam
-        index = DecontaminationIndex(read_benchmarks(c.benchmarks), c.n, c.min_words)
-        loaded = collections.Counter(item.benchmark for item in index.items)
-        facts["decontamination"] = {b: {"items": n, "too_short": index.skipped.get(b, 0)} for b, n in sorted(loaded.items())}
-        print("[refinery] decontamination: " + ", ".join(
-            f"{b} {n:,} items" + (f" ({index.skipped[b]} too short to match)" if index.skipped.get(b) else "")
-            for b, n in sorted(loaded.items())), file=sys.stderr)
-        return Step(Decontaminator(index, c), timeout_s=config.stage_timeout_s)
-    if spec.name in PART_EDITS:
-        module, _, name = PART_EDITS[spec.name].partition(":")
-        return getattr(importlib.import_module(module), name)(config)
-    if spec.name == MIX_STAGE:
-        return Mix(parse_weights(config.mix), config.seed, config.mix_max_epochs)
-    made = spec.make(config) if spec.build is not None else None
-    if isinstance(made, GroupedStage):  # a stage that decides within groups (stages/grouped.py)
-        return GroupedGlobal(spec.name, made, spec.reasons)
-    raise ConfigError(f"stage {spec.name}: runs over all documents, but its build gives no GroupedStage and the "
-                      "pipeline has no transform for it")
 
 
 def document_step(spec: StageSpec, config: RunConfig, fail_urls: tuple[str, ...] = ()) -> Step:
@@ -128,14 +72,13 @@ def make_steps(config: RunConfig, facts: dict[str, Any] | None = None, phase: in
         if spec.runs in (EXTRACT, DOCUMENT):
             steps.append((spec.name, document_step(spec, config, tuple(faults.get(spec.name, ())))))
         elif spec.runs == GLOBAL:
-            step = _global_step(spec, config, {} if facts is None else facts)
-            after = [name for name, done in steps
-                     if isinstance(done, (Step, PartEdit)) and not in_phase1(TABLE_BY_NAME[name])]
-            if isinstance(step, GroupedGlobal) and after:  # its decisions reach the parts before those stages run
-                raise ConfigError(f"stage {spec.name} decides within groups of signatures, so it runs before the "
-                                  f"per-document stages of phase 2; its order ({spec.order}) is after "
+            stage = build(spec, config, {} if facts is None else facts)
+            after = [name for name, done in steps if _document_step(done) is not None]
+            if decides(stage) and after:  # its decisions reach the parts before those stages run
+                raise ConfigError(f"stage {spec.name} decides over the signatures of all parts, so it runs before "
+                                  f"the per-document stages of phase 2; its order ({spec.order}) is after "
                                   f"{', '.join(after)}'s")
-            steps.append((spec.name, step))
+            steps.append((spec.name, stage))
         elif spec.runs == WRITE:  # the last check before a shard
             steps.append((spec.name, Step(OutputCheck())))
     unknown = set(faults) - set(per_document)
@@ -171,21 +114,33 @@ class Phase2Tasks(NamedTuple):
     anneal: Anneal | None
 
 
+def _document_step(done) -> Step | None:
+    """The per-document Step of one of make_steps' entries (a global stage's own, if it has one)."""
+    return done.step if isinstance(done, GlobalStage) else done
+
+
+def global_stages(steps: Sequence[tuple[str, Any]]) -> list[GlobalStage]:
+    return [done for _, done in steps if isinstance(done, GlobalStage)]
+
+
 def phase2_tasks(config: RunConfig, steps: Sequence[tuple[str, Any]], file_index: Mapping[str, int],
                  deduplicated: bool) -> Phase2Tasks:
-    """FinishPart over phase 2's per-document steps of `steps` (`make_steps(config, phase=2)`: decontamination and
-    the steps of stages that edit parts included; the transforms over signatures are the scheduler's), WritePart with the mix
-    and the write check; `file_index` numbers each part's shards, `deduplicated`: cluster sizes will be known."""
-    per_document = [(name, step.step if isinstance(step, PartEdit) else step) for name, step in steps
-                    if isinstance(step, (Step, PartEdit)) and name != WRITE_STAGE]
-    mix = next((step for _, step in steps if isinstance(step, Mix)), None)
+    """FinishPart over phase 2's per-document steps of `steps` (`make_steps(config, phase=2)`: those of global stages
+    included, in the table's order; their decisions over signatures are the scheduler's), WritePart with what a
+    global stage applies while shards are written (the mix) and the write check; `file_index` numbers each part's
+    shards, `deduplicated`: cluster sizes will be known."""
+    per_document = [(name, _document_step(done)) for name, done in steps
+                    if _document_step(done) is not None and name != WRITE_STAGE]
+    stages = global_stages(steps)
+    edits = [edit for edit in (stage.part_edit() for stage in stages) if edit is not None]
+    mix = next((drawn for drawn in (stage.writes() for stage in stages) if drawn is not None), None)
     write_check = next((step for name, step in steps if name == WRITE_STAGE), None)
     c = config
     rehydrate = Rehydration(parse_rehydration(c.rehydrate_weights), c.mix_max_epochs) if c.rehydrate else None
     anneal = Anneal(c.anneal_fraction, c.anneal_min_quality, c.seed, c.anneal_max_page_share,
                     c.anneal_max_site_share, c.anneal_max_language_excess) if c.anneal_fraction else None
     finish = FinishPart(c.output, per_document, bool(mix or c.anneal_fraction), c.ledger_snippet_chars, deduplicated,
-                        rehydrate, {name: step.hook() for name, step in steps if isinstance(step, PartEdit)})
+                        rehydrate, {edit.name: edit.hook() for edit in edits})
     write = WritePart(c.output, file_index, write_check, mix, c.holdout_fraction, anneal, c.shard_size_mb,
                       c.row_group_rows, rehydrate)
     return Phase2Tasks(finish, write, mix, anneal)

@@ -252,6 +252,7 @@ SPECS = (
                                           "BY-SA, CC0, PD)",
                        "no_license": "`require_license: any` and the page states no licence"}),
     StageSpec(name="robots", order=73, runs=GLOBAL, config=OptOutConfig, section=STAGE,
+              job="pipeline.job.globals.robots:Robots",
               enabled=lambda run: bool(run.robots) and run.optout.enabled,
               about="with `--robots`: the host's robots.txt capture disallows the page for a chosen AI crawler",
               reasons={"robots_ai_disallow": "a group of the host's robots.txt that names one of `optout.agents` "

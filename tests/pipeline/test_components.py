@@ -8,7 +8,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.counters import NAMESPACE
-from pipeline.job.dedup import ConnectedComponents, rounds_to_converge
+from pipeline.job.globals.dedup import ConnectedComponents, rounds_to_converge
 from stages.dedup import components_in_memory
 from tests.union_find import union_find_components
 

@@ -7,7 +7,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from datasketch import MinHash, MinHashLSH
 
-from pipeline.job.dedup import ExactDedup, NearDedup, SignDocuments
+from pipeline.job.globals.dedup import ExactDedup, NearDedup, SignDocuments
 from pipeline.job.signed import Signed
 from stages.dedup import DedupConfig, MinHasher, copy_rank, exact_key, jaccard, shingles
 from stages.mix import approx_tokens

@@ -10,7 +10,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.counters import NAMESPACE
-from pipeline.job.dedup import ExactDedup, SignDocuments
+from pipeline.job.globals.dedup import ExactDedup, SignDocuments
 from pipeline.job.mix import Mix
 from pipeline.job.signed import Signed
 from pipeline.job.transforms import ApplyStage

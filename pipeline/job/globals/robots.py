@@ -1,4 +1,5 @@
-"""`--robots`: robots.txt captures joined to the documents by host, before dedup (stages/optout/captures.py decides).
+"""`--robots`: robots.txt captures joined to the documents by host, before dedup (stages/optout/captures.py decides);
+the global stage `Robots` is at the end.
 
 Every grouping is keyed: the captures by host and the documents' (id, URL, fetch date) by host read from the
 prepared parts, one CoGroupByKey of the two; a page whose robots.txt redirects to another host is sent on to
@@ -17,7 +18,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counters import count, note
 from pipeline.job.config import ConfigError
-from pipeline.job.dedup import GroupedRecords, resolve_by_id
+from pipeline.job.globals.base import GlobalStage
+from pipeline.job.globals.groupings import GroupedRecords, resolve_by_id
 from pipeline.job.inputs import local_file_problem
 from pipeline.job.output import STATS_DIR
 from pipeline.job.parts import part_paths, read_rows
@@ -195,3 +197,19 @@ class RobotsOptOut(beam.PTransform):
                    | "Join" >> beam.CoGroupByKey()
                    | "Resolve" >> beam.FlatMap(_resolve).with_outputs(LEDGER, main=DOCUMENTS))
         return results[DOCUMENTS], results[LEDGER]
+
+
+class Robots(GlobalStage):
+    def decide(self, flow):
+        c = self.config
+        flow.signed, decided = ({"signed": flow.signed, "keys": flow.keys}
+                                | f"Stage_{self.name}" >> RobotsOptOut(c.robots, c.output, c.optout))
+        return decided
+
+    @classmethod
+    def preflight(cls, config) -> None:
+        robots_files(config.robots)  # each glob names captures
+
+    @classmethod
+    def report(cls, config, counters, report):
+        return {"optout": dict(report.get("optout") or {}, robots_unreadable=robots_unreadable(config.output))}

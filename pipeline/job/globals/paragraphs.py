@@ -1,5 +1,6 @@
-"""Paragraph dedup's side of the job (a PartEdit, pipeline/job/part_hooks.py): its counting as Beam transforms, its
-part hook, its report (the stage itself, and why, is stages/paragraphs.py).
+"""Paragraph dedup in the job: the global stage `Paragraphs` (at the end), whose PartEdit (pipeline/job/part_hooks.py)
+is its counting as Beam transforms and its part hook, and its report (the stage itself, and why, is
+stages/paragraphs.py).
 
     parts with dedup's decisions -> (paragraph hash, occurrence) for each distinct paragraph of each
         document that document dedup kept [+ the paragraphs of earlier runs' documents, --dedup-against]
@@ -23,12 +24,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
-import pyarrow.dataset as ds
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counters import count, note
 from pipeline.job.finish import Output
-from pipeline.job.outdir import EDITS_DIR
+from pipeline.job.globals.base import GlobalStage
 from pipeline.job.output import STATS_DIR
 from pipeline.job.part_hooks import PartEdit, PartHook
 from pipeline.job.parts import part_paths, read_rows
@@ -294,29 +294,30 @@ class WriteTopParagraphs(beam.PTransform):
                                                     shard_name_template="-SSSSS"))
 
 
-def edits_report(output: str, counters: dict[str, int] | None) -> dict:
-    """report.json's `edits`: per stage that cut text, from the edit book's files (documents, paragraphs,
-    characters cut; the share of the text reaching the stage, where the runner delivered counters), and for
-    paragraph dedup the most repeated paragraphs with their counts and a sample of sites."""
-    files = [m.path for r in FileSystems.match([FileSystems.join(output, EDITS_DIR, "part-*.parquet")])
-             for m in r.metadata_list]
-    book: dict[str, dict] = {}
-    if files:
-        table = ds.dataset(files, format="parquet").to_table(columns=["stage", "paragraphs", "chars"])
-        sums = table.group_by("stage").aggregate([("paragraphs", "count"), ("paragraphs", "sum"), ("chars", "sum")])
-        for row in sums.to_pylist():
-            book[row["stage"]] = {"documents": row["paragraphs_count"], "paragraphs": row["paragraphs_sum"],
-                                  "chars": row["chars_sum"]}
-    for stage, entry in book.items():
-        seen = (counters or {}).get(note(stage, "chars_seen"))
-        entry["share_of_text"] = round(entry["chars"] / seen, 5) if seen else None
-    top = []
-    for path in (m.path for r in FileSystems.match([FileSystems.join(output, STATS_DIR, PARAGRAPHS_FILE + "*")])
-                 for m in r.metadata_list):
-        with FileSystems.open(path) as fh:
-            top += [json.loads(line) for line in fh.read().decode("utf-8").splitlines() if line.strip()]
-    if top or STAGE in book:
-        entry = book.setdefault(STAGE, {"documents": 0, "paragraphs": 0, "chars": 0, "share_of_text": None})
+class Paragraphs(GlobalStage):
+    edits_text = True
+
+    def __init__(self, spec, config, facts):
+        super().__init__(spec, config, facts)
+        self._edit = ParagraphDedup(config)
+        self.step = self._edit.step
+
+    def part_edit(self):
+        return self._edit
+
+    @classmethod
+    def report(cls, config, counters, report):
+        """Its entry of report.json's `edits` with the most repeated paragraphs, their counts and a sample of sites."""
+        top = []
+        for path in (m.path for r in FileSystems.match([FileSystems.join(config.output, STATS_DIR, PARAGRAPHS_FILE + "*")])
+                     for m in r.metadata_list):
+            with FileSystems.open(path) as fh:
+                top += [json.loads(line) for line in fh.read().decode("utf-8").splitlines() if line.strip()]
+        book = dict(report.get("edits") or {})
+        if not top and STAGE not in book:
+            return {}
+        entry = dict(book.get(STAGE) or {"documents": 0, "paragraphs": 0, "chars": 0, "share_of_text": None})
         entry["repeated_paragraphs"] = (counters or {}).get(note(STAGE, "repeated_paragraphs"))
         entry["most_repeated"] = sorted(top, key=lambda t: (-t["documents"], t["text"]))
-    return book
+        book[STAGE] = entry
+        return {"edits": book}

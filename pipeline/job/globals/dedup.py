@@ -1,4 +1,5 @@
-"""Exact and MinHash-LSH near-duplicate removal as Beam transforms.
+"""Exact and MinHash-LSH near-duplicate removal: the global stages `Exact` and `Near` (at the end) and their Beam
+transforms. Both write report.json's `dedup` section; near dedup bands every record that entered exact dedup.
 
 They take `Signed` records (id, exact key, band digests, survivor rank, tokens, prepared part), never
 texts, and give the survivors and a `Decision` per dropped document; the job applies the decisions
@@ -17,9 +18,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
 
-from pipeline.counters import count, count_kept_tokens, dropped, entered, note
+from pipeline.counters import count, dropped, entered, note
+from pipeline.job.globals.base import GlobalStage
+from pipeline.job.globals.groupings import (
+    GroupedEntries,
+    GroupedRecords,
+    bucket_group,
+    count_kept_signed,
+    records_in,
+)
 from pipeline.job.signed import (
     Decision,
     Signed,
@@ -42,7 +50,6 @@ from stages.record import DropReason
 
 EXACT, NEAR = "exact_dedup", "near_dedup"
 SETTLED = "settled"  # tagged output of the large-star step: finished stars
-BUCKET_GROUP_BITS = 12  # 4,096 bucket groups per band, each of documents / 4,096 entries (~60 MB at 3 B documents)
 CLUSTER_BUCKETS = ((2, "2"), (5, "3-5"), (10, "6-10"), (100, "11-100"), (float("inf"), ">100"))
 
 
@@ -57,34 +64,6 @@ class SignDocuments(beam.PTransform):
         config, part, signer = self._config, self._part, Signer(self._config)
         # Documents made in a test or bench have no place in a part: a 64-bit hash of the id numbers them.
         return documents | "Sign" >> beam.Map(lambda d: signed(d, part, hash64(d.id), signer(d), config).pack())
-
-
-def cluster_sizes(packed: bytes):
-    """A document dedup kept -> (its part, (id, cluster size)) where it stands for duplicates (FinishPart sets
-    `cluster_size`; 1 where nothing comes)."""
-    s = Signed.unpack(packed)
-    if s.copies > 1:
-        yield s.part, (s.id, s.copies)
-
-
-def count_kept_signed(stage: str, s: Signed) -> None:
-    count_kept_tokens(stage, s.tokens)
-
-
-def resolve_by_id(stage: str, records: Iterable[bytes], decision_of) -> Iterable:
-    """The signed records of one id group (GroupedRecords blobs), each kept or dropped by the Decision
-    `decision_of(signed)` gives it (None: kept), counted for `stage`: what a join of decisions by id yields
-    (`--dedup-against`, `--robots`)."""
-    for packed in records_in(records):
-        s = Signed.unpack(packed)
-        count(entered(stage))
-        decision = decision_of(s)
-        if decision is None:
-            count_kept_signed(stage, s)
-            yield packed
-        else:
-            count(dropped(stage, decision.reason))
-            yield beam.pvalue.TaggedOutput(LEDGER, decision)
 
 
 def _resolve(stage: str, reason: DropReason, members: Iterable[tuple[Signed, bytes]], winner_id: str):
@@ -103,65 +82,6 @@ def _resolve(stage: str, reason: DropReason, members: Iterable[tuple[Signed, byt
             count(dropped(stage, reason))
             yield beam.pvalue.TaggedOutput(LEDGER, Decision(s.id, s.part, stage, reason, f"kept {winner_id}",
                                                             winner_id))
-
-
-class GroupedEntries(beam.DoFn):
-    """Base of DoFns that emit (group, entries): byte records concatenated per group over a bundle (flushed
-    every FLUSH_BYTES), so a grouping holds a few large objects per group instead of a key or an object per
-    record (an in-memory runner keeps grouped values as Python objects, each with its header and list slot;
-    for the 20-byte band entries that was most of their cost, bench/RESULTS.md)."""
-
-    FLUSH_BYTES = 64 << 20
-
-    def start_bundle(self) -> None:
-        self._groups: dict[int, bytearray] = {}
-        self._size = 0
-
-    def add(self, group: int, entry: bytes):
-        """Adds a fixed-layout entry; yields the groups when the buffer is full."""
-        self._groups.setdefault(group, bytearray()).extend(entry)
-        self._size += len(entry)
-        if self._size >= self.FLUSH_BYTES:
-            yield from self._flush()
-
-    def add_record(self, group: int, record: bytes):
-        """Adds a record of any length (read back with `records_in`)."""
-        yield from self.add(group, len(record).to_bytes(RECORD_LENGTH_BYTES, "big") + record)
-
-    def _flush(self):
-        groups, self._groups, self._size = self._groups, {}, 0
-        while groups:  # each buffer is freed as soon as it is copied out
-            group, entries = groups.popitem()
-            yield group, bytes(entries)
-
-    def finish_bundle(self):
-        for element in self._flush():
-            yield GlobalWindows.windowed_value(element)
-
-
-RECORD_LENGTH_BYTES = 4
-
-
-def records_in(blobs: Iterable[bytes]) -> Iterable[bytes]:
-    """The records that `GroupedEntries.add_record` concatenated into blobs."""
-    n = RECORD_LENGTH_BYTES
-    for blob in blobs:
-        at = 0
-        while at < len(blob):
-            size = int.from_bytes(blob[at:at + n], "big")
-            yield blob[at + n:at + n + size]
-            at += n + size
-
-
-class GroupedRecords(GroupedEntries):
-    """packed record -> (group, records): `group_and_record(packed)` gives a record's group and what of it
-    the grouping carries."""
-
-    def __init__(self, group_and_record):
-        self._group_and_record = group_and_record
-
-    def process(self, packed: bytes, *_wait_for):
-        yield from self.add_record(*self._group_and_record(packed))
 
 
 def _by_group_of_text(packed: bytes) -> tuple[int, bytes]:
@@ -196,12 +116,6 @@ class ExactDedup(beam.PTransform):
                    | "ByGroup" >> beam.GroupByKey()
                    | "Resolve" >> beam.FlatMap(_resolve_texts).with_outputs(LEDGER, main=DOCUMENTS))
         return results[DOCUMENTS], results[LEDGER]
-
-
-def bucket_group(kind: int, digest: bytes) -> int:
-    """The group of bucket (kind: a band index, or another key kind, digest): the kind and the digest's
-    first BUCKET_GROUP_BITS bits."""
-    return (kind << BUCKET_GROUP_BITS) | (int.from_bytes(digest[:2], "big") >> (16 - BUCKET_GROUP_BITS))
 
 
 class _BandRecords(beam.DoFn):
@@ -500,3 +414,38 @@ def dedup_report(config: DedupConfig, counters: dict[str, int]) -> dict:
             "cluster_sizes": {label: counters.get(prefix + label, 0) for _, label in CLUSTER_BUCKETS},
         })
     return report
+
+
+class _Dedup(GlobalStage):
+    deduplicates = True
+
+    def _entering(self, flow):
+        if flow.entering is None:  # the first dedup stage: what near dedup bands
+            flow.entering = flow.signed
+        return flow.entering
+
+    @classmethod
+    def report(cls, config, counters, report):
+        return {"dedup": dedup_report(config.dedup, counters or {})}
+
+
+class Exact(_Dedup):
+    def decide(self, flow):
+        self._entering(flow)
+        flow.signed, decided = flow.signed | f"Stage_{self.name}" >> ExactDedup()
+        return decided
+
+
+class Near(_Dedup):
+    def decide(self, flow):
+        entering = self._entering(flow)
+        flow.signed, decided = ({"kept": flow.signed, "signed": entering}
+                                | f"Stage_{self.name}" >> NearDedup(self.config.dedup))
+        return decided
+
+    @classmethod
+    def problems(cls, config, report):
+        if report.get("dedup", {}).get("converged") is False:
+            return [f"near-duplicate clustering did not converge in {config.dedup.max_rounds} rounds: "
+                    "raise dedup.max_rounds"]
+        return []
