@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_OUT ?= out/demo
 
-.PHONY: install demo test docs-test browser slurm slurm-demo report-screenshot clean quality-model reference-lm toxicity-model cascade-check badword-exclusions thresholds cluster-demo dask-demo ablate-demo
+.PHONY: install demo test test-fast docs-test browser slurm slurm-demo report-screenshot clean quality-model reference-lm toxicity-model cascade-check badword-exclusions thresholds cluster-demo dask-demo ablate-demo
 
 $(STAMP): setup.py
 	@echo "[make] installing into $(VENV) (~4 min the first time; later runs skip this)"
@@ -65,6 +65,12 @@ ablate-demo: install
 test: install browser slurm
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# The unit tier: stages, tasks and hooks on rows in memory, no whole job or process (tests/tiers.py says which);
+# the inner loop while changing code. `make test` runs it and the job tier.
+test-fast: install
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -m "not job"
 
 # README.md and the docs/ pages it links to as a script (scripts/readme_check.py): their shell and Python blocks in
 # order, in a folder of their own, training at a few steps (README_SMALL=0: the sizes as written); CI runs it after

@@ -1,6 +1,6 @@
 """robots.txt matching on hostile files: a page's decision with the compiled rules (stages/optout/robots.py
 `CompiledRules`) against a scan of every rule for every agent (RFC 9309 read literally: what the matcher did
-before, and what tests/stages/test_robots.py checks it against), in the same run, one core.
+before, and what tests/stages/optout/test_robots.py checks it against), in the same run, one core.
 
     .venv/bin/python bench/robots_match.py [--pages 20]
 
@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from stages.optout.agents import TRAINING_AGENTS  # noqa: E402
 from stages.optout.robots import MAX_BYTES, RobotsRules  # noqa: E402
-from tests.stages.test_robots import _decide_by_scan  # noqa: E402
+from tests.stages.optout.test_robots import _decide_by_scan  # noqa: E402
 
 
 def files(rng: random.Random) -> dict[str, bytes]:

@@ -34,7 +34,7 @@ SKIP = (  # (pattern, why a test machine cannot run it)
     (r"^make test\b", "the test suite itself"),
     (r"s3://|gs://", "needs a cloud bucket"),
     (r"SCHEDULER|FLINK_HOST|SPARK_HOST|\bdocker\b", "needs a cluster you name"),
-    (r"^refinery slurm\b", "needs a Slurm cluster (tests/pipeline/test_slurm.py starts one)"),
+    (r"^refinery slurm\b", "needs a Slurm cluster (tests/pipeline/engines/test_slurm.py starts one)"),
     (r"--endpoint\s+http", "needs an OpenAI-compatible LLM server"),
     (r"(^|\s)\.\.\.(\s|$)", "arguments left out (...)"),
     (r"good\.jsonl|scored\.jsonl", "needs your labelled files"),

@@ -28,14 +28,24 @@ needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"needs the f
 # The test files that take longest (`pytest --durations=0`, 2026-12-04, second run of the day: 152 s down to 37 s each),
 # run first. With `--dist loadfile` a file runs whole on one worker in collection order, and tests/training/ (collected
 # last) kept one worker busy alone at the end of the suite; longest first is the usual cure for that tail.
-LONGEST_FIRST = ("training/test_train_runs.py", "pipeline/test_portable.py", "reliability/test_run_failures.py",
-                 "training/test_signals.py", "training/test_data_to_model.py", "pipeline/test_slurm.py",
-                 "pipeline/test_resume.py", "pipeline/test_object_store.py", "pipeline/test_robots_job.py",
-                 "pipeline/test_plan.py", "reliability/test_processes.py", "pipeline/test_paragraph_dedup.py",
-                 "test_cli.py")
+LONGEST_FIRST = ("training/test_train_runs.py", "pipeline/engines/test_portable.py", "reliability/test_run_failures.py",
+                 "training/test_signals.py", "training/test_data_to_model.py", "pipeline/engines/test_slurm.py",
+                 "pipeline/job/test_resume.py", "pipeline/test_object_store.py", "pipeline/job/test_robots_job.py",
+                 "pipeline/commands/test_plan.py", "reliability/test_processes.py", "pipeline/job/test_paragraph_dedup.py",
+                 "pipeline/test_cli.py")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "job: runs a whole job or process (tests/tiers.py); `make test-fast` leaves "
+                                       "these out")
 
 
 def pytest_collection_modifyitems(config, items):
+    from tests.tiers import is_job_test
+
+    for item in items:
+        if is_job_test(item):
+            item.add_marker(pytest.mark.job)
     rank = {f"tests/{name}": i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: files stay whole
 

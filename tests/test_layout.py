@@ -279,3 +279,40 @@ def test_global_stages_are_picked_by_name_only_in_their_wing():
                '    return {STAGE: "pipeline.job.paragraphs:ParagraphDedup"}.get(spec.name, spec.name in ("mix",))\n')
     hits = global_stage_branches(planted, "steps.py", names)
     assert len(hits) == 3 and "spec.name == ROBOTS_STAGE" in hits[0], hits
+
+
+def test_the_tests_mirror_the_source_tree():
+    """A test module lies where its code does (tests/pipeline/job/ for pipeline/job/, tests/stages/harmful/ for
+    stages/harmful/); tests/reliability/ (hostile inputs and failures of the whole job) and the project-wide checks at
+    the top are the exceptions."""
+    misplaced = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        folder = path.parent.relative_to(REPO / "tests")
+        if folder.parts[:1] in ((), ("reliability",), ("data",)):
+            continue
+        if not (REPO / folder / "__init__.py").is_file():
+            misplaced.append(str(path.relative_to(REPO)))
+    assert misplaced == []
+
+
+def _helper_that_runs_a_job(out):
+    from pipeline.job.run import run
+    return run(["--input", "x", "--output", out])
+
+
+def _test_through_a_helper(tmp_path):
+    return _helper_that_runs_a_job(str(tmp_path))
+
+
+def _test_in_memory():
+    from stages.gopher import GopherQuality
+    return GopherQuality
+
+
+def test_a_test_that_starts_a_job_is_in_the_job_tier_even_through_a_helper():
+    """tests/tiers.py reads the source: a whole job started by the test, a fixture or a helper of ours puts the test
+    in the job tier (`make test-fast` leaves it out); stages on rows in memory stay in the unit tier."""
+    from tests.tiers import _starts_a_job
+
+    assert _starts_a_job(_helper_that_runs_a_job) and _starts_a_job(_test_through_a_helper)
+    assert not _starts_a_job(_test_in_memory)

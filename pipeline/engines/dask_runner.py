@@ -1,7 +1,7 @@
 """Beam on a Dask cluster: `--runner=pipeline.engines.dask_runner.RefineryDaskRunner --dask_client_address=tcp://H:8786`.
 
 Beam 2.77's own `DaskRunner` runs this job silently wrong; this subclass keeps its options and result
-type but builds the Dask graph itself, fixing each defect (tests/pipeline/test_dask_runner.py shows
+type but builds the Dask graph itself, fixing each defect (tests/pipeline/engines/test_dask_runner.py shows
 every one on a small pipeline, failing on the stock runner and passing here):
 - tagged outputs: every element carries its output tag and each consumer reads only its own tag
   (stock: the main output's consumers also received the tagged elements);

@@ -7,7 +7,7 @@ configuration of their own (one node, this machine's cores) in a temporary folde
 holds only loopback (nothing else can reach their ports) and a PID namespace whose init is this module: when it
 ends, however it ends, the kernel ends every daemon and job started in it. `refinery slurm submit
 --files-per-task N RUN ARGS` submits the input as a job array and phase 2 as a job depending on it; this follows
-`refinery slurm status` until phase 2 ends and prints it (tests/pipeline/test_slurm.py shows a Slurm run's shards equal
+`refinery slurm status` until phase 2 ends and prints it (tests/pipeline/engines/test_slurm.py shows a Slurm run's shards equal
 a local run's, byte for byte).
 """
 from __future__ import annotations

@@ -18,7 +18,7 @@
    the whole page with a regex (~0.5 ms on a 140 KB page). They are almost never there: a check on the
    page's UTF-8 bytes (C loops, ~0.3 ms) finds whether any is, and only then does the regex run.
 
-`install()` and `uninstall()` are idempotent and thread-safe. tests/stages/test_xpath_compiler.py
+`install()` and `uninstall()` are idempotent and thread-safe. tests/stages/extraction/test_xpath_compiler.py
 extracts real pages both ways and requires identical text; bench/extract_agreement.py reports the
 speed and the agreement on trafilatura's 990-page evaluation set.
 
@@ -40,7 +40,7 @@ from lxml import etree
 from stages.extraction.xpath_compiler import EXSLT_REGEXP, CompiledSelector, compile_selector
 
 # SHA-256 of trafilatura's selector lists (`selector_digest()`) for the versions whose compiled
-# selectors tests/stages/test_xpath_compiler.py verified. Add a line after verifying a new version.
+# selectors tests/stages/extraction/test_xpath_compiler.py verified. Add a line after verifying a new version.
 VERIFIED_SELECTORS = {
     "2.3.1": "99c8b95a37131695c7fd9ed694151edb4eb35cac696dab3ad8fcec8584fae914",
 }

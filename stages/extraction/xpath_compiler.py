@@ -9,7 +9,7 @@ times faster.
 
 Nothing is hand-translated: `compile_selector` parses the small XPath subset trafilatura uses and
 returns None for anything else, which then stays an lxml XPath (stages/extraction/trafilatura_speedups.py
-swaps them in). tests/stages/test_xpath_compiler.py checks, expression by expression on real pages
+swaps them in). tests/stages/extraction/test_xpath_compiler.py checks, expression by expression on real pages
 and on generated attribute combinations, that both select the same elements in the same order.
 
 Semantics kept exactly (XPath 1.0 as libxml2 and lxml implement it):

@@ -2,7 +2,7 @@
 
 One parse of a file gives a `RobotsRules`; `decide(agent, url)` says whether the agent may fetch the URL and
 which line decided. Semantics, each from RFC 9309 (the section in brackets) and checked against Google's
-conformance suite (tests/stages/test_robots.py):
+conformance suite (tests/stages/optout/test_robots.py):
 - lines are `name: value`, names case-insensitive, `#` starts a comment, lines end in LF, CR or CRLF; a UTF-8
   BOM is skipped; only the first 500 KiB are parsed [2.5];
 - a group is one or more user-agent lines and the rules after them; rules before any user-agent line are

@@ -176,7 +176,7 @@ def test_a_page_sent_on_by_the_page_check_is_extracted_as_one_the_check_sends_on
 
 
 def test_the_engine_is_part_of_the_phase1_digest():
-    """So a resume with another engine redoes the parts (tests/pipeline/test_resume.py resumes with one)."""
+    """So a resume with another engine redoes the parts (tests/pipeline/job/test_resume.py resumes with one)."""
     from pipeline.job.config import load_config
     from pipeline.job.prepare import phase1_digest
 

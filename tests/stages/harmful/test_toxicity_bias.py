@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import itertools
 import json
-import pathlib
 import random
 
 import pytest
@@ -25,7 +24,7 @@ from stages.harmful.identity_frames import (
 from stages.harmful.toxicity import ToxicityConfig, ToxicityScorer, page_toxicity
 from stages.harmful.toxicity_train import Example, ordinary_words
 from stages.models import bundled
-from tests.conftest import SHARED_DATA
+from tests.conftest import REPO, SHARED_DATA
 
 TEMPLATES = SHARED_DATA / "harmful" / "identity_templates"
 CARD = json.loads(open(bundled("toxicity.ftz.card.json"), encoding="utf-8").read())
@@ -268,7 +267,7 @@ def test_the_docs_carry_the_cards_tables_as_the_bench_scripts_print_them():
     from bench.toxicity_pages import table as pages_table
     from stages.harmful.toxicity_eval import language_table
 
-    repo = pathlib.Path(__file__).resolve().parents[2]
+    repo = REPO
     harmful = (repo / "docs" / "harmful.md").read_text(encoding="utf-8")
     models = (repo / "stages" / "models" / "README.md").read_text(encoding="utf-8")
     templates = {k: v for k, v in CARD["identity_bias"]["templates"].items() if not k.startswith("counter_")}

@@ -1,7 +1,7 @@
 """Paragraph dedup in the job, on the bundled real pages: the Wayback captures of casinocity.com share their
 network banner, gambling warning and footer; those paragraphs stay in one page and leave the others, whose
 own text stays. Every cut is in the edit book, the shards' `edits` column, the report and `refinery
-inspect`; a resumed run writes the same bytes (the other runners: tests/pipeline/test_portable.py and
+inspect`; a resumed run writes the same bytes (the other runners: tests/pipeline/engines/test_portable.py and
 test_runners.py run with --paragraph-dedup)."""
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from pipeline.commands import docs
 from stages.table import specs_in
 from tests.conftest import REPO
 
-TOY_STAGE = '''"""A toy filter (added by tests/test_stage_table.py): drops pages shorter than `min_chars`."""
+TOY_STAGE = '''"""A toy filter (added by tests/stages/test_table.py): drops pages shorter than `min_chars`."""
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -49,7 +49,7 @@ SPEC = StageSpec(name="short_pages", order=65, config=ShortPagesConfig, build=Sh
                  about="drops pages under min_chars", reasons={"too_short": "fewer than `min_chars` characters"})
 '''
 
-SCORE_STAGE = '''"""A toy score (added by tests/test_stage_table.py): the share of a page's characters that are letters."""
+SCORE_STAGE = '''"""A toy score (added by tests/stages/test_table.py): the share of a page's characters that are letters."""
 from dataclasses import dataclass
 
 from stages.record import Document, Stage
@@ -76,7 +76,7 @@ class LetterShare(Stage):
 SPEC = StageSpec(name="letter_share", order=66, config=LetterShareConfig, build=LetterShare,
                  about="scores the share of letters", reasons={})
 '''
-GLOBAL_STAGE = '''"""A toy global stage (added by tests/test_stage_table.py): at most `max_documents` of one input file, the best."""
+GLOBAL_STAGE = '''"""A toy global stage (added by tests/stages/test_table.py): at most `max_documents` of one input file, the best."""
 from dataclasses import dataclass
 
 from stages.grouped import GroupDrop, best_first
@@ -106,7 +106,7 @@ class CapPerFile:
 SPEC = StageSpec(name="cap_per_file", order=85, runs=GLOBAL, config=CapPerFileConfig, build=CapPerFile,
                  about="keeps the best max_documents of each file", reasons={"over_cap": "its file gave enough"})
 '''
-FORMAT_MODULE = '''"""A toy input format (added by tests/test_stage_table.py): a `#tsv` line, then URL<TAB>text lines."""
+FORMAT_MODULE = '''"""A toy input format (added by tests/stages/test_table.py): a `#tsv` line, then URL<TAB>text lines."""
 from stages.record import Document, stable_id
 from stages.table import InputFormat
 
@@ -123,8 +123,8 @@ def read(stream, *, source, filename, gzipped, settings, count):
 
 FORMATS = (InputFormat(name="tsv", stage="read_text", html=False, sniff=sniff, read=read),)
 '''
-SCORE_COLUMN = '    score_column("letter_share"),  # added by tests/test_stage_table.py\n'
-EDIT_STAGE = '''"""A toy global stage that edits parts (added by tests/test_stage_table.py): a first line that several
+SCORE_COLUMN = '    score_column("letter_share"),  # added by tests/stages/test_table.py\n'
+EDIT_STAGE = '''"""A toy global stage that edits parts (added by tests/stages/test_table.py): a first line that several
 documents open with stays in one of them (the smallest id) and is cut from the others."""
 from dataclasses import dataclass
 
@@ -156,7 +156,7 @@ SPEC = StageSpec(name="shared_first_line", order=96, runs=GLOBAL, config=SharedF
                  job="pipeline.job.globals.shared_first_line:SharedFirstLineStage",
                  about="a first line many documents share stays in one", reasons={})
 '''
-EDIT_JOB = '''"""The job's side of stages/shared_first_line.py (added by tests/test_stage_table.py)."""
+EDIT_JOB = '''"""The job's side of stages/shared_first_line.py (added by tests/stages/test_table.py)."""
 import apache_beam as beam
 
 from pipeline.job.globals.base import GlobalStage
