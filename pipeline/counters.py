@@ -1,11 +1,7 @@
 """Every count of the job goes through `count`: into Beam's metrics (namespace `refinery`, read back into
 the report), the live tally of a local run's progress display, and the per-file capture phase 1 stores
-with each prepared part (replayed when the part is reused). Names: stages/counters.py.
-
-Besides the stages' counters (`<stage>.in`, `.kept`, `.drop.<reason>`, `.note.<name>`):
-  read.bytes            compressed input bytes consumed by the readers (progress, its ETA)
-  source_records.<src>  records a source's files held (file-level read errors aside)
-  warc.record.<type>    every WARC record seen, by WARC-Type
+with each prepared part (replayed when the part is reused). Names, the stages' and the job's own, are spelled
+once, in stages/counters.py.
 """
 from __future__ import annotations
 
@@ -18,18 +14,28 @@ import threading
 from apache_beam.metrics import Metrics
 
 from stages import counters as names
-from stages.counters import dropped, drops_of, entered, kept, kept_tokens, note, notes_of  # noqa: F401  (the names)
+from stages.counters import (  # noqa: F401  (the names)
+    ANNEAL_ROWS,
+    BYTES_READ,
+    HOLDOUT_VALID,
+    HOLDOUT_VALID_TOKENS,
+    REHYDRATE_REPEATS,
+    cc_round,
+    dropped,
+    drops_of,
+    entered,
+    kept,
+    kept_tokens,
+    note,
+    notes_of,
+    of_reader,
+    source_records,
+)
 from stages.mix import approx_tokens
 from stages.record import Drop
 from stages.runner import StageRunner, count_kept
 
 NAMESPACE = "refinery"
-BYTES_READ = "read.bytes"
-SOURCE_RECORDS = "source_records."  # + source name
-
-
-def source_records(source: str) -> str:
-    return SOURCE_RECORDS + source
 
 
 class Tally:

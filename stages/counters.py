@@ -7,6 +7,9 @@ global stages count with them (pipeline/counters.py), and the report and progres
     <stage>.drop.<reason> documents sent to the ledger
     <stage>.note.<name>   anything else a stage counts (a rule skipped for a language, a cluster size)
     <stage>.time_us       (a distribution) microseconds per document
+
+and the job's own (below): bytes read, records per source, the holdout's and the anneal split's rows, the
+rehydration's repeats, the connected-components rounds of near dedup.
 """
 from __future__ import annotations
 
@@ -49,3 +52,26 @@ def notes_of(counters: Mapping[str, int], stage: str, under: str = "") -> dict[s
     """{name: count} of `stage`'s notes (only those whose name starts with `under`, which is cut off)."""
     prefix = f"{stage}{NOTE}{under}"
     return {k[len(prefix):]: v for k, v in counters.items() if k.startswith(prefix)}
+
+
+# The job's own counters, besides the stages'
+BYTES_READ = "read.bytes"                 # compressed input bytes the readers consumed (progress, its ETA)
+HOLDOUT_VALID = "holdout.valid"           # documents written to valid/ (their tokens: HOLDOUT_VALID_TOKENS)
+HOLDOUT_VALID_TOKENS = "holdout.valid_tokens"
+ANNEAL_ROWS = "anneal.rows"               # documents written to anneal/
+REHYDRATE_REPEATS = "rehydrate.repeats"   # copies the rehydration added
+
+
+def source_records(source: str) -> str:
+    """Records a source's files held (file-level read errors aside)."""
+    return f"source_records.{source}"
+
+
+def cc_round(stage: str, round_name: str, what: str) -> str:
+    """A connected-components round's count (`what`: edges it took in, large/small: it changed something, settled)."""
+    return f"{stage}.cc.{round_name}.{what}"
+
+
+def of_reader(stage: str, name: str) -> str:
+    """A count a reader of records names itself (`record.<type>`, `note.<name>`), under its read stage."""
+    return f"{stage}.{name}"

@@ -316,3 +316,20 @@ def test_a_test_that_starts_a_job_is_in_the_job_tier_even_through_a_helper():
 
     assert _starts_a_job(_helper_that_runs_a_job) and _starts_a_job(_test_through_a_helper)
     assert not _starts_a_job(_test_in_memory)
+
+
+def test_the_jobs_counter_names_are_spelled_once():
+    """pipeline/ counts only with names from stages/counters.py (the stages' and the job's own: `entered(stage)`,
+    `HOLDOUT_VALID`, `cc_round(...)`), never a name spelled in place, which the report, the progress display and
+    the tests would have to spell again."""
+    spelled = []
+    for path in sorted((REPO / "pipeline").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("count", "_counter") and node.args
+                    and isinstance(node.args[0], (ast.Constant, ast.JoinedStr))):
+                spelled.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                    and getattr(node.func.value, "id", None) == "counters" and node.args
+                    and isinstance(node.args[0], (ast.Constant, ast.JoinedStr))):
+                spelled.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
+    assert spelled == []

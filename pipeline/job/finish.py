@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.counters import count, runner
+from pipeline.counters import ANNEAL_ROWS, REHYDRATE_REPEATS, count, runner
 from pipeline.job.holdout import VALID
 from pipeline.job.holdout import split as holdout_split
 from pipeline.job.mix import Anneal, AnnealPlan, Mix, Rehydration, repeats, weight_of
@@ -50,7 +50,6 @@ ANNEAL_TOP_N = 10          # the largest pages, sites and languages of the annea
 EDITS = "edits"
 ANNEAL = "anneal"
 STATS = "stats"  # WritePart's stats lines of the main split (and its repeats)
-REHYDRATE = "rehydrate"  # counters: rehydrate.repeats
 
 Result = TypeVar("Result")
 
@@ -226,7 +225,7 @@ class WritePart(_Task):
             weight = weight_of(self._rehydrate, doc.cluster_size)
             copies = self._mix.draw(doc, rates, count, weight) if self._mix else repeats(doc, weight)
             if weight > 1 and not isinstance(copies, Drop):
-                count(f"{REHYDRATE}.repeats", len(copies) - 1)
+                count(REHYDRATE_REPEATS, len(copies) - 1)
             if isinstance(copies, Drop):  # the mix did not draw it
                 yield Output(LEDGER, copies)
                 continue
@@ -264,7 +263,7 @@ class WritePart(_Task):
             return False
         writers["repeats" if doc.epoch else ""].add(shard_row)
         if self._anneal and self._anneal.pick(doc, plan):
-            count("anneal.rows")
+            count(ANNEAL_ROWS)
             writers[ANNEAL].add(shard_row)
             return True
         return False

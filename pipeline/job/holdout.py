@@ -9,7 +9,7 @@ out of training too, and never enter valid/ twice.
 """
 from __future__ import annotations
 
-from pipeline.counters import count, note
+from pipeline.counters import HOLDOUT_VALID, HOLDOUT_VALID_TOKENS, count, note
 from stages.mix import approx_tokens, original_id, unit_hash
 from stages.record import Document
 
@@ -29,6 +29,6 @@ def split(doc: Document, fraction: float) -> str | None:
     if doc.epoch:
         count(note(STAGE, "repeats_left_out"))  # a copy, not a document read: no conservation entry
         return None
-    count(f"{STAGE}.{VALID}")
-    count(f"{STAGE}.{VALID}_tokens", approx_tokens(doc.text))
+    count(HOLDOUT_VALID)
+    count(HOLDOUT_VALID_TOKENS, approx_tokens(doc.text))
     return VALID

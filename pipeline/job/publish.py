@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from common.version import version
-from pipeline.counters import entered, source_records
+from pipeline.counters import HOLDOUT_VALID, REHYDRATE_REPEATS, entered, source_records
 from pipeline.job.config import TABLE, RunConfig
 from pipeline.job.globals import stage_class
 from pipeline.job.inputs import InputFile, source_groups
@@ -248,11 +248,11 @@ def _add_sections(config: RunConfig, report: dict[str, Any], counters: dict[str,
     if config.holdout_fraction:
         report["valid"] = {"manifest": f"{VALID_DIR}/{MANIFEST}", "rows": report["held_out"],
                            "tokens": sum(s["tokens"] for s in valid_shards), "fraction": config.holdout_fraction,
-                           "counted": None if counters is None else counters.get("holdout.valid", 0),
+                           "counted": None if counters is None else counters.get(HOLDOUT_VALID, 0),
                            "written": sum(s["rows"] for s in valid_shards)}
     if config.rehydrate:
         report["rehydration"] = {"weights": config.rehydrate_weights, "max_epochs": config.mix_max_epochs,
-                                 "repeats": None if counters is None else counters.get("rehydrate.repeats", 0),
+                                 "repeats": None if counters is None else counters.get(REHYDRATE_REPEATS, 0),
                                  "repeats_in_output": report["output"]["repeats"]}
     edits = edits_report(config.output, counters)
     if edits:

@@ -8,7 +8,7 @@ import functools
 import time
 from collections.abc import Iterator
 
-from pipeline.counters import BYTES_READ, count, count_result, entered, note, source_records
+from pipeline.counters import BYTES_READ, count, count_result, entered, note, of_reader, source_records
 from pipeline.job.inputs import local_file_problem
 from pipeline.storage import open_raw
 from stages.extraction.warc import WarcConfig
@@ -112,7 +112,7 @@ class FileReader:
 
     @staticmethod
     def _count_note(stage: str, name: str) -> None:
-        count(f"{stage}.{name}")  # the reader's own names: warc.record.<type>, <stage>.note.<name>
+        count(of_reader(stage, name))  # the reader's own names: warc.record.<type>, <stage>.note.<name>
 
 
 def in_sample(doc_id: str, fraction: float) -> bool:

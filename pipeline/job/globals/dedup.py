@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import apache_beam as beam
 
-from pipeline.counters import count, dropped, entered, note
+from pipeline.counters import cc_round, count, dropped, entered, note
 from pipeline.job.globals.base import GlobalStage
 from pipeline.job.globals.groupings import (
     GroupedEntries,
@@ -183,7 +183,7 @@ SHINGLES = "shingles"
 
 
 def _entering(edge: tuple[str, str], round_name: str) -> list[tuple[str, str]]:
-    count(f"{NEAR}.cc.{round_name}.edges")  # edges still in the loop: what this round shuffles (twice)
+    count(cc_round(NEAR, round_name, "edges"))  # edges still in the loop: what this round shuffles (twice)
     return both_directions(edge)
 
 
@@ -191,9 +191,9 @@ def _large_star(node_values, round_name: str):
     """One large-star step; its edges leave as both (node, neighbour) pairs, what the small-star grouping takes."""
     edges, settled, changed = large_star_settling(*node_values)
     if changed:
-        count(f"{NEAR}.cc.{round_name}.large")
+        count(cc_round(NEAR, round_name, "large"))
     if settled:
-        count(f"{NEAR}.cc.{round_name}.settled", len(settled))
+        count(cc_round(NEAR, round_name, "settled"), len(settled))
     for edge in edges:
         yield from both_directions(edge)
     for pair in settled:
@@ -205,12 +205,12 @@ def _small_star(node_neighbours, round_name: str, next_round: str | None):
     too: one grouping takes them all. After the last round (`next_round` None) the edges themselves leave."""
     edges, notes, changed = small_star_noting(*node_neighbours)
     if changed:
-        count(f"{NEAR}.cc.{round_name}.small")
+        count(cc_round(NEAR, round_name, "small"))
     if next_round is None:
         yield from edges
         return
     for edge in edges:
-        count(f"{NEAR}.cc.{next_round}.edges")
+        count(cc_round(NEAR, next_round, "edges"))
         yield from both_directions(edge)
     yield from notes
 
@@ -390,7 +390,7 @@ def _place(kv):
 def rounds_to_converge(counters: dict[str, int], max_rounds: int) -> tuple[int, bool]:
     """(rounds that changed something + the confirming round, converged?) from the job's counters."""
     changed = [i for i in range(max_rounds)
-               if counters.get(f"{NEAR}.cc.round{i}.large", 0) or counters.get(f"{NEAR}.cc.round{i}.small", 0)]
+               if counters.get(cc_round(NEAR, f"round{i}", "large"), 0) or counters.get(cc_round(NEAR, f"round{i}", "small"), 0)]
     last = max(changed) + 1 if changed else 0
     return min(last + 1, max_rounds), last < max_rounds
 
@@ -406,7 +406,7 @@ def dedup_report(config: DedupConfig, counters: dict[str, int]) -> dict:
     if config.near:
         rounds, converged = rounds_to_converge(counters, config.max_rounds)
         prefix = f"{NEAR}.note.cluster_size."
-        carried = [counters.get(f"{NEAR}.cc.round{i}.edges", 0) for i in range(config.max_rounds)]
+        carried = [counters.get(cc_round(NEAR, f"round{i}", "edges"), 0) for i in range(config.max_rounds)]
         while carried and not carried[-1]:
             carried.pop()  # settled components left the loop: the later rounds carried nothing
         report.update({
