@@ -8,7 +8,7 @@ Write a stage or an input format (docs/stages.md "Stages from other packages"): 
 `Stage`, `RuleStage` with its verdict helpers `over` and `under`, `StageSpec` with the places a stage runs
 (`DOCUMENT`, `EXTRACT`, `GLOBAL`), `InputFormat`, `ReadSettings`; a global stage in plain Python deciding within
 groups of documents: `GroupedStage`, `GroupDrop`, `best_first`; one with Beam transforms of its own: `GlobalStage`
-(pipeline/job/globals/base.py) with `Flow`, and `PartEdit`, `PartHook` for one that edits parts.
+(pipeline/job/globals/base.py) with `Flow`, and `PartEditing`, `PartEdit`, `PartHook` for one that edits parts.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ _EXPORTS = {
     "stages.table": ("DOCUMENT", "EXTRACT", "GLOBAL", "InputFormat", "StageSpec"),
     "stages.formats": ("ReadSettings",),
     "stages.grouped": ("GroupDrop", "GroupedStage", "best_first"),
-    "pipeline.job.globals.base": ("Flow", "GlobalStage"),
+    "pipeline.job.globals.base": ("Flow", "GlobalStage", "PartEditing"),
     "pipeline.job.part_hooks": ("PartEdit", "PartHook"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -159,7 +159,7 @@ SPEC = StageSpec(name="shared_first_line", order=96, runs=GLOBAL, config=SharedF
 EDIT_JOB = '''"""The job's side of stages/shared_first_line.py (added by tests/stages/test_table.py)."""
 import apache_beam as beam
 
-from pipeline.job.globals.base import GlobalStage
+from pipeline.job.globals.base import PartEditing
 from pipeline.job.part_hooks import PartEdit, PartHook
 from pipeline.job.parts import part_paths, read_rows
 from pipeline.job.schema import part_value
@@ -207,16 +207,8 @@ class SharedFirstLine(PartEdit):
         return decided_by_part.pipeline | "NoPerPart" >> beam.Create([]), owners
 
 
-class SharedFirstLineStage(GlobalStage):
-    edits_text = True
-
-    def __init__(self, spec, config, facts):
-        super().__init__(spec, config, facts)
-        self._edit = SharedFirstLine(config)
-        self.step = self._edit.step
-
-    def part_edit(self):
-        return self._edit
+class SharedFirstLineStage(PartEditing):
+    edit = SharedFirstLine
 '''
 
 

@@ -59,5 +59,21 @@ class GlobalStage:
         return []
 
 
+class PartEditing(GlobalStage):
+    """A global stage that edits parts: its `edit` (a PartEdit class, pipeline/job/part_hooks.py, built from the run
+    config) gives its step and what it hooks into each part."""
+
+    edit: type
+    edits_text = True
+
+    def __init__(self, spec, config, facts: dict[str, Any]):
+        super().__init__(spec, config, facts)
+        self._edit = self.edit(config)
+        self.step = self._edit.step
+
+    def part_edit(self):
+        return self._edit
+
+
 def decides(stage: GlobalStage) -> bool:
     return type(stage).decide is not GlobalStage.decide

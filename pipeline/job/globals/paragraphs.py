@@ -28,7 +28,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counters import count, note
 from pipeline.job.finish import Output
-from pipeline.job.globals.base import GlobalStage
+from pipeline.job.globals.base import PartEditing
 from pipeline.job.output import STATS_DIR
 from pipeline.job.part_hooks import PartEdit, PartHook
 from pipeline.job.parts import part_paths, read_rows
@@ -294,16 +294,8 @@ class WriteTopParagraphs(beam.PTransform):
                                                     shard_name_template="-SSSSS"))
 
 
-class Paragraphs(GlobalStage):
-    edits_text = True
-
-    def __init__(self, spec, config, facts):
-        super().__init__(spec, config, facts)
-        self._edit = ParagraphDedup(config)
-        self.step = self._edit.step
-
-    def part_edit(self):
-        return self._edit
+class Paragraphs(PartEditing):
+    edit = ParagraphDedup
 
     @classmethod
     def report(cls, config, counters, report):
