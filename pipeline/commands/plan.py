@@ -43,6 +43,10 @@ SAMPLE_FILES = 8
 # prepared bytes (windows of 1,000 records in a row range 0.84-1.18x of the file's text per input byte, p5-p95; 1,000
 # records drawn across it 0.92-1.09x); see bench/RESULTS.md "Crawl rehearsal"
 SAMPLE_RECORDS = 1000
+# The job run on its first records costs more a record than its tasks timed alone (on the bench WARC, 2026-12-08:
+# 14.5 against 9 ms; a whole run costs more still, 21 ms, so the plan stays a lower bound there): the tasks'
+# CPU is scaled by that ratio, measured per plan on this many records.
+HEAD_RUN_RECORDS = 100
 HEAD_RECORDS = 200  # read (no stages) from the start of each sampled file: its records per byte set the spread share
 # Phase 2 shuffles no texts (pipeline/job/finish.py): a slim signature record per document goes through exact
 # dedup's grouping and near dedup's placement join (--dedup-against's join takes the whole record), its band
@@ -114,6 +118,7 @@ def make_plan(config, sample: int, scale_files: int, scale_pages: float, spread:
     preflight(config)
     measured = measure_sample(config, files, sample, spread)
     measured["fixed_run"] = measure_fixed_run(config)  # after the sample: a run resets the peak-memory gauge
+    measured["head_run"] = measure_fixed_run(config, HEAD_RUN_RECORDS)  # the job's own cost per record (job_factor)
     total_bytes = sum(f.size for f in files)
     if config.robots:  # the captures come with the input: their bytes scale with it
         from apache_beam.io.filesystems import FileSystems
@@ -209,9 +214,10 @@ def _unsampled_cpu(prepare) -> float:
     return sum(reader.unsampled_cpu_s for reader in prepare.readers.values())
 
 
-def measure_fixed_run(config) -> dict[str, Any] | None:
+def measure_fixed_run(config, records: int = 1) -> dict[str, Any] | None:
     """CPU and peak memory of the job itself on one record (`refinery run --limit 1`): what a run costs
-    besides its documents (loading models, building and executing Beam's graph, writing the outputs)."""
+    besides its documents (loading models, building and executing Beam's graph, writing the outputs); with
+    `records`, on its first so many (`records_read`: how many it read)."""
     import contextlib
 
     from common.settings import to_yaml
@@ -220,7 +226,7 @@ def measure_fixed_run(config) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory(prefix="refinery-plan-run-") as tmp:
         path = os.path.join(tmp, "config.yaml")
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write(to_yaml(dataclasses.replace(config, output="", limit=1, plan=None, resume=False, overwrite=False,
+            fh.write(to_yaml(dataclasses.replace(config, output="", limit=records, plan=None, resume=False, overwrite=False,
                                                  strict=False)))
         try:
             with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
@@ -228,7 +234,19 @@ def measure_fixed_run(config) -> dict[str, Any] | None:
         except Exception as exc:  # the plan stands without it; its assumptions say so
             return {"error": f"{type(exc).__name__}: {exc}"[:300]}
     resources = report["resources"]
-    return {"cpu_s": round(resources["cpu_hours"] * 3600, 2), "peak_memory_bytes": resources["peak_memory_bytes"]}
+    return {"cpu_s": round(resources["cpu_hours"] * 3600, 2), "peak_memory_bytes": resources["peak_memory_bytes"],
+            "records_read": report["documents_read"]}
+
+
+def job_factor(m: dict[str, Any]) -> float:
+    """How much more CPU a record costs in the job than in its tasks timed alone (at least 1): the run on the first
+    records less the run on one, per record, over the sample's tasks per record."""
+    fixed, head = m.get("fixed_run") or {}, m.get("head_run") or {}
+    if "cpu_s" not in fixed or "cpu_s" not in head or head["records_read"] <= fixed.get("records_read", 1):
+        return 1.0
+    per_record = (head["cpu_s"] - fixed["cpu_s"]) / (head["records_read"] - fixed.get("records_read", 1))
+    tasks_per_record = (m["phase1_cpu_s"] + m["phase2_cpu_s"]) / max(m["records"], 1)
+    return round(max(1.0, per_record / tasks_per_record), 3) if tasks_per_record > 0 else 1.0
 
 
 def _phase2_parts(config, keys: Sequence[str]) -> tuple[float, int]:
@@ -289,7 +307,8 @@ def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes:
     """The sample's figures times `scale` (input bytes, or pages, over the sample's)."""
     docs = m["documents"] * scale
     fixed = m.get("fixed_run") or {}
-    cpu_s = (m["phase1_cpu_s"] + m["phase2_cpu_s"]) * scale + fixed.get("cpu_s", 0)
+    factor = job_factor(m)
+    cpu_s = (m["phase1_cpu_s"] + m["phase2_cpu_s"]) * factor * scale + fixed.get("cpu_s", 0)
     baseline = max(m["peak_rss_bytes"], fixed.get("peak_memory_bytes", 0))  # models, runner
     hashes = m.get("paragraph_hashes", 0) * scale
     robots_memory = docs * ROBOTS_BYTES_PER_DOCUMENT if m.get("robots_bytes_per_input_byte") is not None else 0
@@ -301,7 +320,7 @@ def predict(m: dict[str, Any], scale: float, what: str, files: int, input_bytes:
     return {
         "what": what, "files": files, "input_bytes": input_bytes, "records": round(m["records"] * scale),
         "documents_after_phase1": round(docs), "cpu_hours": round(cpu_s / 3600, 4),
-        "cpu_hours_phase1": round(m["phase1_cpu_s"] * scale / 3600, 4),
+        "cpu_hours_phase1": round(m["phase1_cpu_s"] * factor * scale / 3600, 4),
         "peak_memory_per_worker_bytes": {"phase1": m["peak_rss_bytes"],
                                          "phase2_one_local_process": round(baseline + docs * PHASE2_BYTES_PER_DOCUMENT
                                                                            + hashes * PARAGRAPH_BYTES_PER_HASH
@@ -348,7 +367,9 @@ def assumptions(config, m: dict[str, Any]) -> list[str]:
         + (" drawn from all through each file (their parts compress a little worse than a whole file's, whose "
            "neighbouring pages share a site's text)" if m.get("drawn") == "spread" else ", the first of each file")
         + "; CPU is process time (this process and the extraction "
-        f"worker), plus once the fixed cost of a run measured on one record: {_fixed(m)}",
+        f"worker) of the tasks timed alone, times {job_factor(m)} (what a record costs more in the job, from runs on "
+        f"the first {(m.get('head_run') or {}).get('records_read', '?')} records and on one), plus once the fixed "
+        f"cost of a run measured on one record: {_fixed(m)}",
         "phase 2's grouping steps (dedup's signature records and band entries) are counted as shuffle bytes, not CPU; "
         "decontamination's index build is not counted",
         f"shuffle bytes: no texts; each document's signature record {SIGNED_SHUFFLES} times ({SIGNED_RECORD_BYTES} B), "
