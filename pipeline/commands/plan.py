@@ -57,7 +57,9 @@ KEY_RECORD_BYTES = 20      # one band entry as shuffled: 12-byte digest + 8-byte
 EDGE_RECORD_BYTES = 80     # one (id, id) edge
 COMPONENT_ROUNDS = 4       # rounds that still carry edges (bench/cc_rounds.py: most settle in 2-4)
 OCCURRENCE_RECORD_BYTES = 77  # paragraph dedup: one (hash, occurrence) as Beam's coder packs it
-PARAGRAPH_BYTES_PER_HASH = 170  # paragraph dedup's phase-2 memory per paragraph hash (bench/paragraph_scale.py, 1M)
+# paragraph dedup's phase-2 memory per paragraph hash (bench/paragraph_scale.py: 170 B at 1M documents with owners
+# chosen per paragraph; 370 B at 100,000 since they are chosen per group of documents, 2026-12-08)
+PARAGRAPH_BYTES_PER_HASH = 370
 PHASE2_BYTES_PER_DOCUMENT = 900  # peak memory of one local process per document (bench/run_scale.py, 300k -> 1M)
 # --robots (pipeline/job/globals/robots.py): each document's (host, id, part, scheme, URL, fetch date) is grouped by host, and
 # its whole signature record joins the decisions by id group; the captures are shuffled by host and once more by
