@@ -48,10 +48,12 @@ def build_pipeline(p: beam.Pipeline, config: RunConfig, files: Sequence[InputFil
     keys = p | "Prepare" >> Prepare(files, PrepareFiles(prepare, config.limit), one_task=bool(config.limit))
     names = [spec.name for spec in TABLE if spec.runs == READ] + [name for name, _ in phase1]
     file_index = {file_part_key(f, root): i for i, f in enumerate(files)}  # numbers shards and dedup's nodes
-    signed = keys | "ReadSigned" >> beam.ParDo(ReadSigned(config.output, config.dedup, file_index))
     phase2 = make_steps(config, facts, phase=2)
     names += [name for name, _ in phase2]
-    stages, flow = global_stages(phase2), Flow(signed, keys)
+    stages = global_stages(phase2)
+    site = any(stage.reads_site for stage in stages)
+    signed = keys | "ReadSigned" >> beam.ParDo(ReadSigned(config.output, config.dedup, file_index, site))
+    flow = Flow(signed, keys)
     decisions = [decided for decided in (stage.decide(flow) for stage in stages) if decided is not None]  # in order
     edits = [edit for edit in (stage.part_edit() for stage in stages) if edit is not None]
     decided = (decisions or [p | "NoDecisions" >> beam.Create([])]) | "AllDecisions" >> beam.Flatten()

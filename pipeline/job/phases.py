@@ -114,10 +114,10 @@ class Prepare(beam.PTransform):
 
 class ReadSigned(beam.DoFn):
     """A part key -> a packed `Signed` record per document (its signature, rank and tokens; the text only to
-    compute shingles for `dedup.verify`)."""
+    compute shingles for `dedup.verify`); with `site`, also each record's site and language (grouped stages')."""
 
-    def __init__(self, output: str, dedup: DedupConfig, file_index: dict[str, int]):
-        self._output, self._dedup, self._file_index = output, dedup, file_index
+    def __init__(self, output: str, dedup: DedupConfig, file_index: dict[str, int], site: bool = False):
+        self._output, self._dedup, self._file_index, self._site = output, dedup, file_index, site
 
     def process(self, key: str):
         columns = ["id", "url", "metadata", "exact_key", "bands", "quality_score", "chars", "tokens", "lang"]
@@ -128,8 +128,8 @@ class ReadSigned(beam.DoFn):
             url = part_value(row, "url")
             origin = origin_evidence(url, json.loads(row["metadata"]) if row["metadata"] else {})
             yield Signed(row["id"], key, number, row["exact_key"], b"".join(row["bands"] or ()), row["quality_score"],
-                         row["chars"], row["tokens"], shingle_set, origin=origin, site=site_of(url),
-                         lang=row["lang"]).pack()
+                         row["chars"], row["tokens"], shingle_set, origin=origin,
+                         site=site_of(url) if self._site else "", lang=row["lang"] if self._site else None).pack()
 
 
 class FinishParts(_TaskFn):

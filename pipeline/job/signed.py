@@ -19,7 +19,7 @@ from stages.dedup import (
     shingle_hash,
     shingles,
 )
-from stages.mix import approx_tokens, site_of
+from stages.mix import approx_tokens
 from stages.origin import NO_DATE, origin_evidence
 from stages.record import Document
 
@@ -45,6 +45,7 @@ class Signed(NamedTuple):
     # evidence of origin (stages.origin.origin_evidence): declares another page canonical, earliest date it existed
     origin: tuple[int, str] = (0, NO_DATE)
     site: str = ""                       # stages.mix.site_of its URL, and its language: what grouped stages group by
+    #                                      (filled only for a run with one, GlobalStage.reads_site)
     lang: str | None = None
 
     @property
@@ -127,8 +128,7 @@ def signed(doc: Document, part: str, number: int, signature: tuple[str | None, l
     """The Signed record of a document (with its shingle hashes when `config.verify`)."""
     shingle_set = verify_shingles(doc.text, doc.lang, config) if config is not None and config.verify else None
     return Signed(doc.id, part, number, signature[0], b"".join(signature[1] or ()), doc.quality_score, len(doc.text),
-                  approx_tokens(doc.text), shingle_set, origin=origin_evidence(doc.url, doc.metadata),
-                  site=site_of(doc.url), lang=doc.lang)
+                  approx_tokens(doc.text), shingle_set, origin=origin_evidence(doc.url, doc.metadata))
 
 
 def verify_shingles(text: str, lang: str | None, config: DedupConfig) -> frozenset:

@@ -10,6 +10,8 @@ from stages.grouped import GroupedStage
 
 
 class Grouped(GlobalStage):
+    reads_site = True  # a plain-Python stage may group by site or language
+
     def __init__(self, spec, config, facts):
         super().__init__(spec, config, facts)
         self._stage = spec.make(config) if spec.build is not None else None

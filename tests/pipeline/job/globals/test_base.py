@@ -56,6 +56,7 @@ def test_the_grouped_stage_keeps_the_best_of_a_group_and_refuses_a_reason_its_sp
                      reasons={"over_cap": "its site gave enough"})
     stage = build(spec, config(tmp_path), {})
     assert decides(stage) and stage.step is None and stage.part_edit() is None and stage.writes() is None
+    assert stage.reads_site and not any(stage_class(s).reads_site for s in GLOBAL_SPECS if s.job)  # ~25 B a record
     members = [record("b", quality=0.9), record("a", quality=0.2), record("c", quality=0.9, chars=300)]
     out = list(_decide(("a.example", [m.pack() for m in members]), "cap", CapPerSite(), frozenset({"over_cap"})))
     kept = [Signed.unpack(o) for o in out if isinstance(o, bytes)]
